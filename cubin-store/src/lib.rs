@@ -1,0 +1,40 @@
+//! The fatpack side archive ("store"): CUDA device code (cubins, PTX) split per architecture.
+//!
+//! A store is a fixed header, optional zstd dictionary, blobs and an index (see `FORMAT.md`
+//! in this crate for the exact layout). Each blob is an independent zstd frame of one entry's
+//! raw bytes, so one architecture can be read without touching the others; identical contents
+//! are stored once (keyed by blake3). Every blob and the index carry a blake3 digest that the
+//! reader checks.
+//!
+//! - Write with [`StoreWriter`] (streams blobs; [`StoreWriter::create_atomic`] for files).
+//! - Read with [`Store::parse`] over any byte slice, or [`MappedStore`] for a file or a byte
+//!   range of one.
+
+#![deny(unsafe_code)]
+
+mod atomic;
+mod error;
+mod format;
+mod mapped;
+mod meta;
+mod reader;
+mod writer;
+
+pub use atomic::AtomicStoreFile;
+pub use error::{Result, StoreError};
+pub use format::{
+    ALIGN, FORMAT_MAJOR, FORMAT_MINOR, HEADER_LEN, MAGIC, MAX_ATTRS_LEN, MAX_NAME_LEN,
+    MAX_ZSTD_RATIO,
+};
+pub use mapped::MappedStore;
+pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
+pub use reader::{BlobView, EntryView, ModuleView, Store, StoreStats};
+pub use writer::{
+    train_dictionary, EntryRef, ModuleId, StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL,
+};
+
+/// Helpers for tests and fuzzers; not part of the stable API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::format::reseal;
+}

@@ -1,0 +1,1002 @@
+//! Zero-copy store reader over a byte slice.
+//!
+//! [`Store::parse`] validates the header, the index digest and every offset, length and
+//! reference in the index, so that the views handed out afterwards cannot point outside the
+//! slice. Blob bytes are only touched by [`Store::read_entry`] / [`Store::verify`].
+
+use std::ops::Range;
+use std::sync::Mutex;
+
+use crate::error::{Result, StoreError};
+use crate::format::*;
+use crate::meta::{
+    arch_name, kind_from_wire, variant_from_wire, ArchVariant, Codec, EntryKind, EntryMeta,
+};
+
+const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
+
+#[derive(Debug)]
+pub(crate) struct BlobInfo {
+    offset: u64,
+    stored_len: u64,
+    raw_len: u64,
+    codec: Codec,
+    digest: [u8; 32],
+    refs: u32,
+    /// First entry referencing this blob (for error messages), `u32::MAX` if none.
+    first_ref: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct ModInfo {
+    name: Range<usize>,
+    first: u32,
+    count: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct EntInfo {
+    kind: EntryKind,
+    variant: ArchVariant,
+    arch: u32,
+    blob: u32,
+    attrs: Range<usize>,
+    module: u32,
+    index_in_module: u32,
+}
+
+/// Everything [`Store::parse`] learns, independent of the slice's lifetime so a
+/// [`crate::MappedStore`] can keep it next to its mapping.
+pub(crate) struct Parsed {
+    major: u16,
+    minor: u16,
+    header_len: u64,
+    file_len: usize,
+    index_len: u64,
+    dict: Option<Range<usize>>,
+    digest: [u8; 32],
+    blobs: Vec<BlobInfo>,
+    modules: Vec<ModInfo>,
+    entries: Vec<EntInfo>,
+    /// Module indices sorted by name, for binary search.
+    by_name: Vec<u32>,
+    /// One cached decompression context per codec, so reading many entries does not reload
+    /// the dictionary every time. Taken out while in use; concurrent readers make their own.
+    dctx_plain: Mutex<Option<zstd::bulk::Decompressor<'static>>>,
+    dctx_dict: Mutex<Option<zstd::bulk::Decompressor<'static>>>,
+}
+
+enum ParsedRef<'a> {
+    Owned(Box<Parsed>),
+    Borrowed(&'a Parsed),
+}
+
+impl std::ops::Deref for ParsedRef<'_> {
+    type Target = Parsed;
+    fn deref(&self) -> &Parsed {
+        match self {
+            ParsedRef::Owned(p) => p,
+            ParsedRef::Borrowed(p) => p,
+        }
+    }
+}
+
+/// A validated store borrowed from a byte slice (a whole `.fatpack` file, or an ELF section
+/// inside a mapped object).
+pub struct Store<'a> {
+    bytes: &'a [u8],
+    parsed: ParsedRef<'a>,
+}
+
+impl std::fmt::Debug for Store<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("version", &(self.parsed.major, self.parsed.minor))
+            .field("file_len", &self.parsed.file_len)
+            .field("modules", &self.parsed.modules.len())
+            .field("entries", &self.parsed.entries.len())
+            .field("blobs", &self.parsed.blobs.len())
+            .finish()
+    }
+}
+
+/// Aggregate numbers about a store, for `inspect`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStats {
+    pub version: (u16, u16),
+    pub file_len: u64,
+    pub header_len: u64,
+    pub index_len: u64,
+    pub dict_len: u64,
+    pub modules: usize,
+    pub entries: usize,
+    pub blobs: usize,
+    /// Blobs referenced by more than one entry.
+    pub shared_blobs: usize,
+    /// Sum of raw lengths over entries (what the store would be without dedup or compression).
+    pub raw_bytes: u64,
+    /// Sum of raw lengths over blobs (after dedup, before compression).
+    pub unique_raw_bytes: u64,
+    /// Sum of stored lengths over blobs.
+    pub stored_bytes: u64,
+}
+
+impl<'a> Store<'a> {
+    /// Validates `bytes` as a store. Bytes after the store's `file_len` are ignored (e.g.
+    /// section padding). Blob contents are not read.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        let parsed = Parsed::parse(bytes)?;
+        let bytes = bytes.get(..parsed.file_len).unwrap_or_default();
+        Ok(Store {
+            bytes,
+            parsed: ParsedRef::Owned(Box::new(parsed)),
+        })
+    }
+
+    pub(crate) fn from_parsed(bytes: &'a [u8], parsed: &'a Parsed) -> Self {
+        Store {
+            bytes: bytes.get(..parsed.file_len).unwrap_or_default(),
+            parsed: ParsedRef::Borrowed(parsed),
+        }
+    }
+
+    /// Whole-store digest: blake3 of the header bytes `[0, header_len)`. The header contains
+    /// the index digest (which lists every blob's blake3) and the dictionary digest, so two
+    /// stores with equal digests have identical modules, entries, metadata and contents.
+    pub fn digest(&self) -> [u8; 32] {
+        self.parsed.digest
+    }
+
+    /// Format version (major, minor) the store was written with.
+    pub fn version(&self) -> (u16, u16) {
+        (self.parsed.major, self.parsed.minor)
+    }
+
+    /// The store's bytes, exactly `file_len` long.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The zstd dictionary shared by `ZstdDict` blobs, if the store has one.
+    pub fn dictionary(&self) -> Option<&'a [u8]> {
+        self.parsed.dict.clone().and_then(|r| self.bytes.get(r))
+    }
+
+    pub fn module_count(&self) -> usize {
+        self.parsed.modules.len()
+    }
+
+    pub fn entry_count(&self) -> usize {
+        self.parsed.entries.len()
+    }
+
+    pub fn blob_count(&self) -> usize {
+        self.parsed.blobs.len()
+    }
+
+    /// Modules in the order they were added.
+    pub fn modules(&self) -> impl ExactSizeIterator<Item = ModuleView<'_>> + '_ {
+        self.parsed
+            .modules
+            .iter()
+            .enumerate()
+            .map(move |(i, info)| ModuleView {
+                store: self.coerce(),
+                info,
+                index: i,
+            })
+    }
+
+    pub fn module(&self, idx: usize) -> Option<ModuleView<'_>> {
+        self.parsed.modules.get(idx).map(|info| ModuleView {
+            store: self.coerce(),
+            info,
+            index: idx,
+        })
+    }
+
+    pub fn module_by_name(&self, name: &str) -> Option<ModuleView<'_>> {
+        let by_name = &self.parsed.by_name;
+        let pos = by_name
+            .binary_search_by(|&m| self.module_name_bytes(m).cmp(name.as_bytes()))
+            .ok()?;
+        self.module(*by_name.get(pos)? as usize)
+    }
+
+    /// Every entry of every module, in module order.
+    pub fn entries(&self) -> impl Iterator<Item = EntryView<'_>> + '_ {
+        let store = self.coerce();
+        self.parsed
+            .entries
+            .iter()
+            .filter_map(move |info| EntryView::new(store, info))
+    }
+
+    /// Blobs in storage order.
+    pub fn blobs(&self) -> impl ExactSizeIterator<Item = BlobView> + '_ {
+        self.parsed
+            .blobs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| BlobView::new(i as u32, b))
+    }
+
+    pub fn blob(&self, id: u32) -> Option<BlobView> {
+        self.parsed
+            .blobs
+            .get(id as usize)
+            .map(|b| BlobView::new(id, b))
+    }
+
+    /// Decompresses one entry and checks its length and blake3.
+    pub fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>> {
+        if !std::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+            return Err(StoreError::ForeignEntry);
+        }
+        self.read_blob_inner(e.info.blob, Some(e.info))
+    }
+
+    /// Decompresses one blob by id and checks its length and blake3.
+    pub fn read_blob(&self, id: u32) -> Result<Vec<u8>> {
+        self.read_blob_inner(id, None)
+    }
+
+    /// Reads and checks every blob, one at a time (memory stays at the largest blob).
+    pub fn verify(&self) -> Result<()> {
+        for id in 0..self.parsed.blobs.len() {
+            self.read_blob_inner(id as u32, None)?;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let p = &*self.parsed;
+        let raw_bytes = p
+            .entries
+            .iter()
+            .filter_map(|e| p.blobs.get(e.blob as usize))
+            .fold(0u64, |acc, b| acc.saturating_add(b.raw_len));
+        StoreStats {
+            version: (p.major, p.minor),
+            file_len: p.file_len as u64,
+            header_len: p.header_len,
+            index_len: p.index_len,
+            dict_len: p.dict.as_ref().map_or(0, |r| r.len() as u64),
+            modules: p.modules.len(),
+            entries: p.entries.len(),
+            blobs: p.blobs.len(),
+            shared_blobs: p.blobs.iter().filter(|b| b.refs > 1).count(),
+            raw_bytes,
+            unique_raw_bytes: p
+                .blobs
+                .iter()
+                .fold(0u64, |acc, b| acc.saturating_add(b.raw_len)),
+            stored_bytes: p
+                .blobs
+                .iter()
+                .fold(0u64, |acc, b| acc.saturating_add(b.stored_len)),
+        }
+    }
+
+    /// Shortens the borrow so views can hold `&'s Store<'s>` (Store is covariant).
+    fn coerce(&self) -> &Store<'_> {
+        self
+    }
+
+    fn module_name_bytes(&self, m: u32) -> &'a [u8] {
+        self.parsed
+            .modules
+            .get(m as usize)
+            .and_then(|info| self.bytes.get(info.name.clone()))
+            .unwrap_or_default()
+    }
+
+    fn module_name(&self, m: u32) -> &'a str {
+        std::str::from_utf8(self.module_name_bytes(m)).unwrap_or_default()
+    }
+
+    /// Names the blob for error messages: by its entry if we know it, else by first referrer.
+    fn describe(&self, id: u32, entry: Option<&EntInfo>) -> (String, String) {
+        let entry = entry.or_else(|| {
+            let first = self.parsed.blobs.get(id as usize)?.first_ref;
+            self.parsed.entries.get(first as usize)
+        });
+        match entry {
+            Some(e) => (
+                self.module_name(e.module).to_owned(),
+                arch_name(e.kind, e.arch, e.variant),
+            ),
+            None => ("<unreferenced>".to_owned(), format!("blob {id}")),
+        }
+    }
+
+    fn read_blob_inner(&self, id: u32, entry: Option<&EntInfo>) -> Result<Vec<u8>> {
+        let blob = self
+            .parsed
+            .blobs
+            .get(id as usize)
+            .ok_or(StoreError::ForeignEntry)?;
+        let oob = || StoreError::BlobOutOfBounds {
+            blob: id,
+            offset: blob.offset,
+            len: blob.stored_len,
+            start: 0,
+            end: self.bytes.len() as u64,
+        };
+        let start = usize::try_from(blob.offset).map_err(|_| oob())?;
+        let len = usize::try_from(blob.stored_len).map_err(|_| oob())?;
+        let src = start
+            .checked_add(len)
+            .and_then(|end| self.bytes.get(start..end))
+            .ok_or_else(oob)?;
+        let raw_len = usize::try_from(blob.raw_len)
+            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
+        let corrupt = |message: String| {
+            let (module, arch) = self.describe(id, entry);
+            StoreError::CorruptFrame {
+                module,
+                arch,
+                message,
+            }
+        };
+
+        let mut out = Vec::new();
+        out.try_reserve_exact(raw_len)
+            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
+        match blob.codec {
+            Codec::Raw => out.extend_from_slice(src),
+            Codec::Zstd | Codec::ZstdDict => {
+                // Checked up front so only plain single zstd frames ever reach the decoder
+                // (no skippable frames, no concatenation, no legacy formats).
+                if src.get(..4) != Some(&ZSTD_MAGIC[..]) {
+                    return Err(corrupt("not a zstd frame (bad frame magic)".into()));
+                }
+                match zstd::zstd_safe::get_frame_content_size(src) {
+                    Ok(Some(n)) if n == blob.raw_len => {}
+                    Ok(Some(n)) => {
+                        return Err(corrupt(format!(
+                            "frame content size {n} != index raw length {}",
+                            blob.raw_len
+                        )))
+                    }
+                    Ok(None) => return Err(corrupt("frame has no content size".into())),
+                    Err(_) => return Err(corrupt("unreadable frame header".into())),
+                }
+                match zstd::zstd_safe::find_frame_compressed_size(src) {
+                    Ok(n) if n == src.len() => {}
+                    Ok(n) => {
+                        return Err(corrupt(format!(
+                            "frame is {n} bytes but blob is {} bytes",
+                            src.len()
+                        )))
+                    }
+                    Err(code) => {
+                        return Err(corrupt(zstd::zstd_safe::get_error_name(code).to_owned()))
+                    }
+                }
+                self.decompress_into(blob.codec, src, &mut out)
+                    .map_err(|e| match e {
+                        DecodeError::Frame(m) => corrupt(m),
+                        DecodeError::Dict(m) => StoreError::BadDictionary(m),
+                    })?;
+            }
+        }
+        if out.len() as u64 != blob.raw_len {
+            let (module, arch) = self.describe(id, entry);
+            return Err(StoreError::BlobLengthMismatch {
+                module,
+                arch,
+                expected: blob.raw_len,
+                found: out.len() as u64,
+            });
+        }
+        if *blake3::hash(&out).as_bytes() != blob.digest {
+            let (module, arch) = self.describe(id, entry);
+            return Err(StoreError::BlobDigestMismatch { module, arch });
+        }
+        Ok(out)
+    }
+
+    fn decompress_into(
+        &self,
+        codec: Codec,
+        src: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), DecodeError> {
+        let slot = match codec {
+            Codec::ZstdDict => &self.parsed.dctx_dict,
+            _ => &self.parsed.dctx_plain,
+        };
+        // A poisoned lock only means another reader panicked; the cached context is then
+        // simply not reused.
+        let cached = slot.lock().ok().and_then(|mut g| g.take());
+        let mut dctx = match cached {
+            Some(d) => d,
+            None => {
+                let dict = match codec {
+                    Codec::ZstdDict => self.dictionary().ok_or_else(|| {
+                        DecodeError::Dict("blob needs a dictionary the store lacks".into())
+                    })?,
+                    _ => &[],
+                };
+                zstd::bulk::Decompressor::with_dictionary(dict)
+                    .map_err(|e| DecodeError::Dict(e.to_string()))?
+            }
+        };
+        dctx.decompress_to_buffer(src, out)
+            .map_err(|e| DecodeError::Frame(e.to_string()))?;
+        // Only contexts that just finished a frame successfully are put back.
+        if let Ok(mut g) = slot.lock() {
+            *g = Some(dctx);
+        }
+        Ok(())
+    }
+}
+
+enum DecodeError {
+    Frame(String),
+    Dict(String),
+}
+
+/// One blob as recorded in the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobView {
+    pub id: u32,
+    /// Offset from the start of the store.
+    pub offset: u64,
+    pub stored_len: u64,
+    pub raw_len: u64,
+    pub codec: Codec,
+    /// blake3 of the raw (decompressed) bytes.
+    pub digest: [u8; 32],
+    /// Number of entries that use this blob.
+    pub ref_count: u32,
+}
+
+impl BlobView {
+    fn new(id: u32, b: &BlobInfo) -> Self {
+        BlobView {
+            id,
+            offset: b.offset,
+            stored_len: b.stored_len,
+            raw_len: b.raw_len,
+            codec: b.codec,
+            digest: b.digest,
+            ref_count: b.refs,
+        }
+    }
+}
+
+/// A module of a parsed store.
+#[derive(Clone, Copy)]
+pub struct ModuleView<'s> {
+    store: &'s Store<'s>,
+    info: &'s ModInfo,
+    index: usize,
+}
+
+impl std::fmt::Debug for ModuleView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModuleView")
+            .field("index", &self.index)
+            .field("name", &self.name())
+            .field("entries", &self.info.count)
+            .finish()
+    }
+}
+
+impl<'s> ModuleView<'s> {
+    /// Position in the store (insertion order).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn name(&self) -> &'s str {
+        std::str::from_utf8(
+            self.store
+                .bytes
+                .get(self.info.name.clone())
+                .unwrap_or_default(),
+        )
+        .unwrap_or_default()
+    }
+
+    pub fn entry_count(&self) -> usize {
+        self.info.count as usize
+    }
+
+    /// Entries in the order they were added.
+    pub fn entries(&self) -> impl Iterator<Item = EntryView<'s>> + 's {
+        let store = self.store;
+        let first = self.info.first as usize;
+        let end = first.saturating_add(self.info.count as usize);
+        store
+            .parsed
+            .entries
+            .get(first..end)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(move |info| EntryView::new(store, info))
+    }
+
+    pub fn entry(&self, idx: usize) -> Option<EntryView<'s>> {
+        if idx >= self.info.count as usize {
+            return None;
+        }
+        let info = self
+            .store
+            .parsed
+            .entries
+            .get((self.info.first as usize).checked_add(idx)?)?;
+        EntryView::new(self.store, info)
+    }
+
+    /// First entry with exactly this kind, arch and variant.
+    pub fn find(&self, kind: EntryKind, arch: u32, variant: ArchVariant) -> Option<EntryView<'s>> {
+        self.entries()
+            .find(|e| e.kind() == kind && e.arch() == arch && e.variant() == variant)
+    }
+}
+
+/// An entry of a parsed store: metadata plus where its bytes are.
+#[derive(Clone, Copy)]
+pub struct EntryView<'s> {
+    store: &'s Store<'s>,
+    info: &'s EntInfo,
+    blob: &'s BlobInfo,
+}
+
+impl std::fmt::Debug for EntryView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryView")
+            .field("module", &self.module_name())
+            .field("arch", &self.arch_name())
+            .field("blob", &self.info.blob)
+            .field("raw_len", &self.blob.raw_len)
+            .field("stored_len", &self.blob.stored_len)
+            .finish()
+    }
+}
+
+impl<'s> EntryView<'s> {
+    fn new(store: &'s Store<'s>, info: &'s EntInfo) -> Option<Self> {
+        let blob = store.parsed.blobs.get(info.blob as usize)?;
+        Some(EntryView { store, info, blob })
+    }
+
+    pub fn module_index(&self) -> usize {
+        self.info.module as usize
+    }
+
+    pub fn module_name(&self) -> &'s str {
+        self.store.module_name(self.info.module)
+    }
+
+    /// Position within its module.
+    pub fn index_in_module(&self) -> usize {
+        self.info.index_in_module as usize
+    }
+
+    pub fn kind(&self) -> EntryKind {
+        self.info.kind
+    }
+
+    pub fn arch(&self) -> u32 {
+        self.info.arch
+    }
+
+    pub fn variant(&self) -> ArchVariant {
+        self.info.variant
+    }
+
+    pub fn attrs(&self) -> &'s [u8] {
+        self.store
+            .bytes
+            .get(self.info.attrs.clone())
+            .unwrap_or_default()
+    }
+
+    /// The metadata as it was given to the writer.
+    pub fn meta(&self) -> EntryMeta {
+        EntryMeta {
+            kind: self.info.kind,
+            arch: self.info.arch,
+            variant: self.info.variant,
+            attrs: self.attrs().to_vec(),
+        }
+    }
+
+    pub fn arch_name(&self) -> String {
+        arch_name(self.info.kind, self.info.arch, self.info.variant)
+    }
+
+    pub fn blob_id(&self) -> u32 {
+        self.info.blob
+    }
+
+    pub fn blob(&self) -> BlobView {
+        BlobView::new(self.info.blob, self.blob)
+    }
+
+    pub fn raw_len(&self) -> u64 {
+        self.blob.raw_len
+    }
+
+    pub fn stored_len(&self) -> u64 {
+        self.blob.stored_len
+    }
+
+    pub fn codec(&self) -> Codec {
+        self.blob.codec
+    }
+
+    /// blake3 of the raw bytes.
+    pub fn digest(&self) -> [u8; 32] {
+        self.blob.digest
+    }
+
+    /// Number of entries (this one included) that share the blob.
+    pub fn ref_count(&self) -> u32 {
+        self.blob.refs
+    }
+
+    /// True if another entry uses the same bytes.
+    pub fn is_shared(&self) -> bool {
+        self.blob.refs > 1
+    }
+
+    /// Same as [`Store::read_entry`].
+    pub fn read(&self) -> Result<Vec<u8>> {
+        self.store.read_blob_inner(self.info.blob, Some(self.info))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation.
+
+fn header_err(msg: impl Into<String>) -> StoreError {
+    StoreError::MalformedHeader(msg.into())
+}
+
+fn index_err(msg: impl Into<String>) -> StoreError {
+    StoreError::MalformedIndex(msg.into())
+}
+
+/// `start..start+len` as a `usize` range, if it fits and ends at or before `limit`.
+fn range_within(start: u64, len: u64, limit: u64) -> Option<Range<usize>> {
+    let end = start.checked_add(len)?;
+    if end > limit {
+        return None;
+    }
+    Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+}
+
+impl Parsed {
+    pub(crate) fn file_len(&self) -> usize {
+        self.file_len
+    }
+
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed> {
+        let have = bytes.len() as u64;
+        let truncated = |what, need: u64| StoreError::Truncated { what, need, have };
+
+        // Check what is present in order, so a short prefix of a valid store reports
+        // truncation while garbage or a newer store reports what it is.
+        if let Some(found) = get_array::<8>(bytes, H_MAGIC) {
+            if found != MAGIC {
+                return Err(StoreError::BadMagic { found });
+            }
+        }
+        if let (Some(major), Some(minor)) = (get_u16(bytes, H_MAJOR), get_u16(bytes, H_MINOR)) {
+            if major != FORMAT_MAJOR {
+                return Err(StoreError::UnsupportedVersion {
+                    major,
+                    minor,
+                    supported: FORMAT_MAJOR,
+                });
+            }
+        }
+        let hdr = bytes
+            .get(..HEADER_LEN)
+            .ok_or_else(|| truncated("header", HEADER_LEN as u64))?;
+        let u64_at = |off| get_u64(hdr, off).unwrap_or_default();
+        let major = get_u16(hdr, H_MAJOR).unwrap_or_default();
+        let minor = get_u16(hdr, H_MINOR).unwrap_or_default();
+        let header_len = u64::from(get_u32(hdr, H_HEADER_LEN).unwrap_or_default());
+        let file_len = u64_at(H_FILE_LEN);
+        let index_offset = u64_at(H_INDEX_OFFSET);
+        let index_len = u64_at(H_INDEX_LEN);
+        let dict_offset = u64_at(H_DICT_OFFSET);
+        let dict_len = u64_at(H_DICT_LEN);
+        let index_digest = get_array::<32>(hdr, H_INDEX_DIGEST).unwrap_or_default();
+        let dict_digest = get_array::<32>(hdr, H_DICT_DIGEST).unwrap_or_default();
+
+        if header_len < HEADER_LEN as u64 || !is_aligned(header_len) {
+            return Err(header_err(format!(
+                "header_len {header_len} (must be >= {HEADER_LEN} and a multiple of {ALIGN})"
+            )));
+        }
+        if file_len > have {
+            return Err(truncated("store", file_len));
+        }
+        if header_len > file_len {
+            return Err(header_err(format!(
+                "header_len {header_len} exceeds file_len {file_len}"
+            )));
+        }
+        if u64_at(H_RESERVED) != 0 {
+            return Err(header_err("reserved field is not zero"));
+        }
+        let file_len_us = usize::try_from(file_len).map_err(|_| truncated("store", file_len))?;
+
+        // Index.
+        if !is_aligned(index_offset) || index_offset < header_len {
+            return Err(header_err(format!("bad index offset {index_offset}")));
+        }
+        let index_range = range_within(index_offset, index_len, file_len).ok_or_else(|| {
+            header_err(format!(
+                "index {index_offset}+{index_len} exceeds file_len {file_len}"
+            ))
+        })?;
+        let index = bytes
+            .get(index_range.clone())
+            .ok_or_else(|| header_err("index out of bounds"))?;
+        if *blake3::hash(index).as_bytes() != index_digest {
+            return Err(StoreError::IndexDigestMismatch);
+        }
+
+        // Dictionary: between the header and the index.
+        let dict = if dict_len == 0 {
+            if dict_offset != 0 || dict_digest != [0; 32] {
+                return Err(header_err(
+                    "dictionary offset/digest set without a dictionary",
+                ));
+            }
+            None
+        } else {
+            if !is_aligned(dict_offset) || dict_offset < header_len {
+                return Err(header_err(format!("bad dictionary offset {dict_offset}")));
+            }
+            let r = range_within(dict_offset, dict_len, index_offset).ok_or_else(|| {
+                header_err(format!(
+                    "dictionary {dict_offset}+{dict_len} overlaps the index at {index_offset}"
+                ))
+            })?;
+            let d = bytes
+                .get(r.clone())
+                .ok_or_else(|| header_err("dictionary out of bounds"))?;
+            if *blake3::hash(d).as_bytes() != dict_digest {
+                return Err(StoreError::DictionaryDigestMismatch);
+            }
+            Some(r)
+        };
+        let data_start = match &dict {
+            Some(r) => r.end as u64,
+            None => header_len,
+        };
+
+        // Index header and table sizes. Every count is bounded because the tables must fit
+        // exactly in index_len, which is bounded by the slice.
+        let module_count = get_u32(index, 0).ok_or_else(|| index_err("short index header"))?;
+        let entry_count = get_u32(index, 4).ok_or_else(|| index_err("short index header"))?;
+        let blob_count = get_u32(index, 8).ok_or_else(|| index_err("short index header"))?;
+        let idx_reserved = get_u32(index, 12).ok_or_else(|| index_err("short index header"))?;
+        let pool_len = get_u64(index, 16).ok_or_else(|| index_err("short index header"))?;
+        if idx_reserved != 0 {
+            return Err(index_err("reserved field is not zero"));
+        }
+        let table = |count: u32, rec: usize| u64::from(count).checked_mul(rec as u64);
+        let sizes = [
+            Some(INDEX_HEADER_LEN as u64),
+            table(blob_count, BLOB_RECORD_LEN),
+            table(module_count, MODULE_RECORD_LEN),
+            table(entry_count, ENTRY_RECORD_LEN),
+            Some(pool_len),
+        ];
+        let expected = sizes.iter().try_fold(0u64, |acc, s| acc.checked_add((*s)?));
+        if expected != Some(index_len) {
+            return Err(index_err(format!(
+                "index_len {index_len} does not match {module_count} modules, \
+                 {entry_count} entries, {blob_count} blobs and a {pool_len}-byte string pool"
+            )));
+        }
+        // All table offsets below are < index_len, which fits in usize (it is a slice range).
+        let blobs_at = INDEX_HEADER_LEN;
+        let modules_at = blobs_at + blob_count as usize * BLOB_RECORD_LEN;
+        let entries_at = modules_at + module_count as usize * MODULE_RECORD_LEN;
+        let pool_at = entries_at + entry_count as usize * ENTRY_RECORD_LEN;
+        // Absolute position of the pool in `bytes`; pool refs are turned into absolute ranges.
+        let pool_abs = index_range.start + pool_at;
+        let pool_ref = |off: u32, len: u32, limit: usize, what: &str| {
+            if len as usize > limit {
+                return Err(index_err(format!("{what} is {len} bytes (limit {limit})")));
+            }
+            let r = range_within(u64::from(off), u64::from(len), pool_len)
+                .ok_or_else(|| index_err(format!("{what} {off}+{len} outside the string pool")))?;
+            Ok(pool_abs + r.start..pool_abs + r.end)
+        };
+
+        // Blobs: in storage order, aligned, non-overlapping, between data_start and the index.
+        let mut blobs = Vec::with_capacity(blob_count as usize);
+        let mut prev_end = data_start;
+        for i in 0..blob_count {
+            let at = blobs_at + i as usize * BLOB_RECORD_LEN;
+            let rec = index
+                .get(at..at + BLOB_RECORD_LEN)
+                .ok_or_else(|| index_err("blob table out of bounds"))?;
+            let offset = get_u64(rec, 0).unwrap_or_default();
+            let stored_len = get_u64(rec, 8).unwrap_or_default();
+            let raw_len = get_u64(rec, 16).unwrap_or_default();
+            let codec_byte = get_u8(rec, 24).unwrap_or_default();
+            let reserved = get_array::<7>(rec, 25).unwrap_or_default();
+            let digest = get_array::<32>(rec, 32).unwrap_or_default();
+            let codec = Codec::from_u8(codec_byte).ok_or(StoreError::UnsupportedCodec {
+                blob: i,
+                codec: codec_byte,
+            })?;
+            if reserved != [0; 7] {
+                return Err(index_err(format!("blob {i}: reserved bytes are not zero")));
+            }
+            if !is_aligned(offset) {
+                return Err(index_err(format!(
+                    "blob {i}: offset {offset} is not aligned"
+                )));
+            }
+            let end = offset.checked_add(stored_len);
+            if offset < prev_end || end.filter(|&e| e <= index_offset).is_none() {
+                return Err(StoreError::BlobOutOfBounds {
+                    blob: i,
+                    offset,
+                    len: stored_len,
+                    start: prev_end,
+                    end: index_offset,
+                });
+            }
+            prev_end = end.unwrap_or(index_offset);
+            match codec {
+                Codec::Raw if stored_len != raw_len => {
+                    return Err(index_err(format!(
+                        "blob {i}: raw blob with stored_len {stored_len} != raw_len {raw_len}"
+                    )))
+                }
+                Codec::Zstd | Codec::ZstdDict
+                    if stored_len
+                        .checked_mul(MAX_ZSTD_RATIO)
+                        .filter(|&max| raw_len <= max)
+                        .is_none() =>
+                {
+                    return Err(index_err(format!(
+                        "blob {i}: raw_len {raw_len} is implausible for {stored_len} stored bytes"
+                    )))
+                }
+                Codec::ZstdDict if dict.is_none() => {
+                    return Err(index_err(format!(
+                        "blob {i}: uses the dictionary codec but the store has no dictionary"
+                    )))
+                }
+                _ => {}
+            }
+            blobs.push(BlobInfo {
+                offset,
+                stored_len,
+                raw_len,
+                codec,
+                digest,
+                refs: 0,
+                first_ref: u32::MAX,
+            });
+        }
+
+        // Modules: names in the pool, entries contiguous and in order.
+        let mut modules = Vec::with_capacity(module_count as usize);
+        let mut next_entry = 0u32;
+        for j in 0..module_count {
+            let at = modules_at + j as usize * MODULE_RECORD_LEN;
+            let rec = index
+                .get(at..at + MODULE_RECORD_LEN)
+                .ok_or_else(|| index_err("module table out of bounds"))?;
+            let name_off = get_u32(rec, 0).unwrap_or_default();
+            let name_len = get_u32(rec, 4).unwrap_or_default();
+            let first = get_u32(rec, 8).unwrap_or_default();
+            let count = get_u32(rec, 12).unwrap_or_default();
+            let name = pool_ref(name_off, name_len, MAX_NAME_LEN, "module name")?;
+            let name_bytes = bytes.get(name.clone()).unwrap_or_default();
+            if std::str::from_utf8(name_bytes).is_err() {
+                return Err(index_err(format!("module {j}: name is not UTF-8")));
+            }
+            if first != next_entry {
+                return Err(index_err(format!(
+                    "module {j}: first entry {first}, expected {next_entry}"
+                )));
+            }
+            next_entry = first
+                .checked_add(count)
+                .filter(|&n| n <= entry_count)
+                .ok_or_else(|| {
+                    index_err(format!("module {j}: {count} entries from {first} overflow"))
+                })?;
+            modules.push(ModInfo { name, first, count });
+        }
+        if next_entry != entry_count {
+            return Err(index_err(format!(
+                "modules cover {next_entry} of {entry_count} entries"
+            )));
+        }
+
+        // Entries.
+        let mut entries = Vec::with_capacity(entry_count as usize);
+        for (j, m) in modules.iter().enumerate() {
+            for k in 0..m.count {
+                let e = m.first as usize + k as usize;
+                let at = entries_at + e * ENTRY_RECORD_LEN;
+                let rec = index
+                    .get(at..at + ENTRY_RECORD_LEN)
+                    .ok_or_else(|| index_err("entry table out of bounds"))?;
+                let tag = get_u8(rec, 0).unwrap_or_default();
+                let variant = get_u8(rec, 1).unwrap_or_default();
+                let value = get_u16(rec, 2).unwrap_or_default();
+                let arch = get_u32(rec, 4).unwrap_or_default();
+                let blob = get_u32(rec, 8).unwrap_or_default();
+                let attrs_off = get_u32(rec, 12).unwrap_or_default();
+                let attrs_len = get_u32(rec, 16).unwrap_or_default();
+                let reserved = get_u32(rec, 20).unwrap_or_default();
+                let kind = kind_from_wire(tag, value)
+                    .ok_or_else(|| index_err(format!("entry {e}: bad kind {tag}/{value}")))?;
+                let variant = variant_from_wire(variant)
+                    .ok_or_else(|| index_err(format!("entry {e}: bad variant {variant}")))?;
+                if reserved != 0 {
+                    return Err(index_err(format!("entry {e}: reserved field is not zero")));
+                }
+                let attrs = pool_ref(attrs_off, attrs_len, MAX_ATTRS_LEN, "entry attrs")?;
+                let b = blobs
+                    .get_mut(blob as usize)
+                    .ok_or_else(|| index_err(format!("entry {e}: blob {blob} of {blob_count}")))?;
+                b.refs = b.refs.saturating_add(1);
+                if b.first_ref == u32::MAX {
+                    b.first_ref = e as u32;
+                }
+                entries.push(EntInfo {
+                    kind,
+                    variant,
+                    arch,
+                    blob,
+                    attrs,
+                    module: j as u32,
+                    index_in_module: k,
+                });
+            }
+        }
+
+        // Names must be unique so module_by_name is well defined.
+        let name_of = |m: u32| {
+            modules
+                .get(m as usize)
+                .and_then(|i| bytes.get(i.name.clone()))
+                .unwrap_or_default()
+        };
+        let mut by_name: Vec<u32> = (0..module_count).collect();
+        by_name.sort_by(|&a, &b| name_of(a).cmp(name_of(b)).then(a.cmp(&b)));
+        if let Some(w) = by_name.windows(2).find(|w| name_of(w[0]) == name_of(w[1])) {
+            let name = String::from_utf8_lossy(name_of(w[0])).into_owned();
+            return Err(index_err(format!("duplicate module name {name:?}")));
+        }
+
+        let header_len_us = usize::try_from(header_len).unwrap_or(HEADER_LEN);
+        let digest = store_digest(bytes.get(..header_len_us).unwrap_or(hdr));
+        Ok(Parsed {
+            major,
+            minor,
+            header_len,
+            file_len: file_len_us,
+            index_len,
+            dict,
+            digest,
+            blobs,
+            modules,
+            entries,
+            by_name,
+            dctx_plain: Mutex::new(None),
+            dctx_dict: Mutex::new(None),
+        })
+    }
+}

@@ -1,0 +1,461 @@
+//! Streaming store writer.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::atomic::AtomicStoreFile;
+use crate::error::{Result, StoreError};
+use crate::format::*;
+use crate::meta::{kind_to_wire, variant_to_wire, Codec, EntryMeta};
+
+/// The default zstd level. See `examples/levels.rs` and the crate README for the measurements
+/// behind it; kept in one place so it is easy to change.
+pub const DEFAULT_LEVEL: i32 = 19;
+
+/// How blobs are compressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// zstd level (`zstd::compression_level_range()`; negative levels are the fast modes).
+    pub level: i32,
+    /// A zstd dictionary (e.g. from [`train_dictionary`]) stored once in the store and used
+    /// for every compressed blob.
+    pub dictionary: Option<Vec<u8>>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            level: DEFAULT_LEVEL,
+            dictionary: None,
+        }
+    }
+}
+
+/// Trains a zstd dictionary of at most `max_size` bytes from sample blobs.
+///
+/// zstd needs a reasonable number of samples (roughly 10+ and total size well above
+/// `max_size`); otherwise this returns [`StoreError::DictionaryTraining`].
+pub fn train_dictionary(samples: &[&[u8]], max_size: usize) -> Result<Vec<u8>> {
+    zstd::dict::from_samples(samples, max_size)
+        .map_err(|e| StoreError::DictionaryTraining(e.to_string()))
+}
+
+/// A module added to a writer; only meaningful for the writer that returned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModuleId(pub(crate) u32);
+
+impl ModuleId {
+    /// Position of the module in the store (insertion order).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where [`StoreWriter::add_entry`] put an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef {
+    pub module: ModuleId,
+    /// Position of the entry within its module.
+    pub index: usize,
+    /// Blob holding the entry's bytes.
+    pub blob: u32,
+    /// True if the bytes were already in the store and no new blob was written.
+    pub deduplicated: bool,
+}
+
+/// What [`StoreWriter::finish`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSummary {
+    /// Whole-store digest (see [`crate::Store::digest`]).
+    pub digest: [u8; 32],
+    pub modules: usize,
+    pub entries: usize,
+    pub blobs: usize,
+    /// Sum of the raw lengths of all entries.
+    pub raw_bytes: u64,
+    /// Sum of the raw lengths of distinct blobs.
+    pub unique_raw_bytes: u64,
+    /// Sum of the stored (compressed) lengths of all blobs.
+    pub stored_bytes: u64,
+    /// Length of the store in bytes (header to end of index).
+    pub file_len: u64,
+}
+
+struct BlobRec {
+    offset: u64,
+    stored_len: u64,
+    raw_len: u64,
+    codec: Codec,
+    digest: [u8; 32],
+}
+
+struct EntryRec {
+    meta: EntryMeta,
+    blob: u32,
+}
+
+struct ModuleRec {
+    name: String,
+    entries: Vec<EntryRec>,
+}
+
+/// Writes a store to `out`, streaming each blob as it is added.
+///
+/// The store starts at the stream position `out` has when [`StoreWriter::new`] is called; all
+/// offsets inside it are relative to that point. Only the index (names, metadata, one record
+/// per blob) is kept in memory.
+pub struct StoreWriter<W: Write + Seek> {
+    out: W,
+    base: u64,
+    /// Bytes written so far, relative to `base`.
+    pos: u64,
+    compressor: zstd::bulk::Compressor<'static>,
+    compressed_codec: Codec,
+    dict_offset: u64,
+    dict_len: u64,
+    dict_digest: [u8; 32],
+    modules: Vec<ModuleRec>,
+    names: HashSet<String>,
+    blobs: Vec<BlobRec>,
+    // Only looked up, never iterated, so HashMap order cannot leak into the output.
+    by_digest: HashMap<[u8; 32], u32>,
+    buf: Vec<u8>,
+    raw_bytes: u64,
+    poisoned: bool,
+}
+
+impl<W: Write + Seek> StoreWriter<W> {
+    /// Starts a store at the current position of `out` (writes a placeholder header and the
+    /// dictionary, if any).
+    pub fn new(mut out: W, opts: WriteOptions) -> Result<Self> {
+        let range = zstd::compression_level_range();
+        if !range.contains(&opts.level) {
+            return Err(StoreError::InvalidLevel {
+                level: opts.level,
+                min: *range.start(),
+                max: *range.end(),
+            });
+        }
+        let dict = opts.dictionary.unwrap_or_default();
+        let zerr = |e: std::io::Error| StoreError::Compression(e.to_string());
+        let mut compressor = zstd::bulk::Compressor::with_dictionary(opts.level, &dict)
+            .map_err(|e| StoreError::BadDictionary(e.to_string()))?;
+        // blake3 already protects content; the content size lets readers size buffers exactly.
+        compressor.include_checksum(false).map_err(zerr)?;
+        compressor.include_contentsize(true).map_err(zerr)?;
+
+        let base = out.stream_position()?;
+        // A zeroed header until `finish`: an interrupted write never looks like a valid store.
+        out.write_all(&[0u8; HEADER_LEN])?;
+        let mut w = StoreWriter {
+            out,
+            base,
+            pos: HEADER_LEN as u64,
+            compressor,
+            compressed_codec: if dict.is_empty() {
+                Codec::Zstd
+            } else {
+                Codec::ZstdDict
+            },
+            dict_offset: 0,
+            dict_len: 0,
+            dict_digest: [0; 32],
+            modules: Vec::new(),
+            names: HashSet::new(),
+            blobs: Vec::new(),
+            by_digest: HashMap::new(),
+            buf: Vec::new(),
+            raw_bytes: 0,
+            poisoned: false,
+        };
+        if !dict.is_empty() {
+            w.pad_to_alignment()?;
+            w.dict_offset = w.pos;
+            w.dict_len = dict.len() as u64;
+            w.dict_digest = *blake3::hash(&dict).as_bytes();
+            w.write(&dict)?;
+        }
+        Ok(w)
+    }
+
+    /// Adds a module; names must be unique within a store.
+    pub fn add_module(&mut self, name: &str) -> Result<ModuleId> {
+        self.check_poisoned()?;
+        if name.len() > MAX_NAME_LEN {
+            return Err(StoreError::TooLarge {
+                what: "module name",
+                len: name.len() as u64,
+                limit: MAX_NAME_LEN as u64,
+            });
+        }
+        if self.names.contains(name) {
+            return Err(StoreError::DuplicateModule(name.to_owned()));
+        }
+        let id = u32::try_from(self.modules.len()).map_err(|_| StoreError::TooLarge {
+            what: "module count",
+            len: self.modules.len() as u64,
+            limit: u32::MAX.into(),
+        })?;
+        self.names.insert(name.to_owned());
+        self.modules.push(ModuleRec {
+            name: name.to_owned(),
+            entries: Vec::new(),
+        });
+        Ok(ModuleId(id))
+    }
+
+    /// Appends an entry to module `m`. If a blob with the same raw content (same blake3) is
+    /// already stored it is reused; otherwise the bytes are compressed and written now.
+    pub fn add_entry(&mut self, m: ModuleId, meta: EntryMeta, raw: &[u8]) -> Result<EntryRef> {
+        self.check_poisoned()?;
+        if meta.attrs.len() > MAX_ATTRS_LEN {
+            return Err(StoreError::TooLarge {
+                what: "entry attrs",
+                len: meta.attrs.len() as u64,
+                limit: MAX_ATTRS_LEN as u64,
+            });
+        }
+        let module_entries = self
+            .modules
+            .get(m.index())
+            .map(|r| r.entries.len())
+            .ok_or(StoreError::InvalidModuleId(m.0))?;
+        let digest = *blake3::hash(raw).as_bytes();
+        let (blob, deduplicated) = match self.by_digest.get(&digest) {
+            Some(&b) => (b, true),
+            None => (self.write_blob(raw, digest)?, false),
+        };
+        self.raw_bytes = self.raw_bytes.saturating_add(raw.len() as u64);
+        if let Some(rec) = self.modules.get_mut(m.index()) {
+            rec.entries.push(EntryRec { meta, blob });
+        }
+        Ok(EntryRef {
+            module: m,
+            index: module_entries,
+            blob,
+            deduplicated,
+        })
+    }
+
+    /// Writes the index and the real header, and returns the stream positioned at the end of
+    /// the store.
+    pub fn finish(mut self) -> Result<(W, StoreSummary)> {
+        self.check_poisoned()?;
+        let index = self.encode_index()?;
+        self.pad_to_alignment()?;
+        let index_offset = self.pos;
+        self.write(&index)?;
+        let header = Header {
+            major: FORMAT_MAJOR,
+            minor: FORMAT_MINOR,
+            header_len: HEADER_LEN as u32,
+            file_len: self.pos,
+            index_offset,
+            index_len: index.len() as u64,
+            dict_offset: self.dict_offset,
+            dict_len: self.dict_len,
+            index_digest: *blake3::hash(&index).as_bytes(),
+            dict_digest: self.dict_digest,
+        };
+        let hbytes = header.encode();
+        self.out.seek(SeekFrom::Start(self.base))?;
+        self.out.write_all(&hbytes)?;
+        let end = self
+            .base
+            .checked_add(self.pos)
+            .ok_or_else(|| StoreError::MalformedHeader("store end overflows u64".into()))?;
+        self.out.seek(SeekFrom::Start(end))?;
+        self.out.flush()?;
+        let summary = StoreSummary {
+            digest: store_digest(&hbytes),
+            modules: self.modules.len(),
+            entries: self.modules.iter().map(|m| m.entries.len()).sum(),
+            blobs: self.blobs.len(),
+            raw_bytes: self.raw_bytes,
+            unique_raw_bytes: self.blobs.iter().map(|b| b.raw_len).sum(),
+            stored_bytes: self.blobs.iter().map(|b| b.stored_len).sum(),
+            file_len: self.pos,
+        };
+        Ok((self.out, summary))
+    }
+
+    /// Number of modules added so far.
+    pub fn module_count(&self) -> usize {
+        self.modules.len()
+    }
+
+    fn write_blob(&mut self, raw: &[u8], digest: [u8; 32]) -> Result<u32> {
+        let id = u32::try_from(self.blobs.len()).map_err(|_| StoreError::TooLarge {
+            what: "blob count",
+            len: self.blobs.len() as u64,
+            limit: u32::MAX.into(),
+        })?;
+        let raw_len = raw.len() as u64;
+        self.buf.clear();
+        let bound = zstd::zstd_safe::compress_bound(raw.len());
+        self.buf
+            .try_reserve_exact(bound)
+            .map_err(|_| StoreError::OutOfMemory { need: bound as u64 })?;
+        self.compressor
+            .compress_to_buffer(raw, &mut self.buf)
+            .map_err(|e| StoreError::Compression(e.to_string()))?;
+        let stored_len = self.buf.len() as u64;
+        // Fall back to raw when zstd does not help, and never emit a blob that a reader's
+        // ratio limit would reject.
+        let compressed_ok = stored_len < raw_len
+            && stored_len
+                .checked_mul(MAX_ZSTD_RATIO)
+                .is_some_and(|max| raw_len <= max);
+        let codec = if compressed_ok {
+            self.compressed_codec
+        } else {
+            Codec::Raw
+        };
+        self.pad_to_alignment()?;
+        let offset = self.pos;
+        if compressed_ok {
+            let buf = std::mem::take(&mut self.buf);
+            let r = self.write(&buf);
+            self.buf = buf;
+            r?;
+        } else {
+            self.write(raw)?;
+        }
+        self.blobs.push(BlobRec {
+            offset,
+            stored_len: if compressed_ok { stored_len } else { raw_len },
+            raw_len,
+            codec,
+            digest,
+        });
+        self.by_digest.insert(digest, id);
+        Ok(id)
+    }
+
+    fn encode_index(&self) -> Result<Vec<u8>> {
+        let too_large = |what| StoreError::TooLarge {
+            what,
+            len: u64::MAX,
+            limit: u32::MAX.into(),
+        };
+        let entry_count: usize = self.modules.iter().map(|m| m.entries.len()).sum();
+        let module_count = u32::try_from(self.modules.len()).map_err(|_| too_large("modules"))?;
+        let entry_count_u32 = u32::try_from(entry_count).map_err(|_| too_large("entries"))?;
+        let blob_count = u32::try_from(self.blobs.len()).map_err(|_| too_large("blobs"))?;
+
+        // String pool: each module's name followed by its entries' attrs, in order.
+        let mut pool = Vec::new();
+        let mut pool_ref = |bytes: &[u8]| -> Result<(u32, u32)> {
+            let off = u32::try_from(pool.len()).map_err(|_| too_large("string pool"))?;
+            let len = u32::try_from(bytes.len()).map_err(|_| too_large("string pool"))?;
+            pool.extend_from_slice(bytes);
+            u32::try_from(pool.len()).map_err(|_| too_large("string pool"))?;
+            Ok((off, len))
+        };
+        let mut modules = Vec::with_capacity(self.modules.len() * MODULE_RECORD_LEN);
+        let mut entries = Vec::with_capacity(entry_count * ENTRY_RECORD_LEN);
+        let mut first_entry = 0u32;
+        for m in &self.modules {
+            let (name_off, name_len) = pool_ref(m.name.as_bytes())?;
+            let count = u32::try_from(m.entries.len()).map_err(|_| too_large("entries"))?;
+            modules.extend_from_slice(&name_off.to_le_bytes());
+            modules.extend_from_slice(&name_len.to_le_bytes());
+            modules.extend_from_slice(&first_entry.to_le_bytes());
+            modules.extend_from_slice(&count.to_le_bytes());
+            first_entry = first_entry
+                .checked_add(count)
+                .ok_or_else(|| too_large("entries"))?;
+            for e in &m.entries {
+                let (attrs_off, attrs_len) = pool_ref(&e.meta.attrs)?;
+                let (tag, value) = kind_to_wire(e.meta.kind);
+                entries.push(tag);
+                entries.push(variant_to_wire(e.meta.variant));
+                entries.extend_from_slice(&value.to_le_bytes());
+                entries.extend_from_slice(&e.meta.arch.to_le_bytes());
+                entries.extend_from_slice(&e.blob.to_le_bytes());
+                entries.extend_from_slice(&attrs_off.to_le_bytes());
+                entries.extend_from_slice(&attrs_len.to_le_bytes());
+                entries.extend_from_slice(&0u32.to_le_bytes());
+            }
+        }
+
+        let mut index = Vec::with_capacity(
+            INDEX_HEADER_LEN
+                + self.blobs.len() * BLOB_RECORD_LEN
+                + modules.len()
+                + entries.len()
+                + pool.len(),
+        );
+        index.extend_from_slice(&module_count.to_le_bytes());
+        index.extend_from_slice(&entry_count_u32.to_le_bytes());
+        index.extend_from_slice(&blob_count.to_le_bytes());
+        index.extend_from_slice(&0u32.to_le_bytes());
+        index.extend_from_slice(&(pool.len() as u64).to_le_bytes());
+        for b in &self.blobs {
+            index.extend_from_slice(&b.offset.to_le_bytes());
+            index.extend_from_slice(&b.stored_len.to_le_bytes());
+            index.extend_from_slice(&b.raw_len.to_le_bytes());
+            index.push(b.codec.to_u8());
+            index.extend_from_slice(&[0u8; 7]);
+            index.extend_from_slice(&b.digest);
+        }
+        index.extend_from_slice(&modules);
+        index.extend_from_slice(&entries);
+        index.extend_from_slice(&pool);
+        Ok(index)
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned {
+            Err(StoreError::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes bytes at the end; any failure poisons the writer because the stream position is
+    /// then unknown.
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let new_pos = self.pos.checked_add(bytes.len() as u64);
+        match (new_pos, self.out.write_all(bytes)) {
+            (Some(p), Ok(())) => {
+                self.pos = p;
+                Ok(())
+            }
+            (_, Err(e)) => {
+                self.poisoned = true;
+                Err(e.into())
+            }
+            (None, Ok(())) => {
+                self.poisoned = true;
+                Err(StoreError::MalformedHeader(
+                    "store length overflows u64".into(),
+                ))
+            }
+        }
+    }
+
+    fn pad_to_alignment(&mut self) -> Result<()> {
+        let target = align_up(self.pos).ok_or(StoreError::Poisoned)?;
+        let pad = (target - self.pos) as usize;
+        if pad > 0 {
+            self.write(&[0u8; ALIGN as usize][..pad])?;
+        }
+        Ok(())
+    }
+}
+
+impl StoreWriter<AtomicStoreFile> {
+    /// Starts a store that will atomically replace `path` on [`StoreWriter::commit`].
+    pub fn create_atomic(path: impl AsRef<Path>, opts: WriteOptions) -> Result<Self> {
+        StoreWriter::new(AtomicStoreFile::create(path)?, opts)
+    }
+
+    /// Finishes the store, fsyncs it and renames it into place.
+    pub fn commit(self) -> Result<StoreSummary> {
+        let (file, summary) = self.finish()?;
+        file.commit()?;
+        Ok(summary)
+    }
+}

@@ -1,0 +1,354 @@
+mod common;
+
+use std::io::{Cursor, Seek, SeekFrom, Write};
+
+use common::*;
+use cubin_store::*;
+
+#[test]
+fn round_trip_all_entries() {
+    let spec = sample_spec();
+    for level in [1, 3, 19] {
+        let (bytes, summary) = build_with(
+            &spec,
+            WriteOptions {
+                level,
+                dictionary: None,
+            },
+        );
+        let store = Store::parse(&bytes).unwrap();
+        check_matches(&store, &spec);
+        assert_eq!(store.digest(), summary.digest);
+        assert_eq!(summary.file_len, bytes.len() as u64);
+        assert_eq!(store.version(), (FORMAT_MAJOR, FORMAT_MINOR));
+        assert!(store.dictionary().is_none());
+    }
+}
+
+#[test]
+fn summary_matches_stats() {
+    let spec = sample_spec();
+    let (bytes, s) = build_with(&spec, WriteOptions::default());
+    let store = Store::parse(&bytes).unwrap();
+    let st = store.stats();
+    assert_eq!(
+        (s.modules, s.entries, s.blobs),
+        (st.modules, st.entries, st.blobs)
+    );
+    assert_eq!((s.modules, s.entries, s.blobs), (3, 6, 5));
+    assert_eq!(s.raw_bytes, st.raw_bytes);
+    assert_eq!(s.unique_raw_bytes, st.unique_raw_bytes);
+    assert_eq!(s.stored_bytes, st.stored_bytes);
+    assert_eq!(s.file_len, st.file_len);
+    assert_eq!(st.shared_blobs, 1);
+    let raw: u64 = spec
+        .iter()
+        .flat_map(|m| &m.1)
+        .map(|e| e.1.len() as u64)
+        .sum();
+    assert_eq!(s.raw_bytes, raw);
+    assert_eq!(s.unique_raw_bytes, raw - 3000);
+    assert!(s.stored_bytes < s.unique_raw_bytes);
+}
+
+#[test]
+fn with_dictionary() {
+    let spec = sample_spec();
+    let samples: Vec<Vec<u8>> = (0..64)
+        .map(|i| fake_cubin(100 + i, 2000 + 37 * i as usize))
+        .collect();
+    let refs: Vec<&[u8]> = samples.iter().map(|s| s.as_slice()).collect();
+    let dict = train_dictionary(&refs, 4096).unwrap();
+    assert!(!dict.is_empty() && dict.len() <= 4096);
+    // Training is deterministic, so stores using it are reproducible.
+    assert_eq!(dict, train_dictionary(&refs, 4096).unwrap());
+    let (bytes, _) = build_with(
+        &spec,
+        WriteOptions {
+            level: 19,
+            dictionary: Some(dict.clone()),
+        },
+    );
+    let store = Store::parse(&bytes).unwrap();
+    assert_eq!(store.dictionary(), Some(dict.as_slice()));
+    check_matches(&store, &spec);
+    assert!(store.blobs().any(|b| b.codec == Codec::ZstdDict));
+    assert!(store.blobs().all(|b| b.codec != Codec::Zstd));
+}
+
+#[test]
+fn train_dictionary_errors_on_too_few_samples() {
+    let err = train_dictionary(&[b"abc"], 1024).unwrap_err();
+    assert!(matches!(err, StoreError::DictionaryTraining(_)), "{err}");
+}
+
+#[test]
+fn dedup_stores_once() {
+    let raw = fake_cubin(42, 10_000);
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    let a = w.add_module("a").unwrap();
+    let b = w.add_module("b").unwrap();
+    let r1 = w
+        .add_entry(
+            a,
+            EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain),
+            &raw,
+        )
+        .unwrap();
+    let r2 = w
+        .add_entry(
+            b,
+            EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain),
+            &raw,
+        )
+        .unwrap();
+    let r3 = w
+        .add_entry(
+            a,
+            EntryMeta::new(EntryKind::Sass, 80, ArchVariant::Plain),
+            &raw,
+        )
+        .unwrap();
+    assert!(!r1.deduplicated && r2.deduplicated && r3.deduplicated);
+    assert_eq!((r1.blob, r2.blob, r3.blob), (0, 0, 0));
+    assert_eq!((r1.index, r2.index, r3.index), (0, 0, 1));
+    let (cur, s) = w.finish().unwrap();
+    assert_eq!((s.blobs, s.entries), (1, 3));
+    assert_eq!(s.raw_bytes, 3 * raw.len() as u64);
+    assert_eq!(s.unique_raw_bytes, raw.len() as u64);
+    let bytes = cur.into_inner();
+    let store = Store::parse(&bytes).unwrap();
+    for e in store.entries() {
+        assert_eq!(e.blob_id(), 0);
+        assert_eq!(e.ref_count(), 3);
+        assert!(e.is_shared());
+        assert_eq!(e.read().unwrap(), raw);
+    }
+    // Only one copy of the compressed bytes is in the file.
+    assert!(bytes.len() < raw.len() + 1024);
+}
+
+#[test]
+fn deterministic_output() {
+    let spec = sample_spec();
+    for dictionary in [
+        None,
+        Some(b"MOV R1 \0\0\0\x01\x02 .version .target sm_".repeat(20)),
+    ] {
+        let opts = WriteOptions {
+            level: 9,
+            dictionary,
+        };
+        let (a, sa) = build_with(&spec, opts.clone());
+        let (b, sb) = build_with(&spec, opts.clone());
+        assert_eq!(a, b);
+        assert_eq!(sa, sb);
+        // A different insertion order is a different store.
+        let mut rev = spec.clone();
+        rev.reverse();
+        let (c, sc) = build_with(&rev, opts);
+        assert_ne!(a, c);
+        assert_ne!(sa.digest, sc.digest);
+    }
+}
+
+#[test]
+fn incompressible_and_empty_blobs_are_stored_raw() {
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let noise: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let spec: Spec = vec![(
+        "m".into(),
+        vec![
+            (
+                meta(EntryKind::Sass, 90, ArchVariant::Plain, b""),
+                noise.clone(),
+            ),
+            (
+                meta(EntryKind::Sass, 80, ArchVariant::Plain, b""),
+                Vec::new(),
+            ),
+        ],
+    )];
+    let bytes = build(&spec);
+    let store = Store::parse(&bytes).unwrap();
+    let blobs: Vec<_> = store.blobs().collect();
+    assert_eq!(blobs[0].codec, Codec::Raw);
+    assert_eq!(blobs[0].stored_len, 4096);
+    assert_eq!(blobs[1].codec, Codec::Raw);
+    assert_eq!(blobs[1].stored_len, 0);
+    for b in &blobs {
+        assert_eq!(b.offset % ALIGN, 0);
+    }
+    check_matches(&store, &spec);
+}
+
+#[test]
+fn huge_ratio_blob_round_trips() {
+    // 16 MiB of zeros compresses ~30000:1; must stay readable under the reader's ratio limit.
+    let zeros = vec![0u8; 16 << 20];
+    let spec: Spec = vec![(
+        "z".into(),
+        vec![(meta(EntryKind::Sass, 90, ArchVariant::Plain, b""), zeros)],
+    )];
+    let (bytes, s) = build_with(
+        &spec,
+        WriteOptions {
+            level: 19,
+            dictionary: None,
+        },
+    );
+    let store = Store::parse(&bytes).unwrap();
+    let b = store.blob(0).unwrap();
+    assert_eq!(b.codec, Codec::Zstd);
+    assert!(
+        b.raw_len / b.stored_len > 1000,
+        "ratio {}",
+        b.raw_len / b.stored_len
+    );
+    assert!(s.stored_bytes < 4096);
+    store.verify().unwrap();
+}
+
+#[test]
+fn store_at_nonzero_stream_offset_and_trailing_bytes() {
+    let spec = sample_spec();
+    let mut cur = Cursor::new(Vec::new());
+    cur.write_all(b"some ELF bytes before the section").unwrap();
+    let start = cur.stream_position().unwrap() as usize;
+    let w = {
+        let mut w = StoreWriter::new(&mut cur, WriteOptions::default()).unwrap();
+        for (name, entries) in &spec {
+            let m = w.add_module(name).unwrap();
+            for (meta, raw) in entries {
+                w.add_entry(m, meta.clone(), raw).unwrap();
+            }
+        }
+        w.finish().unwrap().1
+    };
+    // The writer leaves the stream at the end of the store.
+    assert_eq!(cur.stream_position().unwrap(), (start as u64) + w.file_len);
+    cur.seek(SeekFrom::End(0)).unwrap();
+    cur.write_all(&[0u8; 13]).unwrap(); // section padding
+    let bytes = cur.into_inner();
+    let store = Store::parse(&bytes[start..]).unwrap();
+    assert_eq!(store.as_bytes().len() as u64, w.file_len);
+    assert_eq!(store.digest(), w.digest);
+    check_matches(&store, &spec);
+}
+
+#[test]
+fn writer_rejects_bad_input() {
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    let m = w.add_module("a").unwrap();
+    assert!(matches!(w.add_module("a"), Err(StoreError::DuplicateModule(n)) if n == "a"));
+    let big = EntryMeta {
+        attrs: vec![0; MAX_ATTRS_LEN + 1],
+        ..EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain)
+    };
+    assert!(matches!(
+        w.add_entry(m, big, b"x"),
+        Err(StoreError::TooLarge { .. })
+    ));
+    let ok = EntryMeta {
+        attrs: vec![0; MAX_ATTRS_LEN],
+        ..EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain)
+    };
+    w.add_entry(m, ok, b"x").unwrap();
+    let name = "n".repeat(MAX_NAME_LEN + 1);
+    assert!(matches!(
+        w.add_module(&name),
+        Err(StoreError::TooLarge { .. })
+    ));
+
+    let mut other = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    other.add_module("x").unwrap();
+    let foreign = other.add_module("y").unwrap();
+    assert!(matches!(
+        w.add_entry(
+            foreign,
+            EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain),
+            b"x"
+        ),
+        Err(StoreError::InvalidModuleId(1))
+    ));
+    let bytes = w.finish().unwrap().0.into_inner();
+    let store = Store::parse(&bytes).unwrap();
+    assert_eq!(
+        store.module(0).unwrap().entry(0).unwrap().attrs().len(),
+        MAX_ATTRS_LEN
+    );
+
+    assert!(matches!(
+        StoreWriter::new(
+            Cursor::new(Vec::new()),
+            WriteOptions {
+                level: 99,
+                dictionary: None
+            }
+        ),
+        Err(StoreError::InvalidLevel { level: 99, .. })
+    ));
+}
+
+#[test]
+fn empty_store() {
+    let (bytes, s) = build_with(&Vec::new(), WriteOptions::default());
+    assert_eq!((s.modules, s.entries, s.blobs), (0, 0, 0));
+    let store = Store::parse(&bytes).unwrap();
+    assert_eq!(store.modules().count(), 0);
+    assert!(store.module_by_name("").is_none());
+    store.verify().unwrap();
+}
+
+#[test]
+fn lookups() {
+    let spec = sample_spec();
+    let bytes = build(&spec);
+    let store = Store::parse(&bytes).unwrap();
+    assert!(store.module_by_name("nope").is_none());
+    assert!(store.module(3).is_none());
+    let m = store.module_by_name("libfoo.so/kernels.o").unwrap();
+    let e = m.find(EntryKind::Sass, 90, ArchVariant::Specific).unwrap();
+    assert_eq!(e.arch_name(), "sm_90a");
+    assert_eq!(e.index_in_module(), 1);
+    assert!(m.find(EntryKind::Sass, 90, ArchVariant::Plain).is_none());
+    assert!(m.entry(4).is_none());
+    let p = m.find(EntryKind::Ptx, 90, ArchVariant::Plain).unwrap();
+    assert_eq!(p.arch_name(), "compute_90");
+
+    // An entry from another store is refused rather than misread.
+    let other_bytes = build(&spec);
+    let other = Store::parse(&other_bytes).unwrap();
+    let foreign = other.module(0).unwrap().entry(0).unwrap();
+    assert!(matches!(
+        store.read_entry(&foreign),
+        Err(StoreError::ForeignEntry)
+    ));
+}
+
+#[test]
+fn many_modules_lookup_by_name() {
+    let spec: Spec = (0..300)
+        .map(|i| {
+            (
+                format!("mod{:04}", (i * 7919) % 1000),
+                vec![(
+                    meta(EntryKind::Sass, 90, ArchVariant::Plain, b""),
+                    fake_cubin(i, 64),
+                )],
+            )
+        })
+        .collect();
+    let bytes = build(&spec);
+    let store = Store::parse(&bytes).unwrap();
+    for (i, (name, _)) in spec.iter().enumerate() {
+        assert_eq!(store.module_by_name(name).unwrap().index(), i);
+    }
+}

@@ -1,0 +1,240 @@
+//! GPU architecture names: `sm_90`, `sm_90a`, `compute_100f`, and the CMake spellings users already
+//! write in `CMAKE_CUDA_ARCHITECTURES` (`80`, `90a-real`, `86-virtual`).
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// Whether code is tied to one exact chip (`a`), to a family (`f`), or forward compatible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    Plain,
+    /// `sm_90a`: runs only on exactly this compute capability.
+    Specific,
+    /// `sm_100f`: runs on this capability and later minor versions of the same major.
+    Family,
+}
+
+impl Variant {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Plain => "",
+            Variant::Specific => "a",
+            Variant::Family => "f",
+        }
+    }
+}
+
+/// A compute capability as nvcc numbers it: `90` is 9.0, `121` is 12.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Arch {
+    pub number: u32,
+    pub variant: Variant,
+}
+
+impl Arch {
+    pub const fn new(number: u32) -> Self {
+        Arch {
+            number,
+            variant: Variant::Plain,
+        }
+    }
+    pub const fn with_variant(number: u32, variant: Variant) -> Self {
+        Arch { number, variant }
+    }
+    pub fn major(self) -> u32 {
+        self.number / 10
+    }
+    pub fn minor(self) -> u32 {
+        self.number % 10
+    }
+    /// `sm_90a`
+    pub fn sm_name(self) -> String {
+        format!("sm_{}{}", self.number, self.variant.suffix())
+    }
+    /// `compute_90a`
+    pub fn compute_name(self) -> String {
+        format!("compute_{}{}", self.number, self.variant.suffix())
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.number, self.variant.suffix())
+    }
+}
+
+/// What a name like `sm_80` or `compute_90` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CodeKind {
+    /// Machine code (SASS cubin).
+    Sass,
+    /// PTX for JIT.
+    Ptx,
+}
+
+/// One target: an arch and whether it is SASS or PTX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Target {
+    pub arch: Arch,
+    pub kind: CodeKind,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            CodeKind::Sass => f.write_str(&self.arch.sm_name()),
+            CodeKind::Ptx => f.write_str(&self.arch.compute_name()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "`{text}` is not an arch: expected sm_XX, compute_XX or a CMake-style XX[a|f][-real|-virtual]"
+)]
+pub struct ArchParseError {
+    pub text: String,
+}
+
+fn parse_number_variant(s: &str) -> Option<Arch> {
+    let (digits, variant) = match s.as_bytes().last()? {
+        b'a' => (&s[..s.len() - 1], Variant::Specific),
+        b'f' => (&s[..s.len() - 1], Variant::Family),
+        _ => (s, Variant::Plain),
+    };
+    if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number: u32 = digits.parse().ok()?;
+    // Compute capability numbers start at 1.0 and have one minor digit.
+    if number < 10 {
+        return None;
+    }
+    Some(Arch::with_variant(number, variant))
+}
+
+/// Parse one target spelling into the targets it names.
+///
+/// `sm_80` → SASS 80; `compute_90` → PTX 90; CMake style `80` → SASS and PTX (as CMake's
+/// default `80` means `80-real` + `80-virtual`), `80-real` → SASS, `80-virtual` → PTX.
+pub fn parse_targets(text: &str) -> Result<Vec<Target>, ArchParseError> {
+    let err = || ArchParseError {
+        text: text.to_string(),
+    };
+    let t = text.trim();
+    if let Some(rest) = t.strip_prefix("sm_") {
+        let arch = parse_number_variant(rest).ok_or_else(err)?;
+        return Ok(vec![Target {
+            arch,
+            kind: CodeKind::Sass,
+        }]);
+    }
+    if let Some(rest) = t.strip_prefix("compute_") {
+        let arch = parse_number_variant(rest).ok_or_else(err)?;
+        return Ok(vec![Target {
+            arch,
+            kind: CodeKind::Ptx,
+        }]);
+    }
+    let (num, kinds): (&str, &[CodeKind]) = if let Some(n) = t.strip_suffix("-real") {
+        (n, &[CodeKind::Sass])
+    } else if let Some(n) = t.strip_suffix("-virtual") {
+        (n, &[CodeKind::Ptx])
+    } else {
+        (t, &[CodeKind::Sass, CodeKind::Ptx])
+    };
+    let arch = parse_number_variant(num).ok_or_else(err)?;
+    Ok(kinds.iter().map(|&kind| Target { arch, kind }).collect())
+}
+
+/// Parse a list separated by `,` or `;` (CMake lists), e.g. `80;90` or `sm_80,compute_90`.
+pub fn parse_target_list(text: &str) -> Result<Vec<Target>, ArchParseError> {
+    let mut out = Vec::new();
+    for part in text
+        .split([',', ';'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        for t in parse_targets(part)? {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(ArchParseError {
+            text: text.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_nvcc_and_cmake_spellings() {
+        let sass = |n, v| Target {
+            arch: Arch::with_variant(n, v),
+            kind: CodeKind::Sass,
+        };
+        let ptx = |n, v| Target {
+            arch: Arch::with_variant(n, v),
+            kind: CodeKind::Ptx,
+        };
+        assert_eq!(
+            parse_targets("sm_90a").unwrap(),
+            vec![sass(90, Variant::Specific)]
+        );
+        assert_eq!(
+            parse_targets("compute_100f").unwrap(),
+            vec![ptx(100, Variant::Family)]
+        );
+        assert_eq!(
+            parse_targets("80").unwrap(),
+            vec![sass(80, Variant::Plain), ptx(80, Variant::Plain)]
+        );
+        assert_eq!(
+            parse_targets("86-real").unwrap(),
+            vec![sass(86, Variant::Plain)]
+        );
+        assert_eq!(
+            parse_targets("90-virtual").unwrap(),
+            vec![ptx(90, Variant::Plain)]
+        );
+        assert_eq!(
+            parse_target_list("80-real;90-virtual").unwrap(),
+            vec![sass(80, Variant::Plain), ptx(90, Variant::Plain)]
+        );
+        assert_eq!(
+            parse_target_list("sm_80,sm_90,compute_90").unwrap().len(),
+            3
+        );
+        for bad in [
+            "",
+            "sm_",
+            "sm_9",
+            "compute_x",
+            "90b",
+            "sm_90-real",
+            ";",
+            "12345",
+        ] {
+            assert!(parse_target_list(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn names_and_versions() {
+        let a = Arch::with_variant(121, Variant::Plain);
+        assert_eq!((a.major(), a.minor()), (12, 1));
+        assert_eq!(
+            Arch::with_variant(90, Variant::Specific).sm_name(),
+            "sm_90a"
+        );
+        assert_eq!(Arch::new(90).compute_name(), "compute_90");
+    }
+}

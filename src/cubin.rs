@@ -1,0 +1,94 @@
+//! Reading a device ELF (cubin): its arch and its kernel names.
+
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader, Sym};
+use object::LittleEndian as LE;
+
+use crate::arch::{Arch, Variant};
+
+/// `EM_CUDA`
+pub const EM_CUDA: u16 = 190;
+/// `st_other` bit nvcc sets on `__global__` functions.
+const STO_CUDA_ENTRY: u8 = 0x10;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CubinError {
+    #[error("not a 64-bit little-endian ELF")]
+    NotElf64,
+    #[error("ELF machine {0} is not EM_CUDA (190)")]
+    NotCuda(u16),
+    #[error("malformed cubin: {0}")]
+    Malformed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CubinInfo {
+    pub arch: Arch,
+    /// Relocatable (`-rdc=true` before device link) rather than linked.
+    pub relocatable: bool,
+    /// Mangled names of `__global__` functions, in symbol-table order.
+    pub kernels: Vec<String>,
+}
+
+pub fn is_cubin(data: &[u8]) -> bool {
+    data.len() >= 20
+        && data[..4] == *b"\x7fELF"
+        && u16::from_le_bytes([data[18], data[19]]) == EM_CUDA
+}
+
+pub fn read(data: &[u8]) -> Result<CubinInfo, CubinError> {
+    let hdr = elf::FileHeader64::<LE>::parse(data).map_err(|_| CubinError::NotElf64)?;
+    let e = LE;
+    let machine = hdr.e_machine(e);
+    if machine != EM_CUDA {
+        return Err(CubinError::NotCuda(machine));
+    }
+    let flags = hdr.e_flags(e);
+    // ABI version 8 (CUDA 12.8+/13) moved the SM number from bits 0-7 to bits 8-15.
+    let number = if hdr.e_ident().abi_version >= 8 {
+        (flags >> 8) & 0xff
+    } else {
+        flags & 0xff
+    };
+    let malformed = |err: object::Error| CubinError::Malformed(err.to_string());
+    let sections = hdr.sections(e, data).map_err(malformed)?;
+    let mut variant = Variant::Plain;
+    // ptxas records its command line in .note.nv.tkinfo; that is where `-arch sm_90a`
+    // survives (the ELF flags are the same for sm_90 and sm_90a).
+    if let Some((_, sec)) = sections
+        .iter()
+        .enumerate()
+        .find(|(_, s)| sections.section_name(e, s).ok() == Some(b".note.nv.tkinfo".as_slice()))
+    {
+        if let Ok(bytes) = sec.data(e, data) {
+            variant = variant_from_tool_args(bytes, number).unwrap_or(Variant::Plain);
+        }
+    }
+    let symbols = sections
+        .symbols(e, data, elf::SHT_SYMTAB)
+        .map_err(malformed)?;
+    let mut kernels = Vec::new();
+    for sym in symbols.iter() {
+        if sym.st_type() == elf::STT_FUNC && sym.st_other() & STO_CUDA_ENTRY != 0 {
+            if let Ok(name) = symbols.symbol_name(e, sym) {
+                kernels.push(String::from_utf8_lossy(name).into_owned());
+            }
+        }
+    }
+    Ok(CubinInfo {
+        arch: Arch::with_variant(number, variant),
+        relocatable: hdr.e_type(e) == elf::ET_REL,
+        kernels,
+    })
+}
+
+fn variant_from_tool_args(note: &[u8], number: u32) -> Option<Variant> {
+    let text = String::from_utf8_lossy(note);
+    let want = format!("sm_{number}");
+    let pos = text.find(&want)? + want.len();
+    match text.as_bytes().get(pos) {
+        Some(b'a') => Some(Variant::Specific),
+        Some(b'f') => Some(Variant::Family),
+        _ => Some(Variant::Plain),
+    }
+}

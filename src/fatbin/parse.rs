@@ -1,0 +1,159 @@
+//! Reading fatbin containers from bytes. Every length is checked against what is there.
+
+use super::header::{self, FIXED_LEN};
+use super::{Entry, EntryKind, Fatbin, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum FatbinError {
+    #[error("offset {offset:#x}: no fatbin magic (found {found:#010x}, want 0xba55ed50)")]
+    BadMagic { offset: usize, found: u32 },
+    #[error("offset {offset:#x}: truncated {what}: need {need} bytes, {have} left")]
+    Truncated {
+        offset: usize,
+        what: &'static str,
+        need: u64,
+        have: usize,
+    },
+    #[error("offset {offset:#x}: container header size {size} is smaller than 16")]
+    BadContainerHeader { offset: usize, size: u16 },
+    #[error("offset {offset:#x}: entry header size {size} is smaller than 64")]
+    BadEntryHeader { offset: usize, size: u32 },
+    #[error(
+        "offset {offset:#x}: entry {what} {value} runs past the container (which ends at {end:#x})"
+    )]
+    EntryPastEnd {
+        offset: usize,
+        what: &'static str,
+        value: u64,
+        end: usize,
+    },
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
+}
+
+/// Parse the one container that starts at `bytes[0]`; returns it and the bytes it used.
+/// `base` is added to offsets in errors, so they point into the enclosing section.
+pub fn parse_one(bytes: &[u8], base: usize) -> Result<(Fatbin, usize), FatbinError> {
+    if bytes.len() < CONTAINER_HEADER_LEN {
+        return Err(FatbinError::Truncated {
+            offset: base,
+            what: "container header",
+            need: CONTAINER_HEADER_LEN as u64,
+            have: bytes.len(),
+        });
+    }
+    let magic = u32_at(bytes, 0);
+    if magic != FATBIN_MAGIC {
+        return Err(FatbinError::BadMagic {
+            offset: base,
+            found: magic,
+        });
+    }
+    let version = u16_at(bytes, 4);
+    let hsize = u16_at(bytes, 6);
+    if (hsize as usize) < CONTAINER_HEADER_LEN {
+        return Err(FatbinError::BadContainerHeader {
+            offset: base,
+            size: hsize,
+        });
+    }
+    let body = u64_at(bytes, 8);
+    let total = (hsize as u64)
+        .checked_add(body)
+        .filter(|&t| t <= bytes.len() as u64);
+    let Some(total) = total else {
+        return Err(FatbinError::Truncated {
+            offset: base,
+            what: "container",
+            need: hsize as u64 + body,
+            have: bytes.len(),
+        });
+    };
+    let total = total as usize;
+    let mut entries = Vec::new();
+    let mut p = hsize as usize;
+    while p < total {
+        let (entry, used) = parse_entry(&bytes[p..total], base + p, base + total)?;
+        entries.push(entry);
+        p += used;
+    }
+    Ok((Fatbin { version, entries }, total))
+}
+
+fn parse_entry(b: &[u8], at: usize, end: usize) -> Result<(Entry, usize), FatbinError> {
+    if b.len() < FIXED_LEN {
+        return Err(FatbinError::Truncated {
+            offset: at,
+            what: "entry header",
+            need: FIXED_LEN as u64,
+            have: b.len(),
+        });
+    }
+    let hlen = u32_at(b, 4);
+    if (hlen as usize) < FIXED_LEN {
+        return Err(FatbinError::BadEntryHeader {
+            offset: at,
+            size: hlen,
+        });
+    }
+    let past = |what, value: u64| FatbinError::EntryPastEnd {
+        offset: at,
+        what,
+        value,
+        end,
+    };
+    if hlen as usize > b.len() {
+        return Err(past("header size", hlen.into()));
+    }
+    let psize = u64_at(b, 8);
+    let used = (hlen as u64)
+        .checked_add(psize)
+        .filter(|&u| u <= b.len() as u64)
+        .ok_or_else(|| past("payload size", psize))? as usize;
+    let compressed_len = u32_at(b, 16);
+    let entry = Entry {
+        kind: EntryKind::from_code(u16_at(b, 0)),
+        format_version: u16_at(b, 2),
+        options_offset: u32_at(b, 20),
+        code_version: u32_at(b, 24),
+        arch_number: u32_at(b, 28),
+        ident_offset: u32_at(b, 32),
+        ident_len: u32_at(b, 36),
+        flags: u64_at(b, 40),
+        reserved: u64_at(b, 48),
+        uncompressed_len: u64_at(b, 56),
+        header_tail: b[FIXED_LEN..hlen as usize].to_vec(),
+        stored: b[hlen as usize..used].to_vec(),
+        compressed_len,
+    };
+    if entry.compression() != super::Compression::None && compressed_len as u64 > psize {
+        return Err(past("compressed size", compressed_len.into()));
+    }
+    debug_assert_eq!(header::FIXED_LEN, 64);
+    Ok((entry, used))
+}
+
+/// Parse every container in a section. Containers are padded apart with zeros (the linker
+/// aligns each translation unit's fatbin); anything else between them is an error.
+pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        if bytes[p] == 0 {
+            p += 1;
+            continue;
+        }
+        let (fb, used) = parse_one(&bytes[p..], p)?;
+        out.push(fb);
+        p += used;
+    }
+    Ok(out)
+}

@@ -1,0 +1,174 @@
+//! Finding device code in whatever the user hands us: relocatable objects, `ar` archives
+//! (thin ones too), shared libraries, executables, and standalone `.fatbin`/`.cubin` files.
+
+mod archive;
+mod elf;
+
+use std::path::{Path, PathBuf};
+
+use crate::cubin::{self, CubinInfo};
+use crate::fatbin::{self, Fatbin, FatbinError, FATBIN_MAGIC};
+
+pub use elf::{DEVICE_SECTIONS, FATBIN_SECTION, RELFATBIN_SECTION};
+
+/// What kind of file a path holds, by its content (never by its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    Object,
+    SharedLibrary,
+    Executable,
+    Archive,
+    ThinArchive,
+    Fatbin,
+    Cubin,
+    Store,
+    Other,
+}
+
+impl FileKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Object => "object",
+            FileKind::SharedLibrary => "shared library",
+            FileKind::Executable => "executable",
+            FileKind::Archive => "archive",
+            FileKind::ThinArchive => "thin archive",
+            FileKind::Fatbin => "fatbin",
+            FileKind::Cubin => "cubin",
+            FileKind::Store => "fatpack store",
+            FileKind::Other => "other",
+        }
+    }
+}
+
+/// The device code of one section of one ELF file (an archive member counts as a file).
+#[derive(Debug, Clone)]
+pub struct DeviceSection {
+    /// `foo.o`, or `libfoo.a(foo.o)` for archive members.
+    pub origin: String,
+    /// `.nv_fatbin`, or `__nv_relfatbin` for `-rdc=true` objects.
+    pub section: String,
+    pub containers: Vec<Fatbin>,
+}
+
+/// Everything found in one file.
+#[derive(Debug, Clone)]
+pub struct Scanned {
+    pub path: PathBuf,
+    pub kind: FileKind,
+    pub sections: Vec<DeviceSection>,
+    /// For a standalone cubin: what it is.
+    pub cubin: Option<CubinInfo>,
+    /// For a standalone cubin: its bytes (so callers need not read the file twice).
+    pub cubin_bytes: Option<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{origin}: section {section}: {source}")]
+    Fatbin {
+        origin: String,
+        section: String,
+        #[source]
+        source: FatbinError,
+    },
+    #[error("{path}: {source}")]
+    StandaloneFatbin {
+        path: String,
+        #[source]
+        source: FatbinError,
+    },
+    #[error("{origin}: {message}")]
+    Malformed { origin: String, message: String },
+    #[error("{path}: not an ELF file, archive, fatbin, cubin or fatpack store")]
+    Unrecognized { path: String },
+}
+
+/// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
+    let io = |source| InputError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the map is read-only; a concurrent writer truncating an input under us is
+    // outside what any linker defends against.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+}
+
+/// Identify a file by its first bytes.
+pub fn sniff(data: &[u8]) -> FileKind {
+    if data.starts_with(b"!<arch>\n") {
+        FileKind::Archive
+    } else if data.starts_with(b"!<thin>\n") {
+        FileKind::ThinArchive
+    } else if data.len() >= 4
+        && u32::from_le_bytes([data[0], data[1], data[2], data[3]]) == FATBIN_MAGIC
+    {
+        FileKind::Fatbin
+    } else if data.starts_with(&cubin_store::MAGIC) {
+        FileKind::Store
+    } else if cubin::is_cubin(data) {
+        FileKind::Cubin
+    } else if data.starts_with(b"\x7fELF") {
+        elf::host_kind(data)
+    } else {
+        FileKind::Other
+    }
+}
+
+/// Find all device code in the file at `path`.
+pub fn scan(path: &Path) -> Result<Scanned, InputError> {
+    let map = map_file(path)?;
+    scan_bytes(path, &map)
+}
+
+pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
+    let shown = path.display().to_string();
+    let kind = sniff(data);
+    let mut out = Scanned {
+        path: path.to_path_buf(),
+        kind,
+        sections: Vec::new(),
+        cubin: None,
+        cubin_bytes: None,
+    };
+    match kind {
+        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable => {
+            out.sections = elf::device_sections(&shown, data)?;
+        }
+        FileKind::Archive | FileKind::ThinArchive => {
+            out.sections = archive::device_sections(path, data)?;
+        }
+        FileKind::Fatbin => {
+            let containers =
+                fatbin::parse_all(data).map_err(|source| InputError::StandaloneFatbin {
+                    path: shown.clone(),
+                    source,
+                })?;
+            out.sections.push(DeviceSection {
+                origin: shown,
+                section: String::new(),
+                containers,
+            });
+        }
+        FileKind::Cubin => {
+            let info = cubin::read(data).map_err(|e| InputError::Malformed {
+                origin: shown,
+                message: e.to_string(),
+            })?;
+            out.cubin = Some(info);
+            out.cubin_bytes = Some(data.to_vec());
+        }
+        FileKind::Store => {}
+        FileKind::Other => return Err(InputError::Unrecognized { path: shown }),
+    }
+    Ok(out)
+}

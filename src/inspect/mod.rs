@@ -1,0 +1,19 @@
+//! `fatpack inspect`: what device code a file holds, as a table or JSON.
+
+mod report;
+mod store;
+mod table;
+
+pub use report::{
+    inspect_path, ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals,
+};
+pub use table::render;
+
+/// `_ZN2ns4axpyIfEEvT_PKS1_PS1_i` → `void ns::axpy<float>(float, float const*, float*, int)`;
+/// names that are not Itanium-mangled come back as they are.
+pub fn demangle(name: &str) -> String {
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle(&cpp_demangle::DemangleOptions::default()).ok())
+        .unwrap_or_else(|| name.to_string())
+}

@@ -1,0 +1,270 @@
+//! The report model: built from a scanned file, serialised as JSON or drawn as a table.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::fatbin::{DecompressError, Entry, EntryKind};
+use crate::inputs::{self, FileKind, InputError};
+use crate::{cubin, ptx};
+
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{origin}: module {module}: {source}")]
+    Payload {
+        origin: String,
+        module: usize,
+        #[source]
+        source: DecompressError,
+    },
+    #[error("{path}: {source}")]
+    Store {
+        path: String,
+        #[source]
+        source: cubin_store::StoreError,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Kernel {
+    pub mangled: String,
+    pub demangled: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryReport {
+    /// `sm_90a` or `compute_90`
+    pub arch: String,
+    /// `sass`, `ptx` or `other`
+    pub kind: String,
+    /// Relocatable device code (`-rdc=true`, before device link).
+    pub relocatable: bool,
+    /// How the payload is stored in the file: `none`, `lz4`, `zstd`.
+    pub compression: String,
+    pub raw_size: u64,
+    pub stored_size: u64,
+    pub kernel_count: usize,
+    pub kernels: Vec<Kernel>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleReport {
+    /// The file or archive member, `libfoo.a(foo.o)`.
+    pub origin: String,
+    /// The section it came from, empty for standalone files.
+    pub section: String,
+    /// Which container of that section (a linked file has one per translation unit).
+    pub index: usize,
+    pub entries: Vec<EntryReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchTotal {
+    pub arch: String,
+    pub kind: String,
+    pub entries: usize,
+    pub raw_size: u64,
+    pub stored_size: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub modules: usize,
+    pub entries: usize,
+    pub raw_size: u64,
+    /// Bytes the device code takes in the file; for stores, each shared blob counted once.
+    pub stored_size: u64,
+    pub kernels: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub kind: FileKind,
+    pub modules: Vec<ModuleReport>,
+    pub per_arch: Vec<ArchTotal>,
+    pub totals: Totals,
+}
+
+fn kernels_of(names: Vec<String>) -> Vec<Kernel> {
+    names
+        .into_iter()
+        .map(|m| Kernel {
+            demangled: super::demangle(&m),
+            mangled: m,
+        })
+        .collect()
+}
+
+fn kind_name(k: EntryKind) -> &'static str {
+    match k {
+        EntryKind::Ptx => "ptx",
+        EntryKind::Elf => "sass",
+        EntryKind::Other(_) => "other",
+    }
+}
+
+/// Describe one payload's contents (kernel names, relocatable or not).
+fn describe_payload(kind: EntryKind, payload: &[u8]) -> (bool, Vec<Kernel>) {
+    match kind {
+        EntryKind::Elf => match cubin::read(payload) {
+            Ok(info) => (info.relocatable, kernels_of(info.kernels)),
+            Err(_) => (false, Vec::new()),
+        },
+        EntryKind::Ptx => (false, kernels_of(ptx::kernels(payload))),
+        EntryKind::Other(_) => (false, Vec::new()),
+    }
+}
+
+fn entry_report(e: &Entry, payload: &[u8]) -> EntryReport {
+    let (relocatable, kernels) = describe_payload(e.kind, payload);
+    EntryReport {
+        arch: e.arch_name(),
+        kind: kind_name(e.kind).to_string(),
+        relocatable,
+        compression: e.compression().name().to_string(),
+        raw_size: e.raw_len(),
+        stored_size: e.stored_len(),
+        kernel_count: kernels.len(),
+        kernels,
+        options: e.options(),
+        identifier: e.identifier(),
+    }
+}
+
+/// Inspect the file at `path`, whatever it is.
+pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
+    let shown = path.display().to_string();
+    let map = inputs::map_file(path)?;
+    let data: &[u8] = &map;
+    let kind = inputs::sniff(data);
+    let modules = if kind == FileKind::Store {
+        super::store::modules(&shown, data)?
+    } else {
+        let scanned = inputs::scan_bytes(path, data)?;
+        let mut modules = Vec::new();
+        if let (Some(info), Some(bytes)) = (&scanned.cubin, &scanned.cubin_bytes) {
+            modules.push(ModuleReport {
+                origin: shown.clone(),
+                section: String::new(),
+                index: 0,
+                entries: vec![EntryReport {
+                    arch: info.arch.sm_name(),
+                    kind: "sass".into(),
+                    relocatable: info.relocatable,
+                    compression: "none".into(),
+                    raw_size: bytes.len() as u64,
+                    stored_size: bytes.len() as u64,
+                    kernel_count: info.kernels.len(),
+                    kernels: kernels_of(info.kernels.clone()),
+                    options: None,
+                    identifier: None,
+                }],
+            });
+        }
+        for sec in &scanned.sections {
+            for (index, fb) in sec.containers.iter().enumerate() {
+                let mut entries = Vec::with_capacity(fb.entries.len());
+                for e in &fb.entries {
+                    let payload = e.payload().map_err(|source| InspectError::Payload {
+                        origin: sec.origin.clone(),
+                        module: index,
+                        source,
+                    })?;
+                    entries.push(entry_report(e, &payload));
+                }
+                modules.push(ModuleReport {
+                    origin: sec.origin.clone(),
+                    section: sec.section.clone(),
+                    index,
+                    entries,
+                });
+            }
+        }
+        modules
+    };
+    let unique_stored = if kind == FileKind::Store {
+        Some(super::store::unique_stored_bytes(&shown, data)?)
+    } else {
+        None
+    };
+    Ok(summarise(shown, kind, modules, unique_stored))
+}
+
+pub(super) fn summarise(
+    path: String,
+    kind: FileKind,
+    modules: Vec<ModuleReport>,
+    unique_stored: Option<u64>,
+) -> FileReport {
+    let mut per_arch: BTreeMap<(String, String), ArchTotal> = BTreeMap::new();
+    let mut totals = Totals {
+        modules: modules.len(),
+        ..Totals::default()
+    };
+    for e in modules.iter().flat_map(|m| &m.entries) {
+        let t = per_arch
+            .entry((e.kind.clone(), e.arch.clone()))
+            .or_insert_with(|| ArchTotal {
+                arch: e.arch.clone(),
+                kind: e.kind.clone(),
+                entries: 0,
+                raw_size: 0,
+                stored_size: 0,
+            });
+        t.entries += 1;
+        t.raw_size += e.raw_size;
+        t.stored_size += e.stored_size;
+        totals.entries += 1;
+        totals.raw_size += e.raw_size;
+        totals.stored_size += e.stored_size;
+        totals.kernels += e.kernel_count;
+    }
+    if let Some(u) = unique_stored {
+        totals.stored_size = u;
+    }
+    let mut per_arch: Vec<ArchTotal> = per_arch.into_values().collect();
+    // Numeric arch order (sm_75 before sm_100), SASS before PTX.
+    per_arch.sort_by_key(|t| (t.kind != "sass", arch_sort_key(&t.arch)));
+    FileReport {
+        path,
+        kind,
+        modules,
+        per_arch,
+        totals,
+    }
+}
+
+fn arch_sort_key(name: &str) -> (u32, String) {
+    let digits: String = name.chars().filter(char::is_ascii_digit).collect();
+    (digits.parse().unwrap_or(0), name.to_string())
+}
+
+pub(super) fn payload_report(
+    kind: EntryKind,
+    arch: String,
+    compression: &str,
+    raw: &[u8],
+    stored_size: u64,
+) -> EntryReport {
+    let (relocatable, kernels) = describe_payload(kind, raw);
+    EntryReport {
+        arch,
+        kind: kind_name(kind).to_string(),
+        relocatable,
+        compression: compression.to_string(),
+        raw_size: raw.len() as u64,
+        stored_size,
+        kernel_count: kernels.len(),
+        kernels,
+        options: None,
+        identifier: None,
+    }
+}

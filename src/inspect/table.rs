@@ -1,0 +1,106 @@
+//! The human-readable table.
+
+use std::fmt::Write;
+
+use super::FileReport;
+
+fn human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn ratio(stored: u64, raw: u64) -> String {
+    if raw == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", stored as f64 * 100.0 / raw as f64)
+    }
+}
+
+/// Draw one file's report. `kernels` adds the demangled kernel names under each entry.
+pub fn render(r: &FileReport, kernels: bool) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}: {}", r.path, r.kind.name());
+    if r.modules.is_empty() {
+        let _ = writeln!(s, "  no device code");
+        return s;
+    }
+    for (i, m) in r.modules.iter().enumerate() {
+        let section = if m.section.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", m.section)
+        };
+        let _ = writeln!(s, "  module {i}: {}{section}", m.origin);
+        let _ = writeln!(
+            s,
+            "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
+            "arch", "kind", "codec", "raw", "stored", "ratio", "kernels"
+        );
+        for e in &m.entries {
+            let kind = if e.relocatable {
+                format!("{}*", e.kind)
+            } else {
+                e.kind.clone()
+            };
+            let _ = writeln!(
+                s,
+                "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
+                e.arch,
+                kind,
+                e.compression,
+                human(e.raw_size),
+                human(e.stored_size),
+                ratio(e.stored_size, e.raw_size),
+                e.kernel_count
+            );
+            if kernels {
+                for k in &e.kernels {
+                    let _ = writeln!(s, "        {}", k.demangled);
+                }
+            }
+        }
+    }
+    if r.modules
+        .iter()
+        .flat_map(|m| &m.entries)
+        .any(|e| e.relocatable)
+    {
+        let _ = writeln!(s, "  (* relocatable device code, -rdc=true)");
+    }
+    let _ = writeln!(s, "  per arch:");
+    for t in &r.per_arch {
+        let _ = writeln!(
+            s,
+            "    {:<11} {:<5} {:>4} entries {:>11} raw {:>11} stored ({})",
+            t.arch,
+            t.kind,
+            t.entries,
+            human(t.raw_size),
+            human(t.stored_size),
+            ratio(t.stored_size, t.raw_size)
+        );
+    }
+    let t = &r.totals;
+    let _ = writeln!(
+        s,
+        "  total: {} modules, {} entries, {} kernels, {} raw, {} stored ({})",
+        t.modules,
+        t.entries,
+        t.kernels,
+        human(t.raw_size),
+        human(t.stored_size),
+        ratio(t.stored_size, t.raw_size)
+    );
+    s
+}

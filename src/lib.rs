@@ -1,0 +1,12 @@
+//! fatpack: capability-aware fat-binary packager and linker wrapper for CUDA.
+//!
+//! Data flow, one module each: [`inputs`] finds device code in files → [`fatbin`] models it
+//! (with [`cubin`] and [`ptx`] reading the payloads) → the store (`cubin-store` crate) →
+//! rewritten objects → final link → runtime. [`inspect`] reports on any of them.
+
+pub mod arch;
+pub mod cubin;
+pub mod fatbin;
+pub mod inputs;
+pub mod inspect;
+pub mod ptx;

@@ -1,0 +1,76 @@
+#![allow(dead_code)]
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvcc13")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures().join(name)
+}
+
+/// A CUDA tool from PATH or the repo's `.cuda` venv. Under CI a missing tool fails the test
+/// (CI installs it); on a developer machine without it the test says so and passes over it.
+pub fn cuda_tool(name: &str) -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/bin")
+        .join(name);
+    if venv.exists() {
+        return Some(venv);
+    }
+    if let Ok(path) = std::env::var("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.exists() {
+                return Some(p);
+            }
+        }
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{name} not found: CI must install the CUDA toolchain (scripts/cuda-env.sh)");
+    }
+    eprintln!("note: {name} not found; run `source scripts/cuda-env.sh` to enable this check");
+    None
+}
+
+/// `(kind, name)` pairs from `cuobjdump --list-elf --list-ptx`, e.g. `("ELF", "sm_90a")`, in order.
+pub fn cuobjdump_list(tool: &Path, file: &Path) -> Vec<(String, String)> {
+    // cuobjdump resolves thin-archive members against its working directory.
+    let out = Command::new(tool)
+        .current_dir(file.parent().unwrap())
+        .arg("--list-elf")
+        .arg("--list-ptx")
+        .arg(file.file_name().unwrap())
+        .output()
+        .expect("run cuobjdump");
+    assert!(
+        out.status.success(),
+        "cuobjdump failed on {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let kind = if line.starts_with("ELF file") {
+            "ELF"
+        } else if line.starts_with("PTX file") {
+            "PTX"
+        } else {
+            continue;
+        };
+        let name = line.rsplit(':').next().unwrap().trim();
+        // `kernels.3.sm_90.cubin` -> `sm_90`
+        let stem = name.rsplit_once('.').unwrap().0;
+        let arch = stem.rsplit('.').next().unwrap().to_string();
+        v.push((kind.to_string(), arch));
+    }
+    v
+}
+
+pub fn fatpack_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fatpack"))
+}
