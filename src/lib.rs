@@ -10,3 +10,4 @@ pub mod fatbin;
 pub mod inputs;
 pub mod inspect;
 pub mod ptx;
+pub mod rewrite;

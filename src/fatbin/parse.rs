@@ -144,6 +144,11 @@ fn parse_entry(b: &[u8], at: usize, end: usize) -> Result<(Entry, usize), Fatbin
 /// Parse every container in a section. Containers are padded apart with zeros (the linker
 /// aligns each translation unit's fatbin); anything else between them is an error.
 pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
+    Ok(parse_all_at(bytes)?.into_iter().map(|(_, f)| f).collect())
+}
+
+/// [`parse_all`], with each container's offset in `bytes`.
+pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
     let mut out = Vec::new();
     let mut p = 0;
     while p < bytes.len() {
@@ -152,7 +157,7 @@ pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
             continue;
         }
         let (fb, used) = parse_one(&bytes[p..], p)?;
-        out.push(fb);
+        out.push((p, fb));
         p += used;
     }
     Ok(out)

@@ -49,15 +49,19 @@ pub(crate) fn device_sections(origin: &str, data: &[u8]) -> Result<Vec<DeviceSec
             origin: origin.to_string(),
             message: format!("section {name}: {e}"),
         })?;
-        let containers = fatbin::parse_all(bytes).map_err(|source| InputError::Fatbin {
+        let found = fatbin::parse_all_at(bytes).map_err(|source| InputError::Fatbin {
             origin: origin.to_string(),
             section: name.to_string(),
             source,
         })?;
+        let (offsets, containers) = found.into_iter().map(|(o, f)| (o as u64, f)).unzip();
         out.push(DeviceSection {
             origin: origin.to_string(),
             section: name.to_string(),
+            section_index: section.index().0,
+            section_size: bytes.len() as u64,
             containers,
+            offsets,
         });
     }
     Ok(out)

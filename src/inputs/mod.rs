@@ -49,7 +49,13 @@ pub struct DeviceSection {
     pub origin: String,
     /// `.nv_fatbin`, or `__nv_relfatbin` for `-rdc=true` objects.
     pub section: String,
+    /// Index of the section in its ELF file (0 for standalone fatbins).
+    pub section_index: usize,
+    /// Size of the section in bytes.
+    pub section_size: u64,
     pub containers: Vec<Fatbin>,
+    /// Offset of each container inside the section.
+    pub offsets: Vec<u64>,
 }
 
 /// Everything found in one file.
@@ -148,15 +154,19 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
             out.sections = archive::device_sections(path, data)?;
         }
         FileKind::Fatbin => {
-            let containers =
-                fatbin::parse_all(data).map_err(|source| InputError::StandaloneFatbin {
+            let found =
+                fatbin::parse_all_at(data).map_err(|source| InputError::StandaloneFatbin {
                     path: shown.clone(),
                     source,
                 })?;
+            let (offsets, containers) = found.into_iter().map(|(o, f)| (o as u64, f)).unzip();
             out.sections.push(DeviceSection {
                 origin: shown,
                 section: String::new(),
+                section_index: 0,
+                section_size: data.len() as u64,
                 containers,
+                offsets,
             });
         }
         FileKind::Cubin => {

@@ -1,0 +1,110 @@
+//! Writing a GNU `ar` archive with a symbol index, deterministically (zero dates and ids), for
+//! the rewritten copy of an input archive. No crate writes the GNU index with 64-bit
+//! offsets, and the format is small.
+
+use object::{Object, ObjectSymbol};
+
+pub struct Member {
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+/// Global symbols an archive member defines: what the linker's archive index lists.
+fn defined_globals(data: &[u8]) -> Vec<Vec<u8>> {
+    let Ok(file) = object::File::parse(data) else {
+        return Vec::new();
+    };
+    file.symbols()
+        .filter(|s| s.is_global() && s.is_definition() && !s.is_undefined())
+        .filter_map(|s| s.name_bytes().ok().map(<[u8]>::to_vec))
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+fn header(out: &mut Vec<u8>, name: &str, size: usize) {
+    let mut h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644);
+    if name.starts_with('/') && (name == "/" || name == "//" || name == "/SYM64/") {
+        // Index members carry mode 0 in GNU ar output.
+        h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 0);
+    }
+    debug_assert_eq!(h.len(), 60);
+    out.extend_from_slice(h.as_bytes());
+}
+
+/// Encode an archive of `members`, with a GNU symbol index (64-bit when offsets need it).
+pub fn write_archive(members: &[Member]) -> Vec<u8> {
+    // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
+    let mut longnames = Vec::new();
+    let mut header_names = Vec::with_capacity(members.len());
+    for m in members {
+        let base = m.name.rsplit('/').next().unwrap_or(&m.name);
+        if base.len() <= 15 {
+            header_names.push(format!("{base}/"));
+        } else {
+            header_names.push(format!("/{}", longnames.len()));
+            longnames.extend_from_slice(base.as_bytes());
+            longnames.extend_from_slice(b"/\n");
+        }
+    }
+    let symbols: Vec<Vec<Vec<u8>>> = members.iter().map(|m| defined_globals(&m.data)).collect();
+    let nsyms: usize = symbols.iter().map(Vec::len).sum();
+    let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
+    let padded = |n: usize| n + (n & 1);
+    let layout = |word: usize| {
+        let index_size = word + nsyms * word + names_len;
+        let mut off = 8 + 60 + padded(index_size);
+        if !longnames.is_empty() {
+            off += 60 + padded(longnames.len());
+        }
+        let mut offsets = Vec::with_capacity(members.len());
+        for m in members {
+            offsets.push(off as u64);
+            off += 60 + padded(m.data.len());
+        }
+        (index_size, offsets, off as u64)
+    };
+    let (mut index_size, mut offsets, total) = layout(4);
+    let wide = total > u32::MAX as u64;
+    if wide {
+        (index_size, offsets, _) = layout(8);
+    }
+    let mut out = Vec::with_capacity(total as usize + 64);
+    out.extend_from_slice(b"!<arch>\n");
+    header(&mut out, if wide { "/SYM64/" } else { "/" }, index_size);
+    let put = |out: &mut Vec<u8>, v: u64| {
+        if wide {
+            out.extend_from_slice(&v.to_be_bytes());
+        } else {
+            out.extend_from_slice(&(v as u32).to_be_bytes());
+        }
+    };
+    put(&mut out, nsyms as u64);
+    for (syms, &off) in symbols.iter().zip(&offsets) {
+        for _ in syms {
+            put(&mut out, off);
+        }
+    }
+    for n in symbols.iter().flatten() {
+        out.extend_from_slice(n);
+        out.push(0);
+    }
+    if index_size & 1 == 1 {
+        out.push(b'\n');
+    }
+    if !longnames.is_empty() {
+        header(&mut out, "//", longnames.len());
+        out.extend_from_slice(&longnames);
+        if longnames.len() & 1 == 1 {
+            out.push(b'\n');
+        }
+    }
+    for ((m, hn), &off) in members.iter().zip(&header_names).zip(&offsets) {
+        debug_assert_eq!(out.len() as u64, off);
+        header(&mut out, hn, m.data.len());
+        out.extend_from_slice(&m.data);
+        if m.data.len() & 1 == 1 {
+            out.push(b'\n');
+        }
+    }
+    out
+}

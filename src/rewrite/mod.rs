@@ -1,0 +1,9 @@
+//! Rewritten inputs: objects whose fatbins are replaced by stubs, and archives holding them.
+
+pub mod archive;
+pub mod elf_edit;
+pub mod object;
+pub mod stub;
+
+pub use object::{rewrite_object, Extracted, RewriteError};
+pub use stub::Stub;

@@ -1,0 +1,72 @@
+//! Rewriting one relocatable ELF object: each device-code section's containers are replaced by
+//! stubs. The wrapper in `.nvFatBinSegment` and its relocation stay; [`super::elf_edit`]
+//! remaps the relocation so that each wrapper points at its container's stub.
+
+use super::elf_edit::{replace_sections, ElfEditError, Replacement};
+use super::stub::{Stub, FLAG_RELOCATABLE};
+use crate::fatbin::Fatbin;
+use crate::inputs::{DeviceSection, RELFATBIN_SECTION};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: cannot rewrite object: {source}")]
+pub struct RewriteError {
+    pub origin: String,
+    #[source]
+    pub source: ElfEditError,
+}
+
+/// One container taken out of an object, under the module name its stub carries.
+#[derive(Debug, Clone)]
+pub struct Extracted {
+    pub module: String,
+    pub origin: String,
+    pub section: String,
+    pub fatbin: Fatbin,
+}
+
+/// Rewrite `data` (an ELF relocatable). `name_for(origin, index)` gives each container its
+/// unique module name. Returns the new object bytes and what was taken out.
+pub fn rewrite_object(
+    origin: &str,
+    data: &[u8],
+    sections: &[DeviceSection],
+    name_for: &mut dyn FnMut(&str, usize) -> String,
+) -> Result<(Vec<u8>, Vec<Extracted>), RewriteError> {
+    let mut extracted = Vec::new();
+    let mut reps = Vec::new();
+    for sec in sections {
+        let mut stub_bytes = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, (fb, &old)) in sec.containers.iter().zip(&sec.offsets).enumerate() {
+            let module = name_for(origin, i);
+            let flags = if sec.section == RELFATBIN_SECTION {
+                FLAG_RELOCATABLE
+            } else {
+                0
+            };
+            offsets.push((old, stub_bytes.len() as u64));
+            Stub {
+                module: module.clone(),
+                flags,
+            }
+            .encode(&mut stub_bytes);
+            extracted.push(Extracted {
+                module,
+                origin: origin.to_string(),
+                section: sec.section.clone(),
+                fatbin: fb.clone(),
+            });
+        }
+        reps.push(Replacement {
+            index: sec.section_index,
+            data: stub_bytes,
+            offsets,
+            old_size: sec.section_size,
+        });
+    }
+    let out = replace_sections(data, &reps).map_err(|source| RewriteError {
+        origin: origin.to_string(),
+        source,
+    })?;
+    Ok((out, extracted))
+}
