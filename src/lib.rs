@@ -11,3 +11,4 @@ pub mod inputs;
 pub mod inspect;
 pub mod ptx;
 pub mod rewrite;
+pub mod store;

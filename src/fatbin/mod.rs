@@ -12,7 +12,7 @@ mod parse;
 mod write;
 
 pub use compress::Compression;
-pub use parse::{parse_all, parse_all_at, parse_one};
+pub use parse::{parse_all, parse_all_at, parse_one, span_one, spans};
 
 use crate::arch::{Arch, CodeKind, Target, Variant};
 use header::flags;

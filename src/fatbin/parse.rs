@@ -42,6 +42,15 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
 /// Parse the one container that starts at `bytes[0]`; returns it and the bytes it used.
 /// `base` is added to offsets in errors, so they point into the enclosing section.
 pub fn parse_one(bytes: &[u8], base: usize) -> Result<(Fatbin, usize), FatbinError> {
+    walk_one(bytes, base, true)
+}
+
+/// Check one container's headers and return its length, copying no payload.
+pub fn span_one(bytes: &[u8], base: usize) -> Result<usize, FatbinError> {
+    walk_one(bytes, base, false).map(|(_, used)| used)
+}
+
+fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), FatbinError> {
     if bytes.len() < CONTAINER_HEADER_LEN {
         return Err(FatbinError::Truncated {
             offset: base,
@@ -81,14 +90,16 @@ pub fn parse_one(bytes: &[u8], base: usize) -> Result<(Fatbin, usize), FatbinErr
     let mut entries = Vec::new();
     let mut p = hsize as usize;
     while p < total {
-        let (entry, used) = parse_entry(&bytes[p..total], base + p, base + total)?;
-        entries.push(entry);
+        let (entry, used) = parse_entry(&bytes[p..total], base + p, base + total, keep)?;
+        if keep {
+            entries.push(entry);
+        }
         p += used;
     }
     Ok((Fatbin { version, entries }, total))
 }
 
-fn parse_entry(b: &[u8], at: usize, end: usize) -> Result<(Entry, usize), FatbinError> {
+fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, usize), FatbinError> {
     if b.len() < FIXED_LEN {
         return Err(FatbinError::Truncated {
             offset: at,
@@ -130,8 +141,16 @@ fn parse_entry(b: &[u8], at: usize, end: usize) -> Result<(Entry, usize), Fatbin
         flags: u64_at(b, 40),
         reserved: u64_at(b, 48),
         uncompressed_len: u64_at(b, 56),
-        header_tail: b[FIXED_LEN..hlen as usize].to_vec(),
-        stored: b[hlen as usize..used].to_vec(),
+        header_tail: if keep {
+            b[FIXED_LEN..hlen as usize].to_vec()
+        } else {
+            Vec::new()
+        },
+        stored: if keep {
+            b[hlen as usize..used].to_vec()
+        } else {
+            Vec::new()
+        },
         compressed_len,
     };
     if entry.compression() != super::Compression::None && compressed_len as u64 > psize {
@@ -145,6 +164,23 @@ fn parse_entry(b: &[u8], at: usize, end: usize) -> Result<(Entry, usize), Fatbin
 /// aligns each translation unit's fatbin); anything else between them is an error.
 pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
     Ok(parse_all_at(bytes)?.into_iter().map(|(_, f)| f).collect())
+}
+
+/// Offset and length of every container in a section, payloads checked for bounds but not
+/// copied: what rewriting needs, in memory proportional to the number of containers.
+pub fn spans(bytes: &[u8]) -> Result<Vec<(usize, usize)>, FatbinError> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        if bytes[p] == 0 {
+            p += 1;
+            continue;
+        }
+        let used = span_one(&bytes[p..], p)?;
+        out.push((p, used));
+        p += used;
+    }
+    Ok(out)
 }
 
 /// [`parse_all`], with each container's offset in `bytes`.

@@ -4,9 +4,13 @@ use std::path::Path;
 
 use object::read::archive::ArchiveFile;
 
-use super::{elf, map_file, sniff, DeviceSection, FileKind, InputError};
+use super::{elf, map_file, sniff, Depth, DeviceSection, FileKind, InputError};
 
-pub(super) fn device_sections(path: &Path, data: &[u8]) -> Result<Vec<DeviceSection>, InputError> {
+pub(super) fn device_sections(
+    path: &Path,
+    data: &[u8],
+    depth: Depth,
+) -> Result<Vec<DeviceSection>, InputError> {
     let shown = path.display().to_string();
     let malformed = |message: String| InputError::Malformed {
         origin: shown.clone(),
@@ -22,23 +26,31 @@ pub(super) fn device_sections(path: &Path, data: &[u8]) -> Result<Vec<DeviceSect
             // Thin members name their file relative to the archive's directory.
             let member_path = path.parent().unwrap_or(Path::new(".")).join(&name);
             let map = map_file(&member_path)?;
-            scan_member(&origin, &map, &mut out)?;
+            scan_member(&origin, &member_path, 0, &map, depth, &mut out)?;
         } else {
             let bytes = member
                 .data(data)
                 .map_err(|e| malformed(format!("member {name}: {e}")))?;
-            scan_member(&origin, bytes, &mut out)?;
+            let base = member.file_range().0;
+            scan_member(&origin, path, base, bytes, depth, &mut out)?;
         }
     }
     Ok(out)
 }
 
-fn scan_member(origin: &str, bytes: &[u8], out: &mut Vec<DeviceSection>) -> Result<(), InputError> {
+fn scan_member(
+    origin: &str,
+    file: &Path,
+    base: u64,
+    bytes: &[u8],
+    depth: Depth,
+    out: &mut Vec<DeviceSection>,
+) -> Result<(), InputError> {
     if matches!(
         sniff(bytes),
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
     ) {
-        out.extend(elf::device_sections(origin, bytes)?);
+        out.extend(elf::device_sections(origin, file, base, bytes, depth)?);
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 
 use object::{Object, ObjectKind, ObjectSection};
 
-use super::{DeviceSection, FileKind, InputError};
-use crate::fatbin;
+use std::path::Path;
+
+use super::{read_containers, Depth, DeviceSection, FileKind, InputError};
 
 /// Where nvcc puts a whole-program fatbin.
 pub const FATBIN_SECTION: &str = ".nv_fatbin";
@@ -34,13 +35,19 @@ fn has_interp(data: &[u8]) -> bool {
 }
 
 /// Every device-code section of one ELF file, parsed.
-pub(crate) fn device_sections(origin: &str, data: &[u8]) -> Result<Vec<DeviceSection>, InputError> {
-    let file = object::File::parse(data).map_err(|e| InputError::Malformed {
+pub(crate) fn device_sections(
+    origin: &str,
+    file: &Path,
+    base: u64,
+    data: &[u8],
+    depth: Depth,
+) -> Result<Vec<DeviceSection>, InputError> {
+    let elf = object::File::parse(data).map_err(|e| InputError::Malformed {
         origin: origin.to_string(),
         message: format!("unreadable ELF: {e}"),
     })?;
     let mut out = Vec::new();
-    for section in file.sections() {
+    for section in elf.sections() {
         let Ok(name) = section.name() else { continue };
         if !DEVICE_SECTIONS.contains(&name) {
             continue;
@@ -49,19 +56,22 @@ pub(crate) fn device_sections(origin: &str, data: &[u8]) -> Result<Vec<DeviceSec
             origin: origin.to_string(),
             message: format!("section {name}: {e}"),
         })?;
-        let found = fatbin::parse_all_at(bytes).map_err(|source| InputError::Fatbin {
-            origin: origin.to_string(),
-            section: name.to_string(),
-            source,
-        })?;
-        let (offsets, containers) = found.into_iter().map(|(o, f)| (o as u64, f)).unzip();
+        let (spans, containers) =
+            read_containers(bytes, depth).map_err(|source| InputError::Fatbin {
+                origin: origin.to_string(),
+                section: name.to_string(),
+                source,
+            })?;
+        let file_offset = section.file_range().map_or(0, |r| r.0);
         out.push(DeviceSection {
             origin: origin.to_string(),
             section: name.to_string(),
             section_index: section.index().0,
             section_size: bytes.len() as u64,
+            file: file.to_path_buf(),
+            file_offset: base + file_offset,
+            spans,
             containers,
-            offsets,
         });
     }
     Ok(out)

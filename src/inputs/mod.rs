@@ -53,9 +53,55 @@ pub struct DeviceSection {
     pub section_index: usize,
     /// Size of the section in bytes.
     pub section_size: u64,
+    /// The file on disk that holds the bytes (a thin archive's member file, say).
+    pub file: PathBuf,
+    /// Where the section's bytes start in `file`.
+    pub file_offset: u64,
+    /// `(offset in section, length)` of each container.
+    pub spans: Vec<(u64, u64)>,
+    /// The parsed containers; empty when located with [`Depth::Spans`].
     pub containers: Vec<Fatbin>,
-    /// Offset of each container inside the section.
-    pub offsets: Vec<u64>,
+}
+
+impl DeviceSection {
+    /// Offsets of the containers inside the section.
+    pub fn offsets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.spans.iter().map(|s| s.0)
+    }
+}
+
+/// How much of the device code to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Parse every container, payloads included.
+    Full,
+    /// Check headers and bounds and record where containers are; copy no payload
+    /// (what `fatpack ld` does, so that its memory does not grow with the device code).
+    Spans,
+}
+
+/// Read the sections' containers at `depth`.
+pub(crate) fn read_containers(
+    bytes: &[u8],
+    depth: Depth,
+) -> Result<(Vec<(u64, u64)>, Vec<Fatbin>), FatbinError> {
+    match depth {
+        Depth::Spans => Ok((
+            fatbin::spans(bytes)?
+                .into_iter()
+                .map(|(o, l)| (o as u64, l as u64))
+                .collect(),
+            Vec::new(),
+        )),
+        Depth::Full => {
+            let found = fatbin::parse_all_at(bytes)?;
+            let spans = found
+                .iter()
+                .map(|(o, f)| (*o as u64, f.encoded_len() as u64))
+                .collect();
+            Ok((spans, found.into_iter().map(|(_, f)| f).collect()))
+        }
+    }
 }
 
 /// Everything found in one file.
@@ -98,7 +144,7 @@ pub enum InputError {
 }
 
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
-pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
+pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
     let io = |source| InputError::Io {
         path: path.display().to_string(),
         source,
@@ -136,7 +182,17 @@ pub fn scan(path: &Path) -> Result<Scanned, InputError> {
     scan_bytes(path, &map)
 }
 
+/// Where the device code in `path` is, without reading payloads.
+pub fn locate(path: &Path) -> Result<Scanned, InputError> {
+    let map = map_file(path)?;
+    scan_at(path, &map, Depth::Spans)
+}
+
 pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
+    scan_at(path, data, Depth::Full)
+}
+
+pub fn scan_at(path: &Path, data: &[u8], depth: Depth) -> Result<Scanned, InputError> {
     let shown = path.display().to_string();
     let kind = sniff(data);
     let mut out = Scanned {
@@ -148,25 +204,26 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
     };
     match kind {
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable => {
-            out.sections = elf::device_sections(&shown, data)?;
+            out.sections = elf::device_sections(&shown, path, 0, data, depth)?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
-            out.sections = archive::device_sections(path, data)?;
+            out.sections = archive::device_sections(path, data, depth)?;
         }
         FileKind::Fatbin => {
-            let found =
-                fatbin::parse_all_at(data).map_err(|source| InputError::StandaloneFatbin {
+            let (spans, containers) =
+                read_containers(data, depth).map_err(|source| InputError::StandaloneFatbin {
                     path: shown.clone(),
                     source,
                 })?;
-            let (offsets, containers) = found.into_iter().map(|(o, f)| (o as u64, f)).unzip();
             out.sections.push(DeviceSection {
                 origin: shown,
                 section: String::new(),
                 section_index: 0,
                 section_size: data.len() as u64,
+                file: path.to_path_buf(),
+                file_offset: 0,
+                spans,
                 containers,
-                offsets,
             });
         }
         FileKind::Cubin => {

@@ -4,7 +4,8 @@
 
 use super::elf_edit::{replace_sections, ElfEditError, Replacement};
 use super::stub::{Stub, FLAG_RELOCATABLE};
-use crate::fatbin::Fatbin;
+use std::path::PathBuf;
+
 use crate::inputs::{DeviceSection, RELFATBIN_SECTION};
 
 #[derive(Debug, thiserror::Error)]
@@ -15,13 +16,17 @@ pub struct RewriteError {
     pub source: ElfEditError,
 }
 
-/// One container taken out of an object, under the module name its stub carries.
+/// One container taken out of an object, under the module name its stub carries: where it
+/// is on disk, so it can be read again when the store is written (device code is never
+/// held in memory all at once).
 #[derive(Debug, Clone)]
 pub struct Extracted {
     pub module: String,
     pub origin: String,
     pub section: String,
-    pub fatbin: Fatbin,
+    pub file: PathBuf,
+    pub file_offset: u64,
+    pub len: u64,
 }
 
 /// Rewrite `data` (an ELF relocatable). `name_for(origin, index)` gives each container its
@@ -37,7 +42,7 @@ pub fn rewrite_object(
     for sec in sections {
         let mut stub_bytes = Vec::new();
         let mut offsets = Vec::new();
-        for (i, (fb, &old)) in sec.containers.iter().zip(&sec.offsets).enumerate() {
+        for (i, &(old, len)) in sec.spans.iter().enumerate() {
             let module = name_for(origin, i);
             let flags = if sec.section == RELFATBIN_SECTION {
                 FLAG_RELOCATABLE
@@ -54,7 +59,9 @@ pub fn rewrite_object(
                 module,
                 origin: origin.to_string(),
                 section: sec.section.clone(),
-                fatbin: fb.clone(),
+                file: sec.file.clone(),
+                file_offset: sec.file_offset + old,
+                len,
             });
         }
         reps.push(Replacement {

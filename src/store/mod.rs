@@ -1,0 +1,94 @@
+//! From the fatbin model to the store: each extracted container becomes a store module, each
+//! entry a blob of its decompressed payload, with the entry's original header kept in `attrs`
+//! so the runtime can rebuild a fatbin nvcc's runtime accepts.
+
+use std::io::{Seek, Write};
+
+use cubin_store::{
+    ArchVariant, EntryKind as StoreKind, EntryMeta, StoreSummary, StoreWriter, WriteOptions,
+};
+
+use crate::arch::Variant;
+use crate::fatbin::{DecompressError, Entry, EntryKind};
+use crate::rewrite::Extracted;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("{origin}: module {module}: {source}")]
+    Payload {
+        origin: String,
+        module: String,
+        #[source]
+        source: DecompressError,
+    },
+    #[error("{origin}: changed on disk during the link")]
+    Changed { origin: String },
+    #[error(transparent)]
+    Input(#[from] crate::inputs::InputError),
+    #[error("writing the store: {0}")]
+    Store(#[from] cubin_store::StoreError),
+}
+
+/// The store entry metadata for a fatbin entry.
+pub fn entry_meta(e: &Entry) -> EntryMeta {
+    let kind = match e.kind {
+        EntryKind::Elf => StoreKind::Sass,
+        EntryKind::Ptx => StoreKind::Ptx,
+        EntryKind::Other(c) => StoreKind::Other(c),
+    };
+    let variant = match e.arch().variant {
+        Variant::Plain => ArchVariant::Plain,
+        Variant::Specific => ArchVariant::Specific,
+        Variant::Family => ArchVariant::Family,
+    };
+    let mut attrs = Vec::with_capacity(e.header_len());
+    // The header as written for the stored (uncompressed) payload.
+    let plain = Entry {
+        stored: Vec::new(),
+        ..e.clone()
+    };
+    plain.write_to(&mut attrs);
+    EntryMeta {
+        kind,
+        arch: e.arch_number,
+        variant,
+        attrs,
+    }
+}
+
+/// Add one extracted container as a module, reading it back from its file.
+pub fn add_module<W: Write + Seek>(w: &mut StoreWriter<W>, m: &Extracted) -> Result<(), PackError> {
+    let map = crate::inputs::map_file(&m.file)?;
+    let bytes = usize::try_from(m.file_offset)
+        .ok()
+        .and_then(|start| map.get(start..start.checked_add(m.len as usize)?))
+        .ok_or_else(|| PackError::Changed {
+            origin: m.origin.clone(),
+        })?;
+    let (fatbin, _) = crate::fatbin::parse_one(bytes, 0).map_err(|_| PackError::Changed {
+        origin: m.origin.clone(),
+    })?;
+    let id = w.add_module(&m.module)?;
+    for e in &fatbin.entries {
+        let raw = e.payload().map_err(|source| PackError::Payload {
+            origin: m.origin.clone(),
+            module: m.module.clone(),
+            source,
+        })?;
+        w.add_entry(id, entry_meta(e), &raw)?;
+    }
+    Ok(())
+}
+
+/// Write a whole store of `modules` (in this order) to `out`.
+pub fn write_store<W: Write + Seek>(
+    out: W,
+    modules: &[&Extracted],
+    opts: WriteOptions,
+) -> Result<(W, StoreSummary), PackError> {
+    let mut w = StoreWriter::new(out, opts)?;
+    for m in modules {
+        add_module(&mut w, m)?;
+    }
+    Ok(w.finish()?)
+}
