@@ -9,6 +9,7 @@ pub mod cubin;
 pub mod fatbin;
 pub mod inputs;
 pub mod inspect;
+pub mod link;
 pub mod ptx;
 pub mod rewrite;
 pub mod store;

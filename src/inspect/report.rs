@@ -84,10 +84,22 @@ pub struct Totals {
     pub kernels: usize,
 }
 
+/// Where a packed file's store is and whether it matches the digest the file records.
+#[derive(Debug, Clone, Serialize)]
+pub struct PackedInfo {
+    /// `.fatpack` inside the file, or the side file's path.
+    pub store: String,
+    pub store_size: u64,
+    pub digest: String,
+    pub digest_matches: bool,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
     pub path: String,
     pub kind: FileKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packed: Option<PackedInfo>,
     pub modules: Vec<ModuleReport>,
     pub per_arch: Vec<ArchTotal>,
     pub totals: Totals,
@@ -145,6 +157,14 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
     let map = inputs::map_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
+    if matches!(
+        kind,
+        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
+    ) {
+        if let Some(r) = super::store::inspect_packed(path, &shown, kind, data)? {
+            return Ok(r);
+        }
+    }
     let modules = if kind == FileKind::Store {
         super::store::modules(&shown, data)?
     } else {
@@ -236,6 +256,7 @@ pub(super) fn summarise(
     FileReport {
         path,
         kind,
+        packed: None,
         modules,
         per_arch,
         totals,

@@ -3,8 +3,14 @@
 
 use cubin_store::{EntryKind as StoreKind, Store};
 
-use super::report::{payload_report, InspectError, ModuleReport};
+use std::path::Path;
+
+use super::report::{
+    payload_report, summarise, FileReport, InspectError, ModuleReport, PackedInfo,
+};
 use crate::fatbin::EntryKind;
+use crate::inputs::FileKind;
+use crate::link::output;
 
 fn store_err(path: &str) -> impl Fn(cubin_store::StoreError) -> InspectError + '_ {
     move |source| InspectError::Store {
@@ -47,4 +53,62 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
 pub(super) fn unique_stored_bytes(path: &str, data: &[u8]) -> Result<u64, InspectError> {
     let store = Store::parse(data).map_err(store_err(path))?;
     Ok(store.stats().stored_bytes)
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A file `fatpack ld` produced: its store (inside, or beside it) and the recorded digest.
+/// `None` when the file is not packed.
+pub(super) fn inspect_packed(
+    path: &Path,
+    shown: &str,
+    kind: FileKind,
+    data: &[u8],
+) -> Result<Option<FileReport>, InspectError> {
+    let Some(recorded) = output::recorded_digest(data) else {
+        return Ok(None);
+    };
+    let side;
+    let (store_bytes, store_name): (&[u8], String) = match output::store_range(data) {
+        Some((off, len)) => {
+            let bytes = usize::try_from(off)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
+                .ok_or_else(|| InspectError::Store {
+                    path: shown.to_string(),
+                    source: cubin_store::StoreError::Truncated {
+                        what: "store section",
+                        need: off.saturating_add(len),
+                        have: data.len() as u64,
+                    },
+                })?;
+            (bytes, format!("{} section", output::STORE_SECTION))
+        }
+        None => {
+            let mut p = path.as_os_str().to_owned();
+            p.push(".fatpack");
+            let side_path = std::path::PathBuf::from(p);
+            side = crate::inputs::map_file(&side_path)?;
+            (&side[..], side_path.display().to_string())
+        }
+    };
+    let label = format!("{shown} [{store_name}]");
+    let modules = modules(&label, store_bytes)?;
+    let store = Store::parse(store_bytes).map_err(store_err(&label))?;
+    let digest = store.digest();
+    let mut report = summarise(
+        shown.to_string(),
+        kind,
+        modules,
+        Some(store.stats().stored_bytes),
+    );
+    report.packed = Some(PackedInfo {
+        store: store_name,
+        store_size: store_bytes.len() as u64,
+        digest: hex(&digest),
+        digest_matches: digest == recorded,
+    });
+    Ok(Some(report))
 }

@@ -31,6 +31,20 @@ fn ratio(stored: u64, raw: u64) -> String {
 pub fn render(r: &FileReport, kernels: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}: {}", r.path, r.kind.name());
+    if let Some(p) = &r.packed {
+        let _ = writeln!(
+            s,
+            "  packed by fatpack: store in {} ({}), digest {} {}",
+            p.store,
+            human(p.store_size),
+            &p.digest[..16],
+            if p.digest_matches {
+                "matches the binary"
+            } else {
+                "DOES NOT MATCH the digest the binary records"
+            }
+        );
+    }
     if r.modules.is_empty() {
         let _ = writeln!(s, "  no device code");
         return s;

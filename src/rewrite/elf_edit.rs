@@ -37,11 +37,6 @@ fn rd16(b: &[u8], o: usize) -> Result<u16, ElfEditError> {
         .map(|s| u16::from_le_bytes([s[0], s[1]]))
         .ok_or(ElfEditError::Malformed("truncated"))
 }
-fn rd32(b: &[u8], o: usize) -> Result<u32, ElfEditError> {
-    b.get(o..o + 4)
-        .map(|s| u32::from_le_bytes(s.try_into().expect("4")))
-        .ok_or(ElfEditError::Malformed("truncated"))
-}
 fn rd64(b: &[u8], o: usize) -> Result<u64, ElfEditError> {
     b.get(o..o + 8)
         .map(|s| u64::from_le_bytes(s.try_into().expect("8")))

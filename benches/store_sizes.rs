@@ -1,0 +1,210 @@
+//! Store size and speed against nvcc's own compression, on real cubins.
+//!
+//!   cargo bench --bench store_sizes -- FILE...      (objects, archives, libraries, fatbins)
+//!
+//! For the device code of all FILEs: raw size; nvcc's `-compress-all` and
+//! `--compress-mode=size -compress-all` (the same entries repacked by `fatbinary`, so every
+//! row holds exactly the same cubins); and the store at several zstd levels, with and
+//! without a trained dictionary: size, write throughput, and single-arch read throughput.
+//! Needs `fatbinary` on PATH (`source scripts/cuda-env.sh`).
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use cubin_store::{Store, StoreWriter, WriteOptions};
+use fatpack::fatbin::{EntryKind, Fatbin};
+
+fn mib(n: u64) -> f64 {
+    n as f64 / (1024.0 * 1024.0)
+}
+
+/// Repack `fb`'s entries with nvcc's `fatbinary` and the given flags; the resulting size.
+fn nvcc_repack(dir: &Path, idx: usize, fb: &Fatbin, flags: &[&str]) -> u64 {
+    let mut args: Vec<String> = vec![
+        format!("--create={}/m{idx}.fatbin", dir.display()),
+        "-64".into(),
+    ];
+    for (j, e) in fb.entries.iter().enumerate() {
+        let payload = e.payload().expect("decompress");
+        let (kind, ext) = match e.kind {
+            EntryKind::Ptx => ("ptx", "ptx"),
+            _ => ("elf", "cubin"),
+        };
+        let f = dir.join(format!("m{idx}_{j}.{ext}"));
+        // PTX payloads are NUL-padded; fatbinary wants the text.
+        let end = if kind == "ptx" {
+            payload
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(payload.len())
+        } else {
+            payload.len()
+        };
+        std::fs::write(&f, &payload[..end]).unwrap();
+        let sm = e.arch().sm_name().trim_start_matches("sm_").to_string();
+        let arch = if kind == "ptx" {
+            format!("compute_{sm}")
+        } else {
+            format!("sm_{sm}")
+        };
+        args.push(format!(
+            "--image3=kind={kind},sm={},file={}",
+            arch.trim_start_matches("sm_")
+                .trim_start_matches("compute_"),
+            f.display()
+        ));
+    }
+    args.extend(flags.iter().map(|s| s.to_string()));
+    let st = Command::new("fatbinary")
+        .args(&args)
+        .status()
+        .expect("run fatbinary");
+    assert!(st.success(), "fatbinary {args:?}");
+    std::fs::metadata(dir.join(format!("m{idx}.fatbin")))
+        .unwrap()
+        .len()
+}
+
+fn main() {
+    let files: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "usage: cargo bench --bench store_sizes -- FILE..."
+    );
+    let mut modules: Vec<(String, Fatbin)> = Vec::new();
+    for f in &files {
+        let s = fatpack::inputs::scan(f).unwrap_or_else(|e| panic!("{e}"));
+        for sec in s.sections {
+            for (i, fb) in sec.containers.into_iter().enumerate() {
+                let plain = Fatbin {
+                    version: fb.version,
+                    entries: fb
+                        .entries
+                        .iter()
+                        .map(|e| e.to_uncompressed().unwrap())
+                        .collect(),
+                };
+                modules.push((format!("{}#{i}", sec.origin), plain));
+            }
+        }
+    }
+    let raw: u64 = modules
+        .iter()
+        .flat_map(|m| &m.1.entries)
+        .map(|e| e.raw_len())
+        .sum();
+    let fatbin_plain: u64 = modules.iter().map(|m| m.1.encoded_len() as u64).sum();
+    let n_entries: usize = modules.iter().map(|m| m.1.entries.len()).sum();
+    println!(
+        "input: {} files, {} modules, {} entries, raw payload {:.2} MiB",
+        files.len(),
+        modules.len(),
+        n_entries,
+        mib(raw)
+    );
+    println!();
+    println!("| form | size (MiB) | vs uncompressed fatbin | write MB/s | read one arch MB/s |");
+    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| fatbin, `--compress-mode=none` | {:.2} | 1.000 | - | - |",
+        mib(fatbin_plain)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for (label, flags) in [
+        (
+            "nvcc `-Xfatbin=-compress-all` (default mode)",
+            vec!["-compress-all"],
+        ),
+        (
+            "nvcc `--compress-mode=size -compress-all`",
+            vec!["-compress-all", "--compress-mode=size"],
+        ),
+    ] {
+        let t = Instant::now();
+        let total: u64 = modules
+            .iter()
+            .enumerate()
+            .map(|(i, (_, fb))| nvcc_repack(tmp.path(), i, fb, &flags))
+            .sum();
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "| {label} | {:.2} | {:.3} | {:.0} (fatbinary, incl. process start) | - |",
+            mib(total),
+            total as f64 / fatbin_plain as f64,
+            raw as f64 / 1e6 / secs
+        );
+    }
+    // A dictionary trained on a sample of the cubins themselves.
+    let samples: Vec<Vec<u8>> = modules
+        .iter()
+        .flat_map(|m| &m.1.entries)
+        .step_by(3)
+        .take(256)
+        .map(|e| e.payload().unwrap().into_owned())
+        .collect();
+    let refs: Vec<&[u8]> = samples.iter().map(|s| s.as_slice()).collect();
+    let dict = cubin_store::train_dictionary(&refs, 112 * 1024).ok();
+    let mut configs: Vec<(String, WriteOptions)> = [3, 9, 15, 19, 22]
+        .iter()
+        .map(|&l| {
+            (
+                format!("store zstd -{l}"),
+                WriteOptions {
+                    level: l,
+                    dictionary: None,
+                },
+            )
+        })
+        .collect();
+    if let Some(d) = &dict {
+        for l in [3, 19] {
+            configs.push((
+                format!("store zstd -{l} + 112 KiB dictionary"),
+                WriteOptions {
+                    level: l,
+                    dictionary: Some(d.clone()),
+                },
+            ));
+        }
+    }
+    for (label, opts) in configs {
+        let t = Instant::now();
+        let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+        for (name, fb) in &modules {
+            let id = w.add_module(name).unwrap();
+            for e in &fb.entries {
+                w.add_entry(id, fatpack::store::entry_meta(e), &e.payload().unwrap())
+                    .unwrap();
+            }
+        }
+        let (cur, summary) = w.finish().unwrap();
+        let write_s = t.elapsed().as_secs_f64();
+        let bytes = cur.into_inner();
+        // What the runtime does: open, pick one arch per module, decompress and check it.
+        let t = Instant::now();
+        let store = Store::parse(&bytes).unwrap();
+        let mut read = 0u64;
+        for m in store.modules() {
+            if let Some(e) = m
+                .entries()
+                .find(|e| e.arch() == 90 && e.kind() == cubin_store::EntryKind::Sass)
+            {
+                read += store.read_entry(&e).unwrap().len() as u64;
+            }
+        }
+        let read_s = t.elapsed().as_secs_f64();
+        println!(
+            "| {label} | {:.2} | {:.3} | {:.0} | {:.0} |",
+            mib(summary.file_len),
+            summary.file_len as f64 / fatbin_plain as f64,
+            raw as f64 / 1e6 / write_s,
+            read as f64 / 1e6 / read_s
+        );
+    }
+}

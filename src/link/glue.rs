@@ -1,0 +1,48 @@
+//! The glue object added to every packed link: the slot where the store's digest is patched
+//! in after the link, under the hidden symbol the runtime reads.
+
+use object::write::{Object, Symbol, SymbolSection};
+use object::{
+    Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
+};
+
+pub const DIGEST_SECTION: &str = ".fatpack_digest";
+pub const DIGEST_SYMBOL: &str = "__fatpack_store_digest";
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the glue object: {0}")]
+pub struct GlueError(String);
+
+/// The host architecture of a link, from its ELF inputs' `e_machine`.
+pub fn architecture(e_machine: u16) -> Option<Architecture> {
+    match e_machine {
+        object::elf::EM_X86_64 => Some(Architecture::X86_64),
+        object::elf::EM_AARCH64 => Some(Architecture::Aarch64),
+        object::elf::EM_PPC64 => Some(Architecture::PowerPc64),
+        _ => None,
+    }
+}
+
+/// A relocatable object defining `__fatpack_store_digest`: 32 zero bytes in an allocated,
+/// read-only section of its own, so it can be found by name and patched in the output.
+pub fn glue_object(arch: Architecture) -> Result<Vec<u8>, GlueError> {
+    let mut obj = Object::new(BinaryFormat::Elf, arch, Endianness::Little);
+    let sec = obj.add_section(
+        Vec::new(),
+        DIGEST_SECTION.as_bytes().to_vec(),
+        SectionKind::ReadOnlyData,
+    );
+    let off = obj.append_section_data(sec, &[0u8; 32], 16);
+    obj.add_symbol(Symbol {
+        name: DIGEST_SYMBOL.as_bytes().to_vec(),
+        value: off,
+        size: 32,
+        kind: SymbolKind::Data,
+        // Hidden: each packed library reads its own digest, never another's.
+        scope: SymbolScope::Linkage,
+        weak: false,
+        section: SymbolSection::Section(sec),
+        flags: SymbolFlags::None,
+    });
+    obj.write().map_err(|e| GlueError(e.to_string()))
+}

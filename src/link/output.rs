@@ -1,0 +1,254 @@
+//! Work on the linked output: which modules it holds (its stubs), appending the store as a
+//! non-allocated section, and patching the digest slot.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use object::{Object, ObjectSection};
+
+use super::glue::DIGEST_SECTION;
+use crate::inputs::{map_file, DEVICE_SECTIONS};
+use crate::rewrite::Stub;
+
+/// The section that holds the store inside a packed output.
+pub const STORE_SECTION: &str = ".fatpack";
+/// Alignment of the store in the file, so that it can be mapped on its own.
+const STORE_ALIGN: u64 = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {message}")]
+    Bad { path: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn bad(path: &Path, message: impl Into<String>) -> OutputError {
+    OutputError::Bad {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The stubs in the linked output, in link order: the modules the link really used.
+pub fn linked_stubs(path: &Path) -> Result<Vec<Stub>, OutputError> {
+    let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
+    let file = object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+    let mut out = Vec::new();
+    for name in DEVICE_SECTIONS {
+        let Some(sec) = file.section_by_name(name) else {
+            continue;
+        };
+        let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
+        // Anything but stubs here is device code that escaped rewriting: refuse rather than
+        // ship a binary that registers it unpacked.
+        let stubs = Stub::decode_all(data).map_err(|e| {
+            bad(
+                path,
+                format!("section {name} holds device code that was not packed ({e})"),
+            )
+        })?;
+        out.extend(stubs);
+    }
+    Ok(out)
+}
+
+/// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
+/// header) can write straight into the output file.
+pub struct OffsetWriter {
+    file: File,
+    base: u64,
+}
+
+impl Write for OffsetWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Seek for OffsetWriter {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let abs = match pos {
+            SeekFrom::Start(n) => self.file.seek(SeekFrom::Start(self.base + n))?,
+            other => self.file.seek(other)?,
+        };
+        abs.checked_sub(self.base)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the store"))
+    }
+}
+
+struct ElfLayout {
+    shoff: u64,
+    shnum: u16,
+    shstrndx: u16,
+    headers: Vec<u8>,
+    shstrtab: Vec<u8>,
+}
+
+fn read_layout(path: &Path, f: &mut File) -> Result<ElfLayout, OutputError> {
+    let mut eh = [0u8; 64];
+    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    f.read_exact(&mut eh).map_err(io_err(path))?;
+    if eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+        return Err(bad(path, "not a 64-bit little-endian ELF"));
+    }
+    let shoff = u64::from_le_bytes(eh[40..48].try_into().expect("8"));
+    let shnum = u16::from_le_bytes([eh[60], eh[61]]);
+    let shstrndx = u16::from_le_bytes([eh[62], eh[63]]);
+    if shoff == 0 || shnum == 0 || shstrndx >= shnum {
+        return Err(bad(path, "no section header table"));
+    }
+    let mut headers = vec![0u8; shnum as usize * 64];
+    f.seek(SeekFrom::Start(shoff)).map_err(io_err(path))?;
+    f.read_exact(&mut headers).map_err(io_err(path))?;
+    let sh = &headers[shstrndx as usize * 64..][..64];
+    let (off, size) = (
+        u64::from_le_bytes(sh[24..32].try_into().expect("8")),
+        u64::from_le_bytes(sh[32..40].try_into().expect("8")),
+    );
+    let mut shstrtab = vec![0u8; size as usize];
+    f.seek(SeekFrom::Start(off)).map_err(io_err(path))?;
+    f.read_exact(&mut shstrtab).map_err(io_err(path))?;
+    Ok(ElfLayout {
+        shoff,
+        shnum,
+        shstrndx,
+        headers,
+        shstrtab,
+    })
+}
+
+/// Append a non-allocated section named [`STORE_SECTION`] to the ELF file at `path`, whose
+/// contents `write` produces (it may seek within them). The old section header table and
+/// section-name table, normally at the end of the file, are overwritten; the new ones follow
+/// the section. Nothing loaded moves.
+pub fn append_store<T, E: From<OutputError>>(
+    path: &Path,
+    write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut f = File::options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    let lay = read_layout(path, &mut f)?;
+    let names = |hdr: &[u8]| u32::from_le_bytes(hdr[0..4].try_into().expect("4"));
+    let shstr_off = u64::from_le_bytes(
+        lay.headers[lay.shstrndx as usize * 64 + 24..][..8]
+            .try_into()
+            .expect("8"),
+    );
+    let exists = lay.headers.chunks_exact(64).any(|h| {
+        let n = names(h) as usize;
+        lay.shstrtab.get(n..n + STORE_SECTION.len() + 1)
+            == Some(format!("{STORE_SECTION}\0").as_bytes())
+    });
+    if exists {
+        return Err(bad(path, format!("already has a {STORE_SECTION} section")).into());
+    }
+    let end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
+    // Reuse the tail when the tables are the last thing in the file (as ld writes it).
+    let tail_start = if lay.shoff + lay.headers.len() as u64 == end && shstr_off < lay.shoff {
+        lay.shoff
+    } else {
+        end
+    };
+    let base = tail_start.div_ceil(STORE_ALIGN) * STORE_ALIGN;
+    f.set_len(base).map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(base)).map_err(io_err(path))?;
+    let mut w = OffsetWriter { file: f, base };
+    let result = write(&mut w)?;
+    let mut f = w.file;
+    let store_end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
+    let store_len = store_end - base;
+    // New section names: the old table plus ours.
+    let mut shstrtab = lay.shstrtab.clone();
+    let name_off = shstrtab.len() as u32;
+    shstrtab.extend_from_slice(STORE_SECTION.as_bytes());
+    shstrtab.push(0);
+    let strtab_off = store_end;
+    f.write_all(&shstrtab).map_err(io_err(path))?;
+    let pos = strtab_off + shstrtab.len() as u64;
+    let shoff = pos.div_ceil(8) * 8;
+    f.write_all(&vec![0u8; (shoff - pos) as usize])
+        .map_err(io_err(path))?;
+    let mut headers = lay.headers.clone();
+    let si = lay.shstrndx as usize * 64;
+    headers[si + 24..si + 32].copy_from_slice(&strtab_off.to_le_bytes());
+    headers[si + 32..si + 40].copy_from_slice(&(shstrtab.len() as u64).to_le_bytes());
+    let mut sh = [0u8; 64];
+    sh[0..4].copy_from_slice(&name_off.to_le_bytes());
+    sh[4..8].copy_from_slice(&object::elf::SHT_PROGBITS.to_le_bytes());
+    // flags 0: not allocated, so in no segment; address 0.
+    sh[24..32].copy_from_slice(&base.to_le_bytes());
+    sh[32..40].copy_from_slice(&store_len.to_le_bytes());
+    sh[48..56].copy_from_slice(&STORE_ALIGN.to_le_bytes());
+    headers.extend_from_slice(&sh);
+    f.write_all(&headers).map_err(io_err(path))?;
+    let mut eh = [0u8; 64];
+    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    f.read_exact(&mut eh).map_err(io_err(path))?;
+    eh[40..48].copy_from_slice(&shoff.to_le_bytes());
+    eh[60..62].copy_from_slice(&(lay.shnum + 1).to_le_bytes());
+    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
+    f.write_all(&eh).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))?;
+    Ok(result)
+}
+
+/// Write `digest` into the output's `.fatpack_digest` slot.
+pub fn patch_digest(path: &Path, digest: &[u8; 32]) -> Result<(), OutputError> {
+    let (offset, size) = {
+        let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
+        let file =
+            object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+        let sec = file.section_by_name(DIGEST_SECTION).ok_or_else(|| {
+            bad(
+                path,
+                format!("no {DIGEST_SECTION} section: the glue object was not linked"),
+            )
+        })?;
+        sec.file_range()
+            .ok_or_else(|| bad(path, format!("{DIGEST_SECTION} has no file bytes")))?
+    };
+    if size < 32 {
+        return Err(bad(
+            path,
+            format!("{DIGEST_SECTION} is {size} bytes, want 32"),
+        ));
+    }
+    let mut f = File::options()
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
+    f.write_all(digest).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))
+}
+
+/// Where the store of a packed file is: `(offset, length)` of its `.fatpack` section.
+pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
+    let file = object::File::parse(data).ok()?;
+    file.section_by_name(STORE_SECTION)?.file_range()
+}
+
+/// The digest recorded in a packed file's `.fatpack_digest` slot.
+pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
+    let file = object::File::parse(data).ok()?;
+    let d = file.section_by_name(DIGEST_SECTION)?.data().ok()?;
+    d.get(..32)?.try_into().ok()
+}
