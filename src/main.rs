@@ -31,6 +31,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Link like `ld`, packing all device code into a store (takes ordinary ld arguments;
+    /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold` or `ld.lld`).
+    Ld {
+        /// Arguments for the linker, plus `--fatpack-side-file`, `--fatpack-verbose`,
+        /// `--fatpack-level=N`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
@@ -53,14 +61,37 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn exit(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+}
+
+fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCode {
+    match fatpack::link::pack::run(argv0, args) {
+        Ok(code) => exit(code),
+        Err(e) => {
+            eprintln!("fatpack ld: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next();
+    // Invoked through an `ld` link (gcc -B<dir>, -fuse-ld): be the linker.
+    let name = fatpack::link::real_ld::linker_name(argv0.as_deref());
+    let base = argv0.as_deref().map(std::path::Path::new).and_then(|p| p.file_name());
+    if base == Some(name.as_os_str()) {
+        return ld(argv0.as_deref(), argv.collect());
+    }
     let cli = Cli::parse();
-    let result = match &cli.command {
+    let result = match cli.command {
         Command::Inspect {
             files,
             kernels,
             json,
-        } => inspect(files, *kernels, *json),
+        } => inspect(&files, kernels, json),
+        Command::Ld { args } => return ld(None, args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,7 +30,8 @@ pub use mapped::MappedStore;
 pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
 pub use reader::{BlobView, EntryView, ModuleView, Store, StoreStats};
 pub use writer::{
-    train_dictionary, EntryRef, ModuleId, StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL,
+    train_dictionary, EntryRef, ModuleId, NewEntry, StoreSummary, StoreWriter, WriteOptions,
+    DEFAULT_LEVEL,
 };
 
 /// Helpers for tests and fuzzers; not part of the stable API.

@@ -352,3 +352,107 @@ fn many_modules_lookup_by_name() {
         assert_eq!(store.module_by_name(name).unwrap().index(), i);
     }
 }
+
+fn build_batched(spec: &Spec, opts: WriteOptions, threads: usize, prefill: bool) -> Vec<u8> {
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+    let ids: Vec<ModuleId> = spec.iter().map(|(n, _)| w.add_module(n).unwrap()).collect();
+    let mut batch = Vec::new();
+    for (m, (_, entries)) in ids.iter().zip(spec) {
+        for (meta, raw) in entries {
+            batch.push(NewEntry {
+                module: *m,
+                meta: meta.clone(),
+                raw,
+            });
+        }
+    }
+    if prefill {
+        // Half sequentially first, so the batch also dedups against stored blobs.
+        let rest = batch.split_off(batch.len() / 2);
+        for e in batch {
+            w.add_entry(e.module, e.meta, e.raw).unwrap();
+        }
+        batch = rest;
+    }
+    let n = batch.len();
+    let refs = w.add_entries(batch, threads).unwrap();
+    assert_eq!(refs.len(), n);
+    w.finish().unwrap().0.into_inner()
+}
+
+fn build_sequential_module_order(spec: &Spec, opts: WriteOptions) -> Vec<u8> {
+    // Same call order as build_batched: all modules first, then entries.
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+    let ids: Vec<ModuleId> = spec.iter().map(|(n, _)| w.add_module(n).unwrap()).collect();
+    for (m, (_, entries)) in ids.iter().zip(spec) {
+        for (meta, raw) in entries {
+            w.add_entry(*m, meta.clone(), raw).unwrap();
+        }
+    }
+    w.finish().unwrap().0.into_inner()
+}
+
+#[test]
+fn add_entries_matches_sequential() {
+    let mut spec = sample_spec();
+    // More entries, including in-batch duplicates and incompressible data.
+    spec[1].1 = (0..20)
+        .map(|i| {
+            (
+                meta(EntryKind::Sass, 50 + i, ArchVariant::Plain, b""),
+                fake_cubin(i % 6, 2000 + 100 * i as usize),
+            )
+        })
+        .collect();
+    spec[1].1.push((
+        meta(EntryKind::Sass, 99, ArchVariant::Plain, b""),
+        (0..999u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+            .collect(),
+    ));
+    for dictionary in [None, Some(b".target sm_ MOV R1 \0\0\x01".repeat(40))] {
+        let opts = WriteOptions {
+            level: 5,
+            dictionary,
+        };
+        let want = build_sequential_module_order(&spec, opts.clone());
+        for threads in [0, 1, 2, 3, 8] {
+            for prefill in [false, true] {
+                assert_eq!(
+                    build_batched(&spec, opts.clone(), threads, prefill),
+                    want,
+                    "threads {threads} prefill {prefill}"
+                );
+            }
+        }
+        check_matches(&Store::parse(&want).unwrap(), &spec);
+    }
+}
+
+#[test]
+fn add_entries_validates_before_writing() {
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    let m = w.add_module("m").unwrap();
+    let good = NewEntry {
+        module: m,
+        meta: EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain),
+        raw: b"abc",
+    };
+    let bad = NewEntry {
+        module: ModuleId::clone(&m),
+        meta: EntryMeta {
+            attrs: vec![0; MAX_ATTRS_LEN + 1],
+            ..good.meta.clone()
+        },
+        raw: b"def",
+    };
+    assert!(matches!(
+        w.add_entries(vec![good.clone(), bad], 2),
+        Err(StoreError::TooLarge { .. })
+    ));
+    assert!(w.add_entries(Vec::new(), 4).unwrap().is_empty());
+    let refs = w.add_entries(vec![good.clone(), good], 2).unwrap();
+    assert!(!refs[0].deduplicated && refs[1].deduplicated);
+    let (_, s) = w.finish().unwrap();
+    assert_eq!((s.entries, s.blobs), (2, 1));
+}

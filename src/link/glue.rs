@@ -6,8 +6,7 @@ use object::{
     Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
 };
 
-pub const DIGEST_SECTION: &str = ".fatpack_digest";
-pub const DIGEST_SYMBOL: &str = "__fatpack_store_digest";
+pub use super::abi::{DIGEST_SECTION, DIGEST_SYMBOL};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write the glue object: {0}")]
@@ -27,6 +26,8 @@ pub fn architecture(e_machine: u16) -> Option<Architecture> {
 /// read-only section of its own, so it can be found by name and patched in the output.
 pub fn glue_object(arch: Architecture) -> Result<Vec<u8>, GlueError> {
     let mut obj = Object::new(BinaryFormat::Elf, arch, Endianness::Little);
+    // Without it GNU ld would make the whole output's stack executable.
+    obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Note);
     let sec = obj.add_section(
         Vec::new(),
         DIGEST_SECTION.as_bytes().to_vec(),

@@ -11,8 +11,7 @@ use super::glue::DIGEST_SECTION;
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 use crate::rewrite::Stub;
 
-/// The section that holds the store inside a packed output.
-pub const STORE_SECTION: &str = ".fatpack";
+pub use super::abi::STORE_SECTION;
 /// Alignment of the store in the file, so that it can be mapped on its own.
 const STORE_ALIGN: u64 = 4096;
 

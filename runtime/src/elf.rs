@@ -1,0 +1,192 @@
+//! Just enough ELF64 to find a section's bytes by name in a mapped file. Every offset read
+//! from the file is bounds-checked; a malformed file yields an error, never a panic.
+
+use std::ops::Range;
+
+const SHT_NOBITS: u32 = 8;
+const SHN_XINDEX: u16 = 0xFFFF;
+const SHDR_LEN: usize = 64;
+
+fn u16_at(b: &[u8], o: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(o..o.checked_add(2)?)?.try_into().ok()?))
+}
+fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(o..o.checked_add(4)?)?.try_into().ok()?))
+}
+fn u64_at(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(o..o.checked_add(8)?)?.try_into().ok()?))
+}
+
+struct Shdr {
+    name: u32,
+    kind: u32,
+    offset: u64,
+    size: u64,
+    link: u32,
+}
+
+fn shdr(file: &[u8], shoff: usize, entsize: usize, i: usize) -> Result<Shdr, String> {
+    let at = i
+        .checked_mul(entsize)
+        .and_then(|o| o.checked_add(shoff))
+        .ok_or("section header offset overflows")?;
+    let h = at
+        .checked_add(SHDR_LEN)
+        .and_then(|end| file.get(at..end))
+        .ok_or_else(|| format!("section header {i} lies outside the file"))?;
+    let bad = || format!("section header {i} is truncated");
+    Ok(Shdr {
+        name: u32_at(h, 0).ok_or_else(bad)?,
+        kind: u32_at(h, 4).ok_or_else(bad)?,
+        offset: u64_at(h, 24).ok_or_else(bad)?,
+        size: u64_at(h, 32).ok_or_else(bad)?,
+        link: u32_at(h, 40).ok_or_else(bad)?,
+    })
+}
+
+fn range(file: &[u8], offset: u64, size: u64, what: &str) -> Result<Range<usize>, String> {
+    let start = usize::try_from(offset).map_err(|_| format!("{what} offset too large"))?;
+    let len = usize::try_from(size).map_err(|_| format!("{what} size too large"))?;
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= file.len())
+        .ok_or_else(|| {
+            format!(
+                "{what} ({offset}+{size}) runs past the end of the file ({} bytes): truncated?",
+                file.len()
+            )
+        })?;
+    Ok(start..end)
+}
+
+/// The file range of section `name` (not SHT_NOBITS), None if the file has no such section.
+pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, String> {
+    if file.get(..4) != Some(b"\x7fELF") {
+        return Err("not an ELF file".into());
+    }
+    if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
+        return Err("not a little-endian ELF64 file".into());
+    }
+    let bad = || "ELF header truncated".to_string();
+    let shoff = u64_at(file, 0x28).ok_or_else(bad)?;
+    let entsize = usize::from(u16_at(file, 0x3A).ok_or_else(bad)?);
+    let mut shnum = usize::from(u16_at(file, 0x3C).ok_or_else(bad)?);
+    let mut shstrndx = u16_at(file, 0x3E).ok_or_else(bad)?;
+    if shoff == 0 {
+        return Ok(None);
+    }
+    if entsize < SHDR_LEN {
+        return Err(format!("section header size {entsize} is too small"));
+    }
+    let shoff = usize::try_from(shoff).map_err(|_| "section header offset too large")?;
+    // Extended numbering: the real counts live in section header 0.
+    if shnum == 0 || shstrndx == SHN_XINDEX {
+        let s0 = shdr(file, shoff, entsize, 0)?;
+        if shnum == 0 {
+            shnum = usize::try_from(s0.size).map_err(|_| "section count too large")?;
+        }
+        if shstrndx == SHN_XINDEX {
+            shstrndx = u16::try_from(s0.link).unwrap_or(u16::MAX);
+        }
+    }
+    // The table itself must fit; this also bounds shnum by the file size.
+    range(
+        file,
+        shoff as u64,
+        (shnum as u64).saturating_mul(entsize as u64),
+        "section header table",
+    )?;
+    let strtab = shdr(file, shoff, entsize, usize::from(shstrndx))
+        .map_err(|e| format!("section name table: {e}"))?;
+    if usize::from(shstrndx) >= shnum {
+        return Err("section name table index out of range".into());
+    }
+    let strtab = &file[range(file, strtab.offset, strtab.size, "section name table")?];
+    let want = name.as_bytes();
+    for i in 1..shnum {
+        let s = shdr(file, shoff, entsize, i)?;
+        let Some(n) = strtab.get(s.name as usize..) else {
+            continue;
+        };
+        let n = &n[..n.iter().position(|&b| b == 0).unwrap_or(n.len())];
+        if n != want {
+            continue;
+        }
+        if s.kind == SHT_NOBITS {
+            return Err(format!("section {name} has no file contents"));
+        }
+        return range(file, s.offset, s.size, &format!("section {name}")).map(Some);
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal ELF64 with sections: null, `.text` (4 bytes), `.fatpack` (8), `.shstrtab`.
+    pub(crate) fn tiny_elf() -> Vec<u8> {
+        let names = b"\0.text\0.fatpack\0.shstrtab\0";
+        let mut f = vec![0u8; 64];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2;
+        f[5] = 1;
+        f[6] = 1;
+        let text_off = f.len();
+        f.extend_from_slice(b"TEXT");
+        let fp_off = f.len();
+        f.extend_from_slice(b"FPSTORE!");
+        let str_off = f.len();
+        f.extend_from_slice(names);
+        while f.len() % 8 != 0 {
+            f.push(0);
+        }
+        let shoff = f.len();
+        let mut sh = |name: u32, kind: u32, off: usize, size: usize| {
+            let mut h = [0u8; 64];
+            h[0..4].copy_from_slice(&name.to_le_bytes());
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[24..32].copy_from_slice(&(off as u64).to_le_bytes());
+            h[32..40].copy_from_slice(&(size as u64).to_le_bytes());
+            f.extend_from_slice(&h);
+        };
+        sh(0, 0, 0, 0);
+        sh(1, 1, text_off, 4);
+        sh(7, 1, fp_off, 8);
+        sh(16, 3, str_off, names.len());
+        f[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        f[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+        f[0x3C..0x3E].copy_from_slice(&4u16.to_le_bytes());
+        f[0x3E..0x40].copy_from_slice(&3u16.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn finds_sections() {
+        let f = tiny_elf();
+        let r = find_section(&f, ".fatpack").unwrap().unwrap();
+        assert_eq!(&f[r], b"FPSTORE!");
+        let r = find_section(&f, ".text").unwrap().unwrap();
+        assert_eq!(&f[r], b"TEXT");
+        assert_eq!(find_section(&f, ".fatpac").unwrap(), None);
+        assert_eq!(find_section(&f, ".fatpack_digest").unwrap(), None);
+    }
+
+    #[test]
+    fn never_panics_on_damage() {
+        let f = tiny_elf();
+        assert!(find_section(b"", ".fatpack").is_err());
+        assert!(find_section(b"\x7fELF\x01\x01", ".fatpack").is_err());
+        for cut in 0..f.len() {
+            let _ = find_section(&f[..cut], ".fatpack");
+        }
+        // Flip every byte of the headers, one at a time.
+        for i in 0..f.len() {
+            let mut g = f.clone();
+            g[i] ^= 0xff;
+            if let Ok(Some(r)) = find_section(&g, ".fatpack") {
+                assert!(r.end <= g.len());
+            }
+        }
+    }
+}

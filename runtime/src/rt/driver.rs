@@ -1,0 +1,105 @@
+//! Device capabilities from the driver API (libcuda.so.1 via dlopen, so a binary that never
+//! uses the GPU never needs the driver).
+
+use std::ffi::{c_int, c_uint, c_void, CStr};
+use std::sync::OnceLock;
+
+use crate::select;
+
+/// A device as the driver numbers it (CUDA_VISIBLE_DEVICES applied), with its capability.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Device {
+    pub ordinal: i32,
+    /// `major * 10 + minor`.
+    pub cap: u32,
+}
+
+const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+
+type CuInit = unsafe extern "C" fn(c_uint) -> c_int;
+type CuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
+type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+type CuDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
+
+static DEVICES: OnceLock<Result<Vec<Device>, String>> = OnceLock::new();
+
+/// Queried once per process (per runtime copy); the answer does not change while it runs.
+pub(crate) fn devices() -> &'static Result<Vec<Device>, String> {
+    DEVICES.get_or_init(|| {
+        let r = query();
+        match &r {
+            Ok(d) => debug!("devices: {d:?}"),
+            Err(e) => debug!("no devices: {e}"),
+        }
+        r
+    })
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated message.
+    unsafe {
+        let e = libc::dlerror();
+        if e.is_null() {
+            "unknown error".into()
+        } else {
+            CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+unsafe fn sym(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
+    // SAFETY: lib is a live dlopen handle.
+    let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+    if p.is_null() {
+        return Err(format!("libcuda.so.1 lacks {}", name.to_string_lossy()));
+    }
+    Ok(p)
+}
+
+fn query() -> Result<Vec<Device>, String> {
+    // Never closed: cudart opens the same library and the handle is cheap.
+    // SAFETY: plain dlopen of the driver library by soname.
+    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if lib.is_null() {
+        return Err(format!("cannot load libcuda.so.1: {}", dlerror()));
+    }
+    // SAFETY: the symbols have these C signatures in every CUDA driver (cuda.h); none of them
+    // is versioned (no _v2 variants).
+    unsafe {
+        let cu_init: CuInit = std::mem::transmute(sym(lib, c"cuInit")?);
+        let get_count: CuDeviceGetCount = std::mem::transmute(sym(lib, c"cuDeviceGetCount")?);
+        let get: CuDeviceGet = std::mem::transmute(sym(lib, c"cuDeviceGet")?);
+        let attr: CuDeviceGetAttribute = std::mem::transmute(sym(lib, c"cuDeviceGetAttribute")?);
+        let r = cu_init(0);
+        if r != 0 {
+            return Err(format!("cuInit failed (CUresult {r})"));
+        }
+        let mut n: c_int = 0;
+        let r = get_count(&mut n);
+        if r != 0 {
+            return Err(format!("cuDeviceGetCount failed (CUresult {r})"));
+        }
+        let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        for ordinal in 0..n {
+            let mut dev: c_int = 0;
+            let r = get(&mut dev, ordinal);
+            if r != 0 {
+                return Err(format!("cuDeviceGet({ordinal}) failed (CUresult {r})"));
+            }
+            let (mut major, mut minor) = (0, 0);
+            let r1 = attr(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+            let r2 = attr(&mut minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+            if r1 != 0 || r2 != 0 {
+                return Err(format!(
+                    "cuDeviceGetAttribute(compute capability) failed for device {ordinal}"
+                ));
+            }
+            let cap = select::capability(major, minor).ok_or_else(|| {
+                format!("device {ordinal} reports compute capability {major}.{minor}")
+            })?;
+            out.push(Device { ordinal, cap });
+        }
+        Ok(out)
+    }
+}

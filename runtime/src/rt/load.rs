@@ -1,0 +1,352 @@
+//! Loading one module: choose per device, decompress the choices, register with cudart and
+//! replay what nvcc's code registered under the fake handle.
+
+use std::ffi::c_void;
+use std::time::Instant;
+
+use cubin_store::{EntryKind, EntryView, Store};
+
+use super::driver::{self, Device};
+use super::image;
+use super::{
+    abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDA_ERROR_INVALID_KERNEL_IMAGE,
+    CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, CUDART_LOCK, WRAPPER_MAGIC,
+};
+use crate::fatbin::{self, Aligned, EntryInput};
+use crate::select::{self, capability_string, Candidate};
+
+/// What cudart holds for a loaded module: its handle and the memory it points into.
+pub(crate) struct Loaded {
+    pub handle: Handle,
+    _wrapper: Box<FatbinWrapper>,
+    _main: Aligned,
+    _prelinked: Vec<Aligned>,
+    _array: Vec<*const c_void>,
+}
+
+pub(crate) enum Outcome {
+    Loaded(Loaded),
+    /// No driver or no device: nothing can be chosen; let cudart report it.
+    Deferred,
+    Failed(CudaError),
+}
+
+/// Longest prelinked array walked (a runaway guard; real links have one per TU).
+const MAX_PRELINKED: usize = 1 << 20;
+
+/// `FATPACK_ARCH`, parsed. Err: the value is not an arch name.
+fn forced_arch() -> Result<Option<Candidate>, String> {
+    let Some(v) = super::log::env(c"FATPACK_ARCH") else {
+        return Ok(None);
+    };
+    let v = std::str::from_utf8(v).unwrap_or_default().trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    Candidate::parse(v).map(Some).ok_or_else(|| {
+        format!("FATPACK_ARCH={v:?} is not an arch name (expected e.g. sm_80, sm_90a, compute_90)")
+    })
+}
+
+/// One store module and the entry chosen for each distinct capability.
+struct Plan {
+    name: String,
+    entries: Vec<EntryView<'static>>,
+    cands: Vec<Candidate>,
+    /// (capability, chosen index into `entries`), one per distinct capability.
+    per_cap: Vec<(u32, Option<usize>)>,
+}
+
+impl Plan {
+    fn new(
+        store: &'static Store<'static>,
+        origin: &str,
+        name: &str,
+        caps: &[u32],
+        forced: Option<&Candidate>,
+    ) -> Result<Plan, String> {
+        let module = store.module_by_name(name).ok_or_else(|| {
+            format!("module {name:?} is not in the device code store ({origin}); stale store?")
+        })?;
+        let entries: Vec<EntryView<'static>> = module.entries().collect();
+        let cands: Vec<Candidate> = entries
+            .iter()
+            .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+            .collect();
+        let per_cap = caps
+            .iter()
+            .map(|&cap| (cap, select::choose(cap, &cands, forced)))
+            .collect();
+        Ok(Plan {
+            name: name.to_owned(),
+            entries,
+            cands,
+            per_cap,
+        })
+    }
+
+    fn choice(&self, cap: u32) -> Option<usize> {
+        self.per_cap
+            .iter()
+            .find(|(c, _)| *c == cap)
+            .and_then(|(_, i)| *i)
+    }
+
+    fn is_sass(&self, cap: u32) -> bool {
+        self.choice(cap)
+            .is_some_and(|i| self.cands[i].kind == EntryKind::Sass)
+    }
+
+    /// The chosen entries for `caps`, each once, in store order.
+    fn chosen(&self, caps: &[u32]) -> Vec<usize> {
+        let mut v: Vec<usize> = caps.iter().filter_map(|&c| self.choice(c)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn available(&self) -> String {
+        select::list(&self.cands)
+    }
+
+    /// Decompresses the chosen entries (digest-checked) and encodes one container.
+    fn build(&self, store: &Store<'static>, caps: &[u32], bytes: &mut u64) -> Result<Aligned, String> {
+        let chosen = self.chosen(caps);
+        let mut raw = Vec::with_capacity(chosen.len());
+        for &i in &chosen {
+            let e = &self.entries[i];
+            let data = store.read_entry(e).map_err(|err| {
+                format!(
+                    "module {:?}: cannot read {} from the device code store: {err}",
+                    self.name,
+                    e.arch_name()
+                )
+            })?;
+            *bytes += data.len() as u64;
+            raw.push(data);
+        }
+        let inputs: Vec<EntryInput<'_>> = chosen
+            .iter()
+            .zip(&raw)
+            .map(|(&i, data)| EntryInput {
+                candidate: self.cands[i],
+                attrs: self.entries[i].attrs(),
+                payload: data,
+            })
+            .collect();
+        fatbin::encode(&inputs).map_err(|e| format!("module {:?}: {e}", self.name))
+    }
+}
+
+/// A prelinked array element: a stub we must rebuild, or a container we pass on as is.
+enum Prelinked {
+    Plan(Plan),
+    Raw(*const c_void),
+}
+
+fn fail(code: CudaError, msg: &str) -> Outcome {
+    error!("{msg}");
+    Outcome::Failed(code)
+}
+
+pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
+    let t0 = Instant::now();
+    let name = match &m.name {
+        Ok(n) => *n,
+        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &format!("unreadable fatpack stub: {e}")),
+    };
+    let devices: &'static [Device] = match driver::devices() {
+        Ok(d) if !d.is_empty() => d,
+        Ok(_) => {
+            debug!("module {name}: no CUDA device; leaving the error to cudart");
+            return Outcome::Deferred;
+        }
+        Err(e) => {
+            debug!("module {name}: {e}; leaving the error to cudart");
+            return Outcome::Deferred;
+        }
+    };
+    let forced = match forced_arch() {
+        Ok(f) => f,
+        Err(e) => return fail(CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, &e),
+    };
+    let image = match image::get() {
+        Ok(i) => i,
+        Err(e) => {
+            return fail(
+                CUDA_ERROR_INVALID_KERNEL_IMAGE,
+                &format!("cannot load device code of module {name:?}: {e}"),
+            )
+        }
+    };
+    let store: &'static Store<'static> = &image.store;
+    let mut caps: Vec<u32> = devices.iter().map(|d| d.cap).collect();
+    caps.sort_unstable();
+    caps.dedup();
+
+    let main = match Plan::new(store, &image.origin, name, &caps, forced.as_ref()) {
+        Ok(p) => p,
+        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+    };
+
+    // SAFETY: the wrapper is nvcc's static data, as registered.
+    let w = unsafe { &*m.wrapper };
+    // Device-linked (-rdc) modules: cudart JIT-links the prelinked relocatable containers
+    // when the linked one has no SASS for a device, so those are needed only then.
+    let jit_caps: Vec<u32> = caps.iter().copied().filter(|&c| !main.is_sass(c)).collect();
+    let mut prelinked: Vec<Prelinked> = Vec::new();
+    if w.version == 2 && !w.filename_or_fatbins.is_null() && !jit_caps.is_empty() {
+        let arr = w.filename_or_fatbins as *const *const c_void;
+        for i in 0..MAX_PRELINKED {
+            // SAFETY: a NULL-terminated array built by the device-link stub.
+            let p = unsafe { *arr.add(i) };
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: each element points at a container or stub in __nv_relfatbin.
+            match unsafe { super::stub_at(p.cast()) } {
+                None => prelinked.push(Prelinked::Raw(p)),
+                Some(Err(e)) => {
+                    return fail(
+                        CUDA_ERROR_INVALID_KERNEL_IMAGE,
+                        &format!("module {name:?}: unreadable prelinked fatpack stub: {e}"),
+                    )
+                }
+                Some(Ok(pn)) => {
+                    match Plan::new(store, &image.origin, pn, &jit_caps, forced.as_ref()) {
+                        Ok(p) => prelinked.push(Prelinked::Plan(p)),
+                        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+                    }
+                }
+            }
+        }
+    }
+    let plans = || {
+        prelinked.iter().filter_map(|p| match p {
+            Prelinked::Plan(p) => Some(p),
+            Prelinked::Raw(_) => None,
+        })
+    };
+    // A JIT link needs every prelinked stub module to have something for the device.
+    let jit_ok = |cap: u32| !prelinked.is_empty() && plans().all(|p| p.choice(cap).is_some());
+
+    // Refuse only if no device can use the module at all; a device without code then fails
+    // in cudart with cudaErrorNoKernelImageForDevice on its own, as an unpacked binary would.
+    let fits = |cap: u32| main.choice(cap).is_some() || (jit_caps.contains(&cap) && jit_ok(cap));
+    let none_fit = devices.iter().all(|d| !fits(d.cap));
+    for d in devices {
+        if !fits(d.cap) {
+            let why = match &forced {
+                Some(f) => format!("it has no {} (forced by FATPACK_ARCH)", f.name()),
+                None => "nothing in it runs there".to_owned(),
+            };
+            let msg = format!(
+                "module {name:?} has no device code for device {} (compute capability {}, \
+                 sm_{}): {why}; available: {}",
+                d.ordinal,
+                capability_string(d.cap),
+                d.cap,
+                main.available()
+            );
+            if none_fit {
+                error!("{msg}");
+            } else {
+                warn!("{msg}");
+            }
+            continue;
+        }
+        let jit = jit_caps.contains(&d.cap) && !prelinked.is_empty();
+        let what = match (main.choice(d.cap), jit) {
+            (Some(i), false) => main.cands[i].name(),
+            (Some(i), true) => format!("{} + prelinked JIT inputs", main.cands[i].name()),
+            (None, _) => "prelinked JIT inputs".to_owned(),
+        };
+        info!(
+            "module {name}: device {} (compute capability {}): {what}",
+            d.ordinal,
+            capability_string(d.cap)
+        );
+        for p in plans().filter(|_| jit) {
+            if let Some(i) = p.choice(d.cap) {
+                info!("module {name}: device {}: prelinked {}: {}", d.ordinal, p.name, p.cands[i].name());
+            }
+        }
+        if let (Some(f), Some(i)) = (&forced, main.choice(d.cap)) {
+            if !select::runs_on(&main.cands[i], d.cap) {
+                warn!(
+                    "module {name}: FATPACK_ARCH={} does not run on device {} (compute \
+                     capability {}); cudart will refuse it",
+                    f.name(),
+                    d.ordinal,
+                    capability_string(d.cap)
+                );
+            }
+        }
+    }
+    if none_fit {
+        return Outcome::Failed(CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE);
+    }
+
+    let mut bytes = 0u64;
+    let main_buf = match main.build(store, &caps, &mut bytes) {
+        Ok(b) => b,
+        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+    };
+    let mut bufs = Vec::new();
+    let mut array: Vec<*const c_void> = Vec::new();
+    for p in &prelinked {
+        match p {
+            Prelinked::Raw(ptr) => array.push(*ptr),
+            Prelinked::Plan(plan) => match plan.build(store, &jit_caps, &mut bytes) {
+                Ok(b) => {
+                    array.push(b.as_ptr().cast());
+                    bufs.push(b);
+                }
+                Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+            },
+        }
+    }
+    let use_prelinked = !array.is_empty();
+    if use_prelinked {
+        array.push(std::ptr::null());
+    }
+    let mut wrapper = Box::new(FatbinWrapper {
+        magic: WRAPPER_MAGIC,
+        version: if use_prelinked { 2 } else { 1 },
+        data: main_buf.as_ptr().cast(),
+        filename_or_fatbins: if use_prelinked {
+            array.as_mut_ptr().cast()
+        } else {
+            std::ptr::null_mut()
+        },
+    });
+    let handle = {
+        let _c = lock(&CUDART_LOCK);
+        // SAFETY: the wrapper and everything it points to live in `Loaded`, which is never
+        // freed while cudart may use it; the replayed arguments are nvcc's own.
+        unsafe {
+            let h = abi::real_register(&mut *wrapper);
+            for r in &inner.regs {
+                abi::replay(h, r);
+            }
+            if inner.ended {
+                abi::real_register_end(h);
+            }
+            h
+        }
+    };
+    info!(
+        "module {name}: registered {} entr{} ({} bytes decompressed) in {:.2} ms",
+        main.chosen(&caps).len(),
+        if main.chosen(&caps).len() == 1 { "y" } else { "ies" },
+        bytes,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    Outcome::Loaded(Loaded {
+        handle,
+        _wrapper: wrapper,
+        _main: main_buf,
+        _prelinked: bufs,
+        _array: array,
+    })
+}

@@ -1,0 +1,217 @@
+//! Which entry of a module to load on a device (docs/DESIGN.md, "Selection").
+//!
+//! Capabilities and arch numbers are `major * 10 + minor` (sm_86 = 86, sm_100 = 100), as in
+//! the store. Rules for a device of capability M.m:
+//! 1. exact SASS `sm_Mm`, preferring `a` over `f` over plain (an `a` build exists because it
+//!    uses features the plain one lacks);
+//! 2. else the highest SASS `sm_Mk`, k < m, plain or `f` (`f` preferred at equal k);
+//!    `a` SASS never runs on another device;
+//! 3. else the newest PTX that JIT-compiles for the device: plain `compute_X` with X <= Mm,
+//!    `f` PTX of the same major with a lower or equal minor, `a` PTX only on the exact device;
+//! 4. else nothing: the caller reports the capability and what the module has.
+//!
+//! Entries of any other kind (LTO IR, unknown) are never chosen.
+
+use cubin_store::{arch_name, parse_arch_name, ArchVariant, EntryKind};
+
+/// One entry as far as selection is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Candidate {
+    pub kind: EntryKind,
+    /// `major * 10 + minor`.
+    pub arch: u32,
+    pub variant: ArchVariant,
+}
+
+impl Candidate {
+    pub const fn new(kind: EntryKind, arch: u32, variant: ArchVariant) -> Self {
+        Candidate {
+            kind,
+            arch,
+            variant,
+        }
+    }
+
+    /// Parses `sm_90a`, `compute_80`, ...
+    pub fn parse(name: &str) -> Option<Self> {
+        parse_arch_name(name).map(|(kind, arch, variant)| Candidate::new(kind, arch, variant))
+    }
+
+    /// `sm_90a`, `compute_80`, ...
+    pub fn name(&self) -> String {
+        arch_name(self.kind, self.arch, self.variant)
+    }
+}
+
+/// `major * 10 + minor`, as the store numbers archs. None for nonsense (negative, minor >= 10).
+pub fn capability(major: i32, minor: i32) -> Option<u32> {
+    let (major, minor) = (u32::try_from(major).ok()?, u32::try_from(minor).ok()?);
+    (minor < 10).then_some(major.checked_mul(10)?.checked_add(minor)?)
+}
+
+/// `9.0` for 90, `10.3` for 103.
+pub fn capability_string(cap: u32) -> String {
+    format!("{}.{}", cap / 10, cap % 10)
+}
+
+/// Whether the driver can run (SASS) or JIT (PTX) `c` on a device of capability `cap`.
+pub fn runs_on(c: &Candidate, cap: u32) -> bool {
+    let same_major = c.arch / 10 == cap / 10;
+    match (c.kind, c.variant) {
+        (EntryKind::Sass | EntryKind::Ptx, ArchVariant::Specific) => c.arch == cap,
+        (EntryKind::Sass, ArchVariant::Plain | ArchVariant::Family) => same_major && c.arch <= cap,
+        (EntryKind::Ptx, ArchVariant::Family) => same_major && c.arch <= cap,
+        (EntryKind::Ptx, ArchVariant::Plain) => c.arch <= cap,
+        (EntryKind::Other(_), _) => false,
+    }
+}
+
+/// The best entry for capability `cap`, as an index into `entries`; the first of equals.
+pub fn select(cap: u32, entries: &[Candidate]) -> Option<usize> {
+    let rank = |c: &Candidate| {
+        let variant = match c.variant {
+            ArchVariant::Plain => 0u8,
+            ArchVariant::Family => 1,
+            ArchVariant::Specific => 2,
+        };
+        // Any runnable SASS beats any PTX; the highest runnable arch is the closest one.
+        (matches!(c.kind, EntryKind::Sass), c.arch, variant)
+    };
+    let mut best: Option<(usize, (bool, u32, u8))> = None;
+    for (i, c) in entries.iter().enumerate() {
+        if !runs_on(c, cap) {
+            continue;
+        }
+        let r = rank(c);
+        match best {
+            Some((_, b)) if r <= b => {}
+            _ => best = Some((i, r)),
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// The entry named by `FATPACK_ARCH` (exact kind, arch and variant), whatever the device.
+pub fn select_forced(forced: &Candidate, entries: &[Candidate]) -> Option<usize> {
+    entries.iter().position(|c| c == forced)
+}
+
+/// `forced` if given, else [`select`].
+pub fn choose(cap: u32, entries: &[Candidate], forced: Option<&Candidate>) -> Option<usize> {
+    match forced {
+        Some(f) => select_forced(f, entries),
+        None => select(cap, entries),
+    }
+}
+
+/// `sm_80, sm_90a, compute_90`: what a module offers, for error messages.
+pub fn list(entries: &[Candidate]) -> String {
+    if entries.is_empty() {
+        return "no entries".to_owned();
+    }
+    entries
+        .iter()
+        .map(Candidate::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(name: &str) -> Candidate {
+        Candidate::parse(name).unwrap_or_else(|| panic!("bad arch name {name}"))
+    }
+
+    fn pick(cap: u32, names: &[&str]) -> Option<String> {
+        let entries: Vec<_> = names.iter().map(|n| c(n)).collect();
+        select(cap, &entries).map(|i| names[i].to_owned())
+    }
+
+    #[test]
+    fn table() {
+        let cases: &[(u32, &[&str], Option<&str>)] = &[
+            // Exact SASS.
+            (86, &["sm_80", "sm_86", "compute_86"], Some("sm_86")),
+            (90, &["sm_90", "compute_90"], Some("sm_90")),
+            // Exact prefers a over f over plain.
+            (90, &["sm_90", "sm_90a"], Some("sm_90a")),
+            (100, &["sm_100", "sm_100f", "sm_100a"], Some("sm_100a")),
+            (100, &["sm_100", "sm_100f"], Some("sm_100f")),
+            // Same major, lower minor: the highest one.
+            (89, &["sm_75", "sm_80", "sm_86", "sm_90"], Some("sm_86")),
+            (87, &["sm_80", "compute_86"], Some("sm_80")),
+            // SASS of a lower minor beats newer PTX.
+            (86, &["sm_80", "compute_86"], Some("sm_80")),
+            // Family SASS runs on the family; preferred over plain at equal arch.
+            (103, &["sm_100f", "compute_90"], Some("sm_100f")),
+            (103, &["sm_100", "sm_100f"], Some("sm_100f")),
+            (103, &["sm_103f", "sm_100"], Some("sm_103f")),
+            (100, &["sm_103f", "compute_100"], Some("compute_100")),
+            // `a` only on the exact device.
+            (103, &["sm_100a", "compute_80"], Some("compute_80")),
+            (91, &["sm_90a"], None),
+            (90, &["sm_90a", "sm_80"], Some("sm_90a")),
+            // Never across majors, up or down.
+            (90, &["sm_80", "sm_86"], None),
+            (80, &["sm_86", "sm_90"], None),
+            (120, &["sm_100", "sm_100f"], None),
+            // PTX fallback: newest one not above the device.
+            (120, &["sm_90", "compute_80", "compute_90"], Some("compute_90")),
+            (90, &["compute_100", "compute_80"], Some("compute_80")),
+            (75, &["sm_80", "compute_80"], None),
+            (90, &["compute_90a"], Some("compute_90a")),
+            (100, &["compute_90a", "compute_86"], Some("compute_86")),
+            (103, &["compute_100f"], Some("compute_100f")),
+            (120, &["compute_100f"], None),
+            (90, &["compute_90", "compute_90a"], Some("compute_90a")),
+            // Relocatable modules (rdc) look the same.
+            (90, &["sm_80", "compute_90"], Some("compute_90")),
+            // First of duplicates.
+            (86, &["sm_86", "sm_86"], Some("sm_86")),
+            // Empty module.
+            (90, &[], None),
+        ];
+        for (cap, names, want) in cases {
+            assert_eq!(
+                pick(*cap, names).as_deref(),
+                *want,
+                "device {cap} with {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_kinds_never_chosen() {
+        let e = [Candidate::new(EntryKind::Other(4), 90, ArchVariant::Plain)];
+        assert_eq!(select(90, &e), None);
+    }
+
+    #[test]
+    fn duplicates_pick_the_first() {
+        let e = [c("sm_80"), c("sm_86"), c("sm_86")];
+        assert_eq!(select(86, &e), Some(1));
+        assert_eq!(select(89, &e), Some(1));
+    }
+
+    #[test]
+    fn forced() {
+        let e = [c("sm_80"), c("sm_90a"), c("compute_90")];
+        assert_eq!(choose(86, &e, Some(&c("compute_90"))), Some(2));
+        assert_eq!(choose(90, &e, Some(&c("sm_80"))), Some(0));
+        assert_eq!(choose(90, &e, Some(&c("sm_90"))), None);
+        assert_eq!(choose(90, &e, None), Some(1));
+    }
+
+    #[test]
+    fn capability_numbers() {
+        assert_eq!(capability(9, 0), Some(90));
+        assert_eq!(capability(10, 3), Some(103));
+        assert_eq!(capability(12, 1), Some(121));
+        assert_eq!(capability(-1, 0), None);
+        assert_eq!(capability(8, 10), None);
+        assert_eq!(capability_string(103), "10.3");
+        assert_eq!(list(&[c("sm_80"), c("compute_90")]), "sm_80, compute_90");
+    }
+}

@@ -1,0 +1,344 @@
+//! `fatpack ld`: the packed link, step by step (docs/DESIGN.md):
+//! locate device code in the inputs the command line names → rewrite those objects and
+//! archives with stubs → link with the runtime, the glue and `--wrap`s into a temp output →
+//! read which modules the link used → write their store into (or beside) the output →
+//! patch the digest → rename into place.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use cubin_store::WriteOptions;
+use object::read::archive::ArchiveFile;
+
+use super::abi;
+use super::args::{InputFileKind, InputId, LinkLine, OutputKind};
+use super::{glue, output, real_ld, search};
+use crate::inputs::{self, DeviceSection, FileKind};
+use crate::rewrite::{archive, rewrite_object, Extracted};
+
+/// What `--fatpack-*` options and the environment ask for.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    pub side_file: bool,
+    pub verbose: bool,
+    pub level: i32,
+}
+
+impl PackOptions {
+    fn from_line(line: &LinkLine) -> Result<Self> {
+        let verbose = line.fatpack_flag("verbose")
+            || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
+            || line.expanded_args().iter().any(|a| a == "-v" || a == "--verbose");
+        let level = match line.fatpack_value("level") {
+            Some(v) => v
+                .to_str()
+                .and_then(|s| s.parse().ok())
+                .filter(|l| (1..=22).contains(l))
+                .ok_or_else(|| anyhow!("--fatpack-level={}: want a zstd level 1-22", v.to_string_lossy()))?,
+            None => cubin_store::DEFAULT_LEVEL,
+        };
+        Ok(PackOptions {
+            side_file: line.fatpack_flag("side-file"),
+            verbose,
+            level,
+        })
+    }
+}
+
+/// The fatpack runtime archive: `$FATPACK_RUNTIME`, else next to the fatpack executable, else
+/// `../lib/fatpack/` from it (an installed layout).
+pub fn runtime_archive() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("FATPACK_RUNTIME") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("FATPACK_RUNTIME={}: no such file", p.display());
+    }
+    let exe = std::env::current_exe().context("locating the fatpack executable")?;
+    let exe = exe.canonicalize().unwrap_or(exe);
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [dir.join(abi::RUNTIME_ARCHIVE), dir.join("../lib/fatpack").join(abi::RUNTIME_ARCHIVE)] {
+        if cand.is_file() {
+            return Ok(cand);
+        }
+    }
+    bail!(
+        "cannot find {} next to {} (build it with `cargo build --release`, or set FATPACK_RUNTIME)",
+        abi::RUNTIME_ARCHIVE,
+        exe.display()
+    )
+}
+
+/// One input that carries device code, and what to do with it.
+struct Planned {
+    id: InputId,
+    path: PathBuf,
+    kind: FileKind,
+    sections: Vec<DeviceSection>,
+}
+
+/// Gives every container a module name unique within the link.
+#[derive(Default)]
+struct Names {
+    seen: HashMap<String, usize>,
+}
+
+impl Names {
+    fn name(&mut self, origin: &str, index: usize) -> String {
+        let base = format!("{origin}#{index}");
+        let n = self.seen.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}~{}", *n - 1)
+        }
+    }
+}
+
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new() -> Self {
+        // Only for a person watching: a terminal, not a build log.
+        if !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.enable_steady_tick(std::time::Duration::from_millis(120));
+        Progress(Some(pb))
+    }
+    fn step(&self, msg: impl Into<String>) {
+        if let Some(pb) = &self.0 {
+            pb.set_message(format!("fatpack: {}", msg.into()));
+        }
+    }
+    fn done(&self) {
+        if let Some(pb) = &self.0 {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// Locate the device code of every input the link may read.
+fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
+    let mut out = Vec::new();
+    for input in &line.inputs {
+        if input.binary {
+            continue;
+        }
+        let Some(path) = &input.resolved else { continue };
+        if !matches!(
+            input.file_kind,
+            Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
+        ) {
+            continue;
+        }
+        let scanned = inputs::locate(path)?;
+        // A shared library's device code belongs to it (packed when it was linked, or not).
+        if !matches!(scanned.kind, FileKind::Object | FileKind::Archive | FileKind::ThinArchive) {
+            continue;
+        }
+        let sections: Vec<DeviceSection> = scanned.sections.into_iter().filter(|s| !s.spans.is_empty()).collect();
+        if sections.is_empty() {
+            continue;
+        }
+        out.push(Planned {
+            id: input.id,
+            path: path.clone(),
+            kind: scanned.kind,
+            sections,
+        });
+    }
+    Ok(out)
+}
+
+fn origin_of(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Write the rewritten copy of one planned input into `dir`; returns its path.
+fn rewrite_input(p: &Planned, seq: usize, dir: &Path, names: &mut Names, extracted: &mut Vec<Extracted>) -> Result<PathBuf> {
+    let base = p.path.file_name().map(OsStr::to_owned).unwrap_or_else(|| OsString::from("input"));
+    let mut file_name = OsString::from(format!("{seq:04}-"));
+    file_name.push(&base);
+    let dest = dir.join(file_name);
+    let map = inputs::map_file(&p.path)?;
+    let mut name_for = |o: &str, i: usize| names.name(o, i);
+    match p.kind {
+        FileKind::Object => {
+            let origin = origin_of(&p.path);
+            let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
+            extracted.extend(ex);
+            std::fs::write(&dest, bytes).with_context(|| format!("writing {}", dest.display()))?;
+        }
+        FileKind::Archive | FileKind::ThinArchive => {
+            let shown = origin_of(&p.path);
+            let ar = ArchiveFile::parse(&*map).map_err(|e| anyhow!("{shown}: bad archive: {e}"))?;
+            let mut members = Vec::new();
+            for m in ar.members() {
+                let m = m.map_err(|e| anyhow!("{shown}: bad archive member: {e}"))?;
+                let name = String::from_utf8_lossy(m.name()).into_owned();
+                let origin = format!("{shown}({name})");
+                let member_map;
+                let bytes: &[u8] = if m.is_thin() {
+                    let mp = p.path.parent().unwrap_or(Path::new(".")).join(&name);
+                    member_map = inputs::map_file(&mp)?;
+                    &member_map
+                } else {
+                    m.data(&*map).map_err(|e| anyhow!("{origin}: {e}"))?
+                };
+                let secs: Vec<DeviceSection> = p.sections.iter().filter(|s| s.origin == origin).cloned().collect();
+                let data = if secs.is_empty() {
+                    bytes.to_vec()
+                } else {
+                    let (b, ex) = rewrite_object(&origin, bytes, &secs, &mut name_for)?;
+                    extracted.extend(ex);
+                    b
+                };
+                members.push(archive::Member { name, data });
+            }
+            std::fs::write(&dest, archive::write_archive(&members)).with_context(|| format!("writing {}", dest.display()))?;
+        }
+        _ => unreachable!("plan() keeps objects and archives only"),
+    }
+    Ok(dest)
+}
+
+fn e_machine(path: &Path) -> Option<u16> {
+    let map = inputs::map_file(path).ok()?;
+    let data: &[u8] = &map;
+    if data.starts_with(b"\x7fELF") && data.len() > 20 {
+        return Some(u16::from_le_bytes([data[18], data[19]]));
+    }
+    // An archive: the first ELF member.
+    let ar = ArchiveFile::parse(data).ok()?;
+    let m = ar.members().flatten().find(|m| !m.is_thin())?;
+    let d = m.data(data).ok()?;
+    (d.starts_with(b"\x7fELF") && d.len() > 20).then(|| u16::from_le_bytes([d[18], d[19]]))
+}
+
+/// Run `fatpack ld ARGS`; returns the exit code.
+pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
+    real_ld::check_depth()?;
+    let real = real_ld::find_real_ld(argv0)?;
+    let mut line = LinkLine::parse(&args)?;
+    let plain = |line: &LinkLine| -> Result<i32> {
+        let argv = line.render(&BTreeMap::new(), &[], &[])?;
+        Ok(real_ld::exit_code(real_ld::run(&real, &argv)?))
+    };
+    if line.is_info_only() {
+        return plain(&line);
+    }
+    let mut cache = search::DefaultsCache::new();
+    search::resolve_with(&mut line, &real, &mut cache)?;
+    let opts = PackOptions::from_line(&line)?;
+    // A partial link keeps device code as it is: its output is an input to a later link,
+    // which packs it (several containers per section are handled there).
+    if line.kind == OutputKind::Relocatable {
+        return plain(&line);
+    }
+    let progress = Progress::new();
+    progress.step("scanning inputs");
+    let t0 = Instant::now();
+    let planned = plan(&line)?;
+    if planned.is_empty() {
+        progress.done();
+        return plain(&line);
+    }
+    let out_dir = line.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let work = tempfile::Builder::new().prefix("fatpack-ld-").tempdir().context("creating a temp dir")?;
+    let mut names = Names::default();
+    let mut extracted = Vec::new();
+    let mut replace = BTreeMap::new();
+    for (seq, p) in planned.iter().enumerate() {
+        progress.step(format!("rewriting {}", p.path.display()));
+        let dest = rewrite_input(p, seq, work.path(), &mut names, &mut extracted)?;
+        replace.insert(p.id, dest);
+    }
+    let machine = e_machine(&planned[0].path).ok_or_else(|| anyhow!("{}: cannot tell its architecture", planned[0].path.display()))?;
+    let arch = glue::architecture(machine).ok_or_else(|| anyhow!("{}: unsupported machine {machine}", planned[0].path.display()))?;
+    let glue_path = work.path().join("fatpack-glue.o");
+    std::fs::write(&glue_path, glue::glue_object(arch)?)?;
+    let runtime = runtime_archive()?;
+    // The output is linked to a temp name beside it and renamed when complete: a failed
+    // link leaves nothing behind. ld takes the last -o.
+    // ld creates the file itself, so it gets the modes a plain link would give it.
+    let tmp_dir = tempfile::Builder::new()
+        .prefix(".fatpack-out-")
+        .tempdir_in(out_dir)
+        .with_context(|| format!("creating a temp dir in {}", out_dir.display()))?;
+    let tmp_out = tmp_dir.path().join("out");
+    // The runtime goes first, pulled in by -u, so that the libraries the driver adds later
+    // (libc, libgcc_s, cudart) resolve what it needs.
+    let mut prepend: Vec<OsString> = vec!["-u".into(), "__wrap___cudaRegisterFatBinary".into()];
+    prepend.push(glue_path.clone().into_os_string());
+    prepend.push(runtime.clone().into_os_string());
+    let mut append: Vec<OsString> = abi::WRAPPED_SYMBOLS.iter().map(|s| OsString::from(format!("--wrap={s}"))).collect();
+    append.push(format!("--exclude-libs={}", abi::RUNTIME_ARCHIVE).into());
+    append.push("-o".into());
+    append.push(tmp_out.clone().into_os_string());
+    let argv = line.render(&replace, &prepend, &append)?;
+    progress.step("linking");
+    let t_link = Instant::now();
+    let status = real_ld::run(&real, &argv)?;
+    let link_s = t_link.elapsed().as_secs_f64();
+    if !status.success() {
+        progress.done();
+        return Ok(real_ld::exit_code(status));
+    }
+    progress.step("writing the store");
+    let used = output::linked_stubs(&tmp_out)?;
+    let by_name: HashMap<&str, &Extracted> = extracted.iter().map(|e| (e.module.as_str(), e)).collect();
+    let mut modules = Vec::with_capacity(used.len());
+    for s in &used {
+        let m = by_name
+            .get(s.module.as_str())
+            .ok_or_else(|| anyhow!("{}: links a fatpack module `{}` that this link did not pack (a packed object from another link?)", line.output.display(), s.module))?;
+        modules.push(*m);
+    }
+    let wopts = WriteOptions {
+        level: opts.level,
+        dictionary: None,
+    };
+    let summary = if opts.side_file {
+        let mut side = line.output.clone().into_os_string();
+        side.push(abi::SIDE_FILE_SUFFIX);
+        let w = cubin_store::StoreWriter::create_atomic(PathBuf::from(&side), wopts)?;
+        let mut w = w;
+        for m in &modules {
+            crate::store::add_module(&mut w, m)?;
+        }
+        w.commit()?
+    } else {
+        output::append_store(&tmp_out, |w| -> Result<_> {
+            Ok(crate::store::write_store(w, &modules, wopts)?.1)
+        })?
+    };
+    output::patch_digest(&tmp_out, &summary.digest)?;
+    std::fs::rename(&tmp_out, &line.output).with_context(|| format!("renaming the output to {}", line.output.display()))?;
+    progress.done();
+    if opts.verbose {
+        eprintln!(
+            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {:.1} MiB of device code stored in {:.1} MiB{}; link {:.2}s, total {:.2}s",
+            line.output.display(),
+            summary.modules,
+            summary.entries,
+            summary.blobs,
+            summary.raw_bytes as f64 / 1048576.0,
+            summary.file_len as f64 / 1048576.0,
+            if opts.side_file { " (side file)" } else { "" },
+            link_s,
+            t0.elapsed().as_secs_f64()
+        );
+        for p in &planned {
+            eprintln!("fatpack:   rewrote {}", p.path.display());
+        }
+    }
+    Ok(0)
+}
