@@ -80,7 +80,10 @@ fn main() -> ExitCode {
     let argv0 = argv.next();
     // Invoked through an `ld` link (gcc -B<dir>, -fuse-ld): be the linker.
     let name = fatpack::link::real_ld::linker_name(argv0.as_deref());
-    let base = argv0.as_deref().map(std::path::Path::new).and_then(|p| p.file_name());
+    let base = argv0
+        .as_deref()
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name());
     if base == Some(name.as_os_str()) {
         return ld(argv0.as_deref(), argv.collect());
     }

@@ -66,7 +66,8 @@ pub enum InputFileKind {
     Bitcode,
     /// Read raw, because it follows `-b binary`.
     Binary,
-    /// Binary content of no known kind (ld would try it as a script and fail).
+    /// Binary content of no known kind (ld would try it as a script and fail), or not a
+    /// regular file.
     Other,
     Missing,
 }
@@ -949,11 +950,27 @@ fn rewrite_view(args: &[OsString]) -> Vec<OsString> {
     view
 }
 
+/// The flags ld copies into each input (and saves with `--push-state`).
 #[derive(Debug, Clone, Copy)]
 struct InputFlags {
     dynamic: bool,
     whole_archive: bool,
     as_needed: bool,
+}
+
+/// Everything in force where an input appears.
+struct At {
+    flags: InputFlags,
+    group: Option<usize>,
+    format: Option<OsString>,
+}
+
+fn at(flags: InputFlags, group_depth: usize, group_count: usize, format: &Option<OsString>) -> At {
+    At {
+        flags,
+        group: (group_depth > 0).then(|| group_count - 1),
+        format: format.clone(),
+    }
 }
 
 fn lossy(s: &OsStr) -> String {
@@ -1054,10 +1071,7 @@ impl LinkLine {
                     kind,
                     view[i].clone(),
                     i..i + 1,
-                    flags,
-                    group_depth,
-                    group_count,
-                    &format,
+                    at(flags, group_depth, group_count, &format),
                 );
                 i += 1;
                 continue;
@@ -1104,10 +1118,7 @@ impl LinkLine {
                             kind,
                             name,
                             span.clone(),
-                            flags,
-                            group_depth,
-                            group_count,
-                            &format,
+                            at(flags, group_depth, group_count, &format),
                         );
                     }
                     Opt::LibraryPath => self.library_dirs.push(LibraryDir {
@@ -1130,10 +1141,7 @@ impl LinkLine {
                                 kind,
                                 value,
                                 span.clone(),
-                                flags,
-                                group_depth,
-                                group_count,
-                                &format,
+                                at(flags, group_depth, group_count, &format),
                             );
                         } else {
                             self.rpaths.push(value);
@@ -1252,29 +1260,19 @@ impl LinkLine {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn push_input(
-        &mut self,
-        kind: InputKind,
-        name: OsString,
-        span: Range<usize>,
-        flags: InputFlags,
-        group_depth: usize,
-        group_count: usize,
-        format: &Option<OsString>,
-    ) {
+    fn push_input(&mut self, kind: InputKind, name: OsString, span: Range<usize>, at: At) {
         let slot = &self.slots[span.start];
         let id = InputId(self.inputs.len());
         self.inputs.push(Input {
             id,
             kind,
             name,
-            whole_archive: flags.whole_archive,
-            static_search: !flags.dynamic,
-            as_needed: flags.as_needed,
-            group: (group_depth > 0).then(|| group_count - 1),
-            format: format.clone(),
-            binary: format.as_ref().is_some_and(|f| f == "binary"),
+            whole_archive: at.flags.whole_archive,
+            static_search: !at.flags.dynamic,
+            as_needed: at.flags.as_needed,
+            group: at.group,
+            binary: at.format.as_ref().is_some_and(|f| f == "binary"),
+            format: at.format,
             arg_index: span.start,
             response_file: slot.from_file.then_some(slot.top),
             resolved: None,
@@ -1292,6 +1290,10 @@ impl LinkLine {
     /// The argv as ld sees it after expanding response files.
     pub fn expanded_args(&self) -> Vec<OsString> {
         self.slots.iter().map(|s| s.value.clone()).collect()
+    }
+
+    pub fn input(&self, id: InputId) -> Option<&Input> {
+        self.inputs.get(id.0)
     }
 
     /// The link needs no work from the wrapper: hand the line to the real linker.
@@ -1314,10 +1316,11 @@ impl LinkLine {
     }
 
     /// The line for the real linker: the original arguments, with each input in `replace`
-    /// swapped for its path (an input written as two arguments, `-l foo`, becomes one), the
-    /// `--fatpack-*` options dropped, `prepend` first and `append` last. A response file
-    /// holding a changed argument is emitted expanded; the others stay `@file`. With nothing
-    /// to change, this is the original argv, byte for byte.
+    /// swapped for its path (an input written as two arguments, `-l foo`, becomes one; a
+    /// `-R FILE` becomes `--just-symbols=PATH`), the `--fatpack-*` options dropped, `prepend`
+    /// first and `append` last. A response file holding a changed argument is emitted
+    /// expanded; the others stay `@file`. With nothing to change, this is the original argv,
+    /// byte for byte.
     pub fn render(
         &self,
         replace: &BTreeMap<InputId, PathBuf>,
@@ -1326,13 +1329,13 @@ impl LinkLine {
     ) -> Result<Vec<OsString>, ArgsError> {
         enum Action<'a> {
             Keep,
-            Replace(&'a Path),
+            Replace(&'a Path, bool),
             Drop,
         }
         let mut action: Vec<Action> = self.slots.iter().map(|_| Action::Keep).collect();
         for (id, path) in replace {
             let input = self.inputs.get(id.0).ok_or(ArgsError::UnknownInput(id.0))?;
-            action[input.span.start] = Action::Replace(path);
+            action[input.span.start] = Action::Replace(path, input.kind == InputKind::JustSymbols);
             for a in &mut action[input.span.start + 1..input.span.end] {
                 *a = Action::Drop;
             }
@@ -1358,7 +1361,13 @@ impl LinkLine {
             for s in self.top_ranges[top].clone() {
                 match action[s] {
                     Action::Keep => out.push(self.slots[s].value.clone()),
-                    Action::Replace(p) => out.push(path_arg(p)),
+                    // A just-symbols input must stay one: only its file changes.
+                    Action::Replace(p, true) => {
+                        let mut a = OsString::from("--just-symbols=");
+                        a.push(p.as_os_str());
+                        out.push(a);
+                    }
+                    Action::Replace(p, false) => out.push(path_arg(p)),
                     Action::Drop => {}
                 }
             }

@@ -32,13 +32,21 @@ impl PackOptions {
     fn from_line(line: &LinkLine) -> Result<Self> {
         let verbose = line.fatpack_flag("verbose")
             || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
-            || line.expanded_args().iter().any(|a| a == "-v" || a == "--verbose");
+            || line
+                .expanded_args()
+                .iter()
+                .any(|a| a == "-v" || a == "--verbose");
         let level = match line.fatpack_value("level") {
             Some(v) => v
                 .to_str()
                 .and_then(|s| s.parse().ok())
                 .filter(|l| (1..=22).contains(l))
-                .ok_or_else(|| anyhow!("--fatpack-level={}: want a zstd level 1-22", v.to_string_lossy()))?,
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--fatpack-level={}: want a zstd level 1-22",
+                        v.to_string_lossy()
+                    )
+                })?,
             None => cubin_store::DEFAULT_LEVEL,
         };
         Ok(PackOptions {
@@ -62,7 +70,10 @@ pub fn runtime_archive() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the fatpack executable")?;
     let exe = exe.canonicalize().unwrap_or(exe);
     let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [dir.join(abi::RUNTIME_ARCHIVE), dir.join("../lib/fatpack").join(abi::RUNTIME_ARCHIVE)] {
+    for cand in [
+        dir.join(abi::RUNTIME_ARCHIVE),
+        dir.join("../lib/fatpack").join(abi::RUNTIME_ARCHIVE),
+    ] {
         if cand.is_file() {
             return Ok(cand);
         }
@@ -132,7 +143,9 @@ fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
         if input.binary {
             continue;
         }
-        let Some(path) = &input.resolved else { continue };
+        let Some(path) = &input.resolved else {
+            continue;
+        };
         if !matches!(
             input.file_kind,
             Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
@@ -141,10 +154,17 @@ fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
         }
         let scanned = inputs::locate(path)?;
         // A shared library's device code belongs to it (packed when it was linked, or not).
-        if !matches!(scanned.kind, FileKind::Object | FileKind::Archive | FileKind::ThinArchive) {
+        if !matches!(
+            scanned.kind,
+            FileKind::Object | FileKind::Archive | FileKind::ThinArchive
+        ) {
             continue;
         }
-        let sections: Vec<DeviceSection> = scanned.sections.into_iter().filter(|s| !s.spans.is_empty()).collect();
+        let sections: Vec<DeviceSection> = scanned
+            .sections
+            .into_iter()
+            .filter(|s| !s.spans.is_empty())
+            .collect();
         if sections.is_empty() {
             continue;
         }
@@ -163,8 +183,18 @@ fn origin_of(p: &Path) -> String {
 }
 
 /// Write the rewritten copy of one planned input into `dir`; returns its path.
-fn rewrite_input(p: &Planned, seq: usize, dir: &Path, names: &mut Names, extracted: &mut Vec<Extracted>) -> Result<PathBuf> {
-    let base = p.path.file_name().map(OsStr::to_owned).unwrap_or_else(|| OsString::from("input"));
+fn rewrite_input(
+    p: &Planned,
+    seq: usize,
+    dir: &Path,
+    names: &mut Names,
+    extracted: &mut Vec<Extracted>,
+) -> Result<PathBuf> {
+    let base = p
+        .path
+        .file_name()
+        .map(OsStr::to_owned)
+        .unwrap_or_else(|| OsString::from("input"));
     let mut file_name = OsString::from(format!("{seq:04}-"));
     file_name.push(&base);
     let dest = dir.join(file_name);
@@ -193,7 +223,12 @@ fn rewrite_input(p: &Planned, seq: usize, dir: &Path, names: &mut Names, extract
                 } else {
                     m.data(&*map).map_err(|e| anyhow!("{origin}: {e}"))?
                 };
-                let secs: Vec<DeviceSection> = p.sections.iter().filter(|s| s.origin == origin).cloned().collect();
+                let secs: Vec<DeviceSection> = p
+                    .sections
+                    .iter()
+                    .filter(|s| s.origin == origin)
+                    .cloned()
+                    .collect();
                 let data = if secs.is_empty() {
                     bytes.to_vec()
                 } else {
@@ -203,7 +238,8 @@ fn rewrite_input(p: &Planned, seq: usize, dir: &Path, names: &mut Names, extract
                 };
                 members.push(archive::Member { name, data });
             }
-            std::fs::write(&dest, archive::write_archive(&members)).with_context(|| format!("writing {}", dest.display()))?;
+            std::fs::write(&dest, archive::write_archive(&members))
+                .with_context(|| format!("writing {}", dest.display()))?;
         }
         _ => unreachable!("plan() keeps objects and archives only"),
     }
@@ -251,8 +287,15 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         progress.done();
         return plain(&line);
     }
-    let out_dir = line.output.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let work = tempfile::Builder::new().prefix("fatpack-ld-").tempdir().context("creating a temp dir")?;
+    let out_dir = line
+        .output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let work = tempfile::Builder::new()
+        .prefix("fatpack-ld-")
+        .tempdir()
+        .context("creating a temp dir")?;
     let mut names = Names::default();
     let mut extracted = Vec::new();
     let mut replace = BTreeMap::new();
@@ -261,8 +304,20 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         let dest = rewrite_input(p, seq, work.path(), &mut names, &mut extracted)?;
         replace.insert(p.id, dest);
     }
-    let machine = e_machine(&planned[0].path).ok_or_else(|| anyhow!("{}: cannot tell its architecture", planned[0].path.display()))?;
-    let arch = glue::architecture(machine).ok_or_else(|| anyhow!("{}: unsupported machine {machine}", planned[0].path.display()))?;
+    // The rewritten copies are plain objects or regular archives, whatever the inputs were.
+    let first = replace.values().next().expect("planned is not empty");
+    let machine = e_machine(first).ok_or_else(|| {
+        anyhow!(
+            "{}: cannot tell its architecture",
+            planned[0].path.display()
+        )
+    })?;
+    let arch = glue::architecture(machine).ok_or_else(|| {
+        anyhow!(
+            "{}: unsupported machine {machine}",
+            planned[0].path.display()
+        )
+    })?;
     let glue_path = work.path().join("fatpack-glue.o");
     std::fs::write(&glue_path, glue::glue_object(arch)?)?;
     let runtime = runtime_archive()?;
@@ -279,7 +334,10 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     let mut prepend: Vec<OsString> = vec!["-u".into(), "__wrap___cudaRegisterFatBinary".into()];
     prepend.push(glue_path.clone().into_os_string());
     prepend.push(runtime.clone().into_os_string());
-    let mut append: Vec<OsString> = abi::WRAPPED_SYMBOLS.iter().map(|s| OsString::from(format!("--wrap={s}"))).collect();
+    let mut append: Vec<OsString> = abi::WRAPPED_SYMBOLS
+        .iter()
+        .map(|s| OsString::from(format!("--wrap={s}")))
+        .collect();
     append.push(format!("--exclude-libs={}", abi::RUNTIME_ARCHIVE).into());
     append.push("-o".into());
     append.push(tmp_out.clone().into_os_string());
@@ -294,7 +352,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     }
     progress.step("writing the store");
     let used = output::linked_stubs(&tmp_out)?;
-    let by_name: HashMap<&str, &Extracted> = extracted.iter().map(|e| (e.module.as_str(), e)).collect();
+    let by_name: HashMap<&str, &Extracted> =
+        extracted.iter().map(|e| (e.module.as_str(), e)).collect();
     let mut modules = Vec::with_capacity(used.len());
     for s in &used {
         let m = by_name
@@ -321,7 +380,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         })?
     };
     output::patch_digest(&tmp_out, &summary.digest)?;
-    std::fs::rename(&tmp_out, &line.output).with_context(|| format!("renaming the output to {}", line.output.display()))?;
+    std::fs::rename(&tmp_out, &line.output)
+        .with_context(|| format!("renaming the output to {}", line.output.display()))?;
     progress.done();
     if opts.verbose {
         eprintln!(

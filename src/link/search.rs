@@ -222,12 +222,15 @@ fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 
 /// What `path` holds, by its first bytes. An empty or text file is a script, as ld takes it.
 pub fn sniff(path: &Path) -> InputFileKind {
+    // Opening a FIFO or a device could block; ld has no use for them either.
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return InputFileKind::Other,
+        Err(_) => return InputFileKind::Missing,
+    }
     let Ok(mut f) = File::open(path) else {
         return InputFileKind::Missing;
     };
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
-        return InputFileKind::Missing;
-    }
     let mut buf = [0u8; 512];
     let Ok(n) = read_prefix(&mut f, &mut buf) else {
         return InputFileKind::Missing;

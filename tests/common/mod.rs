@@ -74,3 +74,82 @@ pub fn cuobjdump_list(tool: &Path, file: &Path) -> Vec<(String, String)> {
 pub fn fatpack_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fatpack"))
 }
+
+/// Make sure the runtime archive sits next to the fatpack test binary (cargo builds it as a
+/// workspace member, but `cargo test -p fatpack` alone does not produce the staticlib).
+pub fn ensure_runtime() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let exe = fatpack_bin();
+    let rt = exe.parent().unwrap().join("libfatpack_rt.a");
+    ONCE.call_once(|| {
+        let profile = exe
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "fatpack-rt"]);
+        if profile == "release" {
+            cmd.arg("--release");
+        }
+        let st = cmd
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo");
+        assert!(st.success(), "building the runtime failed");
+    });
+    assert!(rt.exists(), "{} missing", rt.display());
+    rt
+}
+
+/// A folder with `ld` (and `ld.gold`, `ld.bfd`) linked to fatpack, for `gcc -B<dir>`.
+pub fn wrapper_dir() -> tempfile::TempDir {
+    ensure_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["ld", "ld.gold", "ld.bfd", "ld.lld"] {
+        std::os::unix::fs::symlink(fatpack_bin(), dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
+/// `$CUDA_HOME/lib` with cudart, from the repo's `.cuda` venv or CUDA_HOME.
+pub fn cuda_lib() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/lib");
+    let cand = std::env::var_os("CUDA_HOME")
+        .map(|h| PathBuf::from(h).join("lib"))
+        .into_iter()
+        .chain([venv]);
+    for c in cand {
+        if c.join("libcudart_static.a").exists() {
+            return Some(c);
+        }
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("cudart not found: CI must install the CUDA toolchain (scripts/cuda-env.sh)");
+    }
+    eprintln!("note: cudart not found; run `source scripts/cuda-env.sh` to enable this check");
+    None
+}
+
+/// Run a command, returning (status code, stdout, stderr).
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `fatpack inspect --json FILE`, parsed.
+pub fn inspect_json(file: &Path) -> serde_json::Value {
+    let (code, out, err) = run(Command::new(fatpack_bin())
+        .args(["inspect", "--json"])
+        .arg(file));
+    assert_eq!(code, 0, "inspect {}: {err}", file.display());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0].clone()
+}

@@ -1,0 +1,393 @@
+//! `fatpack ld` with the real linker on real nvcc objects: what it packs, that the result is
+//! sound, and that it behaves like ld everywhere else.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+fn gxx(
+    wrapper: Option<&Path>,
+    out: &Path,
+    inputs: &[PathBuf],
+    cuda: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut c = Command::new("g++");
+    if let Some(w) = wrapper {
+        c.arg(format!("-B{}", w.display()));
+    }
+    c.arg("-o")
+        .arg(out)
+        .args(inputs)
+        .arg(format!("-L{}", cuda.display()))
+        .args(extra);
+    c.args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
+    run(&mut c)
+}
+
+fn fixture_objs() -> Vec<PathBuf> {
+    ["main.o", "kernels.o", "other.o"]
+        .iter()
+        .map(|n| fixture(n))
+        .collect()
+}
+
+fn module_names(report: &serde_json::Value) -> Vec<String> {
+    report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["origin"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn packed_executable_runs_and_holds_every_entry() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(&mut Command::new(&exe));
+    assert_eq!((code, out.as_str()), (0, "fixture main ok\n"), "{err}");
+    let r = inspect_json(&exe);
+    assert_eq!(r["packed"]["digest_matches"], true);
+    assert_eq!(r["packed"]["store"], ".fatpack section");
+    let names = module_names(&r);
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names.iter().any(|n| n.ends_with("kernels.o#0")));
+    // Every entry of the inputs is in the store: compare with inspect of the inputs.
+    let mut want = Vec::new();
+    for o in fixture_objs() {
+        for m in inspect_json(&o)["modules"].as_array().unwrap() {
+            for e in m["entries"].as_array().unwrap() {
+                want.push((
+                    e["arch"].clone(),
+                    e["raw_size"].clone(),
+                    e["kernel_count"].clone(),
+                ));
+            }
+        }
+    }
+    let got: Vec<_> = r["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["entries"].as_array().unwrap().clone())
+        .map(|e| {
+            (
+                e["arch"].clone(),
+                e["raw_size"].clone(),
+                e["kernel_count"].clone(),
+            )
+        })
+        .collect();
+    let mut g = got.clone();
+    let mut wn = want.clone();
+    let key = |t: &(serde_json::Value, serde_json::Value, serde_json::Value)| format!("{t:?}");
+    g.sort_by_key(key);
+    wn.sort_by_key(key);
+    assert_eq!(g, wn);
+    // The device code is gone from the loaded image: .nv_fatbin holds only stubs.
+    let plain = dir.path().join("plain");
+    let (code, _, err) = gxx(None, &plain, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let sec_size = |p: &Path, name: &str| -> u64 {
+        let data = std::fs::read(p).unwrap();
+        let f = object::File::parse(&*data).unwrap();
+        use object::{Object, ObjectSection};
+        f.section_by_name(name).map_or(0, |s| s.size())
+    };
+    assert!(sec_size(&exe, ".nv_fatbin") < 512);
+    assert!(sec_size(&plain, ".nv_fatbin") > 50_000);
+}
+
+#[test]
+fn without_device_code_the_output_is_byte_identical_to_plain_ld() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hello.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(void){puts(\"hi\");return 0;}\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("hello.o");
+    assert!(Command::new("gcc")
+        .arg("-c")
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .status()
+        .unwrap()
+        .success());
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    assert!(Command::new("gcc")
+        .arg("-o")
+        .arg(&a)
+        .arg(&obj)
+        .status()
+        .unwrap()
+        .success());
+    let (code, _, err) = run(Command::new("gcc")
+        .arg(format!("-B{}", w.path().display()))
+        .arg("-o")
+        .arg(&b)
+        .arg(&obj));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn two_links_of_the_same_inputs_give_the_same_bytes() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for out in [&a, &b] {
+        let (code, _, err) = gxx(Some(w.path()), out, &fixture_objs(), &cuda, &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn only_archive_members_the_link_pulls_in_are_packed() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let main_c = dir.path().join("m.c");
+    std::fs::write(&main_c, "int launch_fill(int*);\nint main(int c, char** v){ if (c > 5) launch_fill(0); return 0; }\n").unwrap();
+    let main_o = dir.path().join("m.o");
+    assert!(Command::new("gcc")
+        .arg("-c")
+        .arg(&main_c)
+        .arg("-o")
+        .arg(&main_o)
+        .status()
+        .unwrap()
+        .success());
+    for lib in ["libfixture.a", "libfixture_thin.a"] {
+        let exe = dir.path().join(format!("app-{lib}"));
+        let (code, _, err) = gxx(
+            Some(w.path()),
+            &exe,
+            &[main_o.clone(), fixture(lib)],
+            &cuda,
+            &[],
+        );
+        assert_eq!(code, 0, "{lib}: {err}");
+        let names = module_names(&inspect_json(&exe));
+        assert_eq!(names.len(), 1, "{lib}: {names:?}");
+        assert!(
+            names[0].ends_with(&format!("{lib}(kernels.o)#0")),
+            "{names:?}"
+        );
+        assert_eq!(run(&mut Command::new(&exe)).0, 0);
+    }
+}
+
+#[test]
+fn a_failed_link_returns_lds_code_and_leaves_nothing() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    // kernels.o alone has no main: ld fails.
+    let (code, _, err) = gxx(Some(w.path()), &out, &[fixture("kernels.o")], &cuda, &[]);
+    let (plain_code, _, plain_err) = gxx(
+        None,
+        &dir.path().join("never2"),
+        &[fixture("kernels.o")],
+        &cuda,
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert_eq!(code, plain_code);
+    assert!(err.contains("undefined reference to `main'"), "{err}");
+    assert!(plain_err.contains("undefined reference to `main'"));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn side_file_mode_writes_the_store_beside_the_output() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-side-file"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.path().join("app.fatpack").exists());
+    let r = inspect_json(&exe);
+    assert_eq!(r["packed"]["digest_matches"], true);
+    assert!(r["packed"]["store"]
+        .as_str()
+        .unwrap()
+        .ends_with("app.fatpack"));
+    assert_eq!(module_names(&r).len(), 3);
+    // The side file is a store of its own, inspectable directly.
+    let s = inspect_json(&dir.path().join("app.fatpack"));
+    assert_eq!(s["kind"], "store");
+}
+
+#[test]
+fn shared_library_is_packed_and_response_files_work() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let rsp = dir.path().join("objs.rsp");
+    std::fs::write(
+        &rsp,
+        format!(
+            "{} '{}'\n",
+            fixture("kernels.o").display(),
+            fixture("other.o").display()
+        ),
+    )
+    .unwrap();
+    let so = dir.path().join("libpacked.so");
+    let (code, _, err) = run(Command::new("g++")
+        .arg(format!("-B{}", w.path().display()))
+        .args(["-shared", "-o"])
+        .arg(&so)
+        .arg(format!("-Wl,@{}", rsp.display()))
+        .arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+    assert_eq!(code, 0, "{err}");
+    let r = inspect_json(&so);
+    assert_eq!(r["kind"], "shared-library");
+    assert_eq!(r["packed"]["digest_matches"], true);
+    assert_eq!(module_names(&r).len(), 2);
+    // The runtime's symbols stay inside the library.
+    let (_, syms, _) = run(Command::new("nm").arg("-D").arg("--defined-only").arg(&so));
+    assert!(
+        !syms.contains("__wrap_"),
+        "runtime symbols exported:\n{syms}"
+    );
+    assert!(
+        !syms.contains("fatpack"),
+        "runtime symbols exported:\n{syms}"
+    );
+}
+
+#[test]
+fn gold_links_packed_outputs_too() {
+    let Some(cuda) = cuda_lib() else { return };
+    if !Path::new("/usr/bin/ld.gold").exists() {
+        eprintln!("note: ld.gold not installed");
+        return;
+    }
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &["-fuse-ld=gold"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, comment, _) = run(Command::new("readelf")
+        .args(["-p", ".note.gnu.gold-version"])
+        .arg(&exe));
+    assert!(comment.contains("gold"), "not linked by gold");
+    assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
+    assert_eq!(run(&mut Command::new(&exe)).0, 0);
+}
+
+#[test]
+fn packed_output_survives_strip_patchelf_and_debug_splitting() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &["-g", "-Wl,-rpath,/opt/nowhere:/usr/lib"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let check = |p: &Path, what: &str| {
+        let r = inspect_json(p);
+        assert_eq!(r["packed"]["digest_matches"], true, "{what}");
+        assert_eq!(module_names(&r).len(), 3, "{what}");
+        let (code, out, err) = run(&mut Command::new(p));
+        assert_eq!(
+            (code, out.as_str()),
+            (0, "fixture main ok\n"),
+            "{what}: {err}"
+        );
+    };
+    let copy = |name: &str| {
+        let p = dir.path().join(name);
+        std::fs::copy(&exe, &p).unwrap();
+        p
+    };
+    let s = copy("stripped");
+    assert!(Command::new("strip").arg(&s).status().unwrap().success());
+    check(&s, "strip");
+    let s = copy("stripped-debug");
+    assert!(Command::new("strip")
+        .arg("-S")
+        .arg(&s)
+        .status()
+        .unwrap()
+        .success());
+    check(&s, "strip -S");
+    // Debug splitting as distributions do it.
+    let dbg = dir.path().join("app.debug");
+    assert!(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&exe)
+        .arg(&dbg)
+        .status()
+        .unwrap()
+        .success());
+    let s = copy("split");
+    assert!(Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(format!("--add-gnu-debuglink={}", dbg.display()))
+        .arg(&s)
+        .status()
+        .unwrap()
+        .success());
+    check(&s, "objcopy --only-keep-debug split");
+    if Command::new("patchelf").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install patchelf");
+        eprintln!("note: patchelf not installed");
+        return;
+    }
+    let s = copy("rpath");
+    assert!(Command::new("patchelf")
+        .args(["--set-rpath", "/opt/x/lib:/opt/y/lib"])
+        .arg(&s)
+        .status()
+        .unwrap()
+        .success());
+    check(&s, "patchelf --set-rpath");
+    let s = copy("shrunk");
+    assert!(Command::new("patchelf")
+        .arg("--shrink-rpath")
+        .arg(&s)
+        .status()
+        .unwrap()
+        .success());
+    check(&s, "patchelf --shrink-rpath");
+}
