@@ -5,7 +5,7 @@
 use std::io::{Seek, Write};
 
 use cubin_store::{
-    ArchVariant, EntryKind as StoreKind, EntryMeta, StoreSummary, StoreWriter, WriteOptions,
+    ArchVariant, EntryKind as StoreKind, EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions,
 };
 
 use crate::arch::Variant;
@@ -69,14 +69,27 @@ pub fn add_module<W: Write + Seek>(w: &mut StoreWriter<W>, m: &Extracted) -> Res
         origin: m.origin.clone(),
     })?;
     let id = w.add_module(&m.module)?;
+    let mut raws = Vec::with_capacity(fatbin.entries.len());
     for e in &fatbin.entries {
-        let raw = e.payload().map_err(|source| PackError::Payload {
+        raws.push(e.payload().map_err(|source| PackError::Payload {
             origin: m.origin.clone(),
             module: m.module.clone(),
             source,
-        })?;
-        w.add_entry(id, entry_meta(e), &raw)?;
+        })?);
     }
+    // One module's entries compress in parallel (same bytes as one at a time); memory
+    // stays at one module's device code.
+    let batch = fatbin
+        .entries
+        .iter()
+        .zip(&raws)
+        .map(|(e, raw)| NewEntry {
+            module: id,
+            meta: entry_meta(e),
+            raw,
+        })
+        .collect();
+    w.add_entries(batch, 0)?;
     Ok(())
 }
 
