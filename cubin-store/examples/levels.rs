@@ -182,7 +182,7 @@ fn main() {
             match train_dictionary(&samples, size) {
                 Ok(d) => {
                     let train = t.elapsed();
-                    let label = format!("zstd -19 + {} KiB dict", d.len() >> 10);
+                    let label = format!("zstd -19 + dict {}K/{}K", size >> 10, d.len() >> 10);
                     println!("trained {} byte dictionary in {:.2?}", d.len(), train);
                     let opts = WriteOptions {
                         level: 19,

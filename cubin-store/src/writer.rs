@@ -13,9 +13,9 @@ use crate::meta::{kind_to_wire, variant_to_wire, Codec, EntryMeta};
 ///
 /// The store is rewritten at every link, so write speed matters as much as size. On 10.5 MB
 /// of nvcc 13 cubins (sm_75..sm_120, `examples/levels.rs`, one core), stored size / write
-/// speed were: level 3: 10.6% / 277 MB/s, level 9: 9.3% / 67 MB/s, level 19: 8.1% / 4.5 MB/s,
-/// level 22: 8.1% / 2.9 MB/s; reads were 1-1.8 GB/s at every level. Level 9 keeps most of
-/// level 19's ratio at ~15x its speed; use 19 for release packaging.
+/// speed were: level 3: 10.6% / 555 MB/s, level 9: 9.3% / 92 MB/s, level 19: 8.1% / 3.9 MB/s,
+/// level 22: 8.1% / 2.8 MB/s; reads were 1.2-2 GB/s at every level. Level 9 keeps most of
+/// level 19's ratio at ~20x its speed; use 19 for release packaging.
 pub const DEFAULT_LEVEL: i32 = 9;
 
 /// How blobs are compressed.

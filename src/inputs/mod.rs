@@ -58,7 +58,7 @@ pub struct DeviceSection {
     /// Where the section's bytes start in `file`.
     pub file_offset: u64,
     /// `(offset in section, length)` of each container.
-    pub spans: Vec<(u64, u64)>,
+    pub spans: Spans,
     /// The parsed containers; empty when located with [`Depth::Spans`].
     pub containers: Vec<Fatbin>,
 }
@@ -80,11 +80,14 @@ pub enum Depth {
     Spans,
 }
 
+/// `(offset, length)` of each container in a section.
+pub type Spans = Vec<(u64, u64)>;
+
 /// Read the sections' containers at `depth`.
 pub(crate) fn read_containers(
     bytes: &[u8],
     depth: Depth,
-) -> Result<(Vec<(u64, u64)>, Vec<Fatbin>), FatbinError> {
+) -> Result<(Spans, Vec<Fatbin>), FatbinError> {
     match depth {
         Depth::Spans => Ok((
             fatbin::spans(bytes)?

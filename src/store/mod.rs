@@ -5,7 +5,8 @@
 use std::io::{Seek, Write};
 
 use cubin_store::{
-    ArchVariant, EntryKind as StoreKind, EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions,
+    ArchVariant, EntryKind as StoreKind, EntryMeta, NewEntry, StoreSummary, StoreWriter,
+    WriteOptions,
 };
 
 use crate::arch::Variant;
