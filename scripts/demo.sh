@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# The main job on the sample inputs that ship with the repo: inspect nvcc 13 objects, an
-# archive, a shared library and an executable built for sm_75/80/86/90 + PTX.
+# The main job on sample inputs that ship with the repo: link nvcc 13 objects built for
+# sm_75/80/86/90 + PTX through `fatpack ld`, show what went into the store, run the result.
+# Installs the CUDA toolchain from PyPI on first use (scripts/cuda-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q
+source scripts/cuda-env.sh
+bash scripts/build.sh
 f=tests/fixtures/nvcc13
-./target/release/fatpack inspect $f/kernels.o $f/libfixture.a $f/libfixture.so
+out="$(mktemp -d)"
+mkdir -p "$out/wrap" && ln -sf "$PWD/target/release/fatpack" "$out/wrap/ld"
+echo "== linking $f/{main,kernels,other}.o through fatpack ld (g++ -B$out/wrap)"
+g++ -B"$out/wrap" -Wl,--fatpack-verbose -o "$out/app" $f/main.o $f/kernels.o $f/other.o \
+    -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
+g++ -o "$out/app_plain" $f/main.o $f/kernels.o $f/other.o -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
+echo "== fatpack inspect $out/app"
+./target/release/fatpack inspect "$out/app"
+echo "== running it (host code only: this machine may have no GPU)"
+"$out/app"
+echo "== an ordinary object, for comparison: fatpack inspect --kernels $f/kernels_af.o"
 ./target/release/fatpack inspect --kernels $f/kernels_af.o
+ls -l "$out/app" "$out/app_plain"

@@ -82,7 +82,7 @@ fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), Fa
         return Err(FatbinError::Truncated {
             offset: base,
             what: "container",
-            need: hsize as u64 + body,
+            need: (hsize as u64).saturating_add(body),
             have: bytes.len(),
         });
     };
@@ -197,4 +197,29 @@ pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
         p += used;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the fuzzer: a container size near u64::MAX overflowed the error's arithmetic.
+    #[test]
+    fn huge_sizes_are_errors_not_overflows() {
+        let mut b = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0];
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(parse_one(&b, 0), Err(FatbinError::Truncated { .. })));
+        assert!(spans(&b).is_err());
+        let data = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/regressions/fatbin-overflow.bin")).unwrap();
+        assert!(parse_all(&data).is_err());
+    }
+
+    #[test]
+    fn every_prefix_of_a_real_fatbin_is_an_error_or_a_prefix_parse() {
+        let data = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nvcc13/kernels.fatbin")).unwrap();
+        assert!(parse_all(&data).is_ok());
+        for cut in 0..data.len() {
+            assert!(parse_all(&data[..cut]).is_err() || cut == 0, "prefix {cut} parsed");
+        }
+    }
 }

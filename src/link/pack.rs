@@ -57,8 +57,9 @@ impl PackOptions {
     }
 }
 
-/// The fatpack runtime archive: `$FATPACK_RUNTIME`, else next to the fatpack executable, else
-/// `../lib/fatpack/` from it (an installed layout).
+/// The fatpack runtime archive: `$FATPACK_RUNTIME`, else `../lib/fatpack/` from the fatpack
+/// executable (the installed layout, which scripts/build.sh also makes in `target/`), else
+/// next to it (a plain `cargo build`).
 pub fn runtime_archive() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("FATPACK_RUNTIME") {
         let p = PathBuf::from(p);

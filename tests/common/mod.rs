@@ -101,6 +101,8 @@ pub fn ensure_runtime() -> PathBuf {
         assert!(st.success(), "building the runtime failed");
     });
     assert!(rt.exists(), "{} missing", rt.display());
+    // Tests link with the runtime of this very build, never an installed or stale one.
+    std::env::set_var("FATPACK_RUNTIME", &rt);
     rt
 }
 
