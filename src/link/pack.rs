@@ -72,8 +72,8 @@ pub fn runtime_archive() -> Result<PathBuf> {
     let exe = exe.canonicalize().unwrap_or(exe);
     let dir = exe.parent().unwrap_or(Path::new("."));
     for cand in [
-        dir.join(abi::RUNTIME_ARCHIVE),
         dir.join("../lib/fatpack").join(abi::RUNTIME_ARCHIVE),
+        dir.join(abi::RUNTIME_ARCHIVE),
     ] {
         if cand.is_file() {
             return Ok(cand);
@@ -397,6 +397,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
             link_s,
             t0.elapsed().as_secs_f64()
         );
+        eprintln!("fatpack:   runtime {}", runtime.display());
         for p in &planned {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
