@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -q -p fatpack
-cargo build --profile rt --locked -q -p fatpack-rt
+# `cargo rustc --crate-type staticlib` gets the LTO'd archive (one object exporting only the
+# runtime's entry points); a plain build of both crate types skips LTO.
+cargo rustc --profile rt --locked -q -p fatpack-rt --crate-type staticlib
 mkdir -p target/lib/fatpack
 objcopy --strip-debug target/rt/libfatpack_rt.a target/lib/fatpack/libfatpack_rt.a

@@ -65,7 +65,15 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
 /// Libraries to add after `libfatpack_rt.a` (what Rust's std needs on glibc; on glibc >= 2.34
 /// all but libgcc_s are empty stubs, harmless). For a `-static` link use `-lgcc_eh` instead of
 /// `-lgcc_s`.
-pub const SYSTEM_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+pub const SYSTEM_LIBS: &[&str] = &[
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
 
 /// File name of the archive; `--exclude-libs` matches on it.
 pub const RUNTIME_ARCHIVE: &str = "libfatpack_rt.a";
@@ -86,3 +94,23 @@ pub const ENV_ARCH: &str = "FATPACK_ARCH";
 /// Environment variable: `1` loads each module when its registration ends (at program or
 /// library load) instead of at first use.
 pub const ENV_EAGER: &str = "FATPACK_EAGER";
+
+/// Linker arguments (for `ld` itself; prefix each with `-Wl,` for a compiler driver): one
+/// `--wrap=SYM` per [`WRAPPED_SYMBOLS`], plus `--exclude-libs=libfatpack_rt.a` when the output
+/// is a shared object.
+///
+/// Hiding matters only in a shared object: there another packed library's exported
+/// `__wrap_*` would otherwise interpose on this one's. In an executable nothing can interpose,
+/// and hiding breaks GNU ld: it applies `--wrap` to the cudart references of the shared
+/// libraries the executable links against, then refuses a hidden `__wrap_*` as their
+/// definition ("hidden symbol ... is referenced by DSO"); gold does not mind either way.
+pub fn link_args(shared_output: bool) -> Vec<String> {
+    let mut v: Vec<String> = WRAPPED_SYMBOLS
+        .iter()
+        .map(|s| format!("--wrap={s}"))
+        .collect();
+    if shared_output {
+        v.push(format!("--exclude-libs={RUNTIME_ARCHIVE}"));
+    }
+    v
+}

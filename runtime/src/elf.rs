@@ -8,13 +8,19 @@ const SHN_XINDEX: u16 = 0xFFFF;
 const SHDR_LEN: usize = 64;
 
 fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(o..o.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 struct Shdr {
@@ -71,7 +77,7 @@ pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, Str
     let shoff = u64_at(file, 0x28).ok_or_else(bad)?;
     let entsize = usize::from(u16_at(file, 0x3A).ok_or_else(bad)?);
     let mut shnum = usize::from(u16_at(file, 0x3C).ok_or_else(bad)?);
-    let mut shstrndx = u16_at(file, 0x3E).ok_or_else(bad)?;
+    let mut shstrndx = usize::from(u16_at(file, 0x3E).ok_or_else(bad)?);
     if shoff == 0 {
         return Ok(None);
     }
@@ -80,13 +86,13 @@ pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, Str
     }
     let shoff = usize::try_from(shoff).map_err(|_| "section header offset too large")?;
     // Extended numbering: the real counts live in section header 0.
-    if shnum == 0 || shstrndx == SHN_XINDEX {
+    if shnum == 0 || shstrndx == usize::from(SHN_XINDEX) {
         let s0 = shdr(file, shoff, entsize, 0)?;
         if shnum == 0 {
             shnum = usize::try_from(s0.size).map_err(|_| "section count too large")?;
         }
-        if shstrndx == SHN_XINDEX {
-            shstrndx = u16::try_from(s0.link).unwrap_or(u16::MAX);
+        if shstrndx == usize::from(SHN_XINDEX) {
+            shstrndx = s0.link as usize;
         }
     }
     // The table itself must fit; this also bounds shnum by the file size.
@@ -96,11 +102,15 @@ pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, Str
         (shnum as u64).saturating_mul(entsize as u64),
         "section header table",
     )?;
-    let strtab = shdr(file, shoff, entsize, usize::from(shstrndx))
-        .map_err(|e| format!("section name table: {e}"))?;
-    if usize::from(shstrndx) >= shnum {
+    if shstrndx == 0 {
+        // No section names: nothing can be found by name.
+        return Ok(None);
+    }
+    if shstrndx >= shnum {
         return Err("section name table index out of range".into());
     }
+    let strtab =
+        shdr(file, shoff, entsize, shstrndx).map_err(|e| format!("section name table: {e}"))?;
     let strtab = &file[range(file, strtab.offset, strtab.size, "section name table")?];
     let want = name.as_bytes();
     for i in 1..shnum {

@@ -131,16 +131,16 @@ fn put(b: &mut [u8], o: usize, v: &[u8]) {
 
 /// PTX ISA version of PTX text as `major << 16 | minor`, from its `.version` directive.
 fn ptx_version(ptx: &[u8]) -> u32 {
-    let Some(at) = ptx.windows(9).position(|w| w == b".version") else {
+    let Some(at) = ptx.windows(8).position(|w| w == b".version") else {
         return 0;
     };
     let rest = &ptx[at + 8..];
     let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
     let num = |s: &[u8]| -> (u32, usize) {
         let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
-        let v = s[..n]
-            .iter()
-            .fold(0u32, |a, d| a.saturating_mul(10).saturating_add(u32::from(d - b'0')));
+        let v = s[..n].iter().fold(0u32, |a, d| {
+            a.saturating_mul(10).saturating_add(u32::from(d - b'0'))
+        });
         (v, n)
     };
     let (major, n) = num(rest);
@@ -318,7 +318,11 @@ mod tests {
         let sass = Candidate::parse("sm_90a").unwrap();
         let ptx = Candidate::parse("compute_90").unwrap();
         let h1 = nvcc_header(KIND_ELF, 90, 0x11 | FLAG_ARCH_SPECIFIC);
-        let h2 = nvcc_header(KIND_PTX, 90, 0x11 | FLAG_COMPRESSED_ZSTD | FLAG_COMPRESSED_LZ4);
+        let h2 = nvcc_header(
+            KIND_PTX,
+            90,
+            0x11 | FLAG_COMPRESSED_ZSTD | FLAG_COMPRESSED_LZ4,
+        );
         let p1 = b"\x7fELF-cubin-for-sm_90a";
         let p2 = b".version 9.0\n.target sm_90\0";
         let out = encode(&[
@@ -373,7 +377,10 @@ mod tests {
         let (_, e) = parse(out.as_bytes()).unwrap();
         assert_eq!(e[0].kind, KIND_PTX);
         assert_eq!(e[0].arch, 100);
-        assert_eq!(e[0].flags, FLAG_ADDR_64 | FLAG_HOST_LINUX | FLAG_ARCH_FAMILY);
+        assert_eq!(
+            e[0].flags,
+            FLAG_ADDR_64 | FLAG_HOST_LINUX | FLAG_ARCH_FAMILY
+        );
         assert_eq!(get_u32(e[0].header, 24), Some(0x0008_0008));
         assert_eq!(e[0].header.len(), 64);
     }

@@ -23,17 +23,6 @@ mod rt;
 mod abi;
 pub use abi::*;
 
-/// Linker arguments (for `ld`; prefix each with `-Wl,` for a compiler driver): one
-/// `--wrap=SYM` per [`WRAPPED_SYMBOLS`], then `--exclude-libs=libfatpack_rt.a`.
-pub fn link_args() -> Vec<String> {
-    let mut v: Vec<String> = WRAPPED_SYMBOLS
-        .iter()
-        .map(|s| format!("--wrap={s}"))
-        .collect();
-    v.push(format!("--exclude-libs={RUNTIME_ARCHIVE}"));
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,6 +33,7 @@ mod tests {
         v.sort_unstable();
         v.dedup();
         assert_eq!(v.len(), WRAPPED_SYMBOLS.len());
-        assert_eq!(link_args().len(), WRAPPED_SYMBOLS.len() + 1);
+        assert_eq!(link_args(true).len(), WRAPPED_SYMBOLS.len() + 1);
+        assert_eq!(link_args(false).len(), WRAPPED_SYMBOLS.len());
     }
 }

@@ -158,7 +158,11 @@ mod tests {
             (80, &["sm_86", "sm_90"], None),
             (120, &["sm_100", "sm_100f"], None),
             // PTX fallback: newest one not above the device.
-            (120, &["sm_90", "compute_80", "compute_90"], Some("compute_90")),
+            (
+                120,
+                &["sm_90", "compute_80", "compute_90"],
+                Some("compute_90"),
+            ),
             (90, &["compute_100", "compute_80"], Some("compute_80")),
             (75, &["sm_80", "compute_80"], None),
             (90, &["compute_90a"], Some("compute_90a")),

@@ -50,11 +50,13 @@ pub fn parse_header(h: &[u8; STUB_HEADER_LEN]) -> Result<StubHeader, String> {
         ));
     }
     // Longer headers are a future extension; the name still follows the header.
-    if header_len < STUB_HEADER_LEN || header_len > 4096 {
+    if !(STUB_HEADER_LEN..=4096).contains(&header_len) {
         return Err(format!("fatpack stub header size {header_len} is invalid"));
     }
     if name_len == 0 || name_len > MAX_NAME_LEN {
-        return Err(format!("fatpack stub module name length {name_len} is invalid"));
+        return Err(format!(
+            "fatpack stub module name length {name_len} is invalid"
+        ));
     }
     Ok(StubHeader {
         version,

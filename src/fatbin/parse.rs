@@ -208,18 +208,32 @@ mod tests {
     fn huge_sizes_are_errors_not_overflows() {
         let mut b = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 0x10, 0];
         b.extend_from_slice(&u64::MAX.to_le_bytes());
-        assert!(matches!(parse_one(&b, 0), Err(FatbinError::Truncated { .. })));
+        assert!(matches!(
+            parse_one(&b, 0),
+            Err(FatbinError::Truncated { .. })
+        ));
         assert!(spans(&b).is_err());
-        let data = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/regressions/fatbin-overflow.bin")).unwrap();
+        let data = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/regressions/fatbin-overflow.bin"
+        ))
+        .unwrap();
         assert!(parse_all(&data).is_err());
     }
 
     #[test]
     fn every_prefix_of_a_real_fatbin_is_an_error_or_a_prefix_parse() {
-        let data = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nvcc13/kernels.fatbin")).unwrap();
+        let data = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/nvcc13/kernels.fatbin"
+        ))
+        .unwrap();
         assert!(parse_all(&data).is_ok());
         for cut in 0..data.len() {
-            assert!(parse_all(&data[..cut]).is_err() || cut == 0, "prefix {cut} parsed");
+            assert!(
+                parse_all(&data[..cut]).is_err() || cut == 0,
+                "prefix {cut} parsed"
+            );
         }
     }
 }

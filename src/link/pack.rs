@@ -335,11 +335,12 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     let mut prepend: Vec<OsString> = vec!["-u".into(), "__wrap___cudaRegisterFatBinary".into()];
     prepend.push(glue_path.clone().into_os_string());
     prepend.push(runtime.clone().into_os_string());
-    let mut append: Vec<OsString> = abi::WRAPPED_SYMBOLS
-        .iter()
-        .map(|s| OsString::from(format!("--wrap={s}")))
+    // `--exclude-libs` hides the runtime inside a shared library; an executable needs no
+    // hiding, and hiding there breaks links against DSOs that reference cudart.
+    let mut append: Vec<OsString> = abi::link_args(line.kind == OutputKind::SharedLibrary)
+        .into_iter()
+        .map(OsString::from)
         .collect();
-    append.push(format!("--exclude-libs={}", abi::RUNTIME_ARCHIVE).into());
     append.push("-o".into());
     append.push(tmp_out.clone().into_os_string());
     let argv = line.render(&replace, &prepend, &append)?;

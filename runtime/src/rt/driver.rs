@@ -88,8 +88,16 @@ fn query() -> Result<Vec<Device>, String> {
                 return Err(format!("cuDeviceGet({ordinal}) failed (CUresult {r})"));
             }
             let (mut major, mut minor) = (0, 0);
-            let r1 = attr(&mut major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-            let r2 = attr(&mut minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+            let r1 = attr(
+                &mut major,
+                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                dev,
+            );
+            let r2 = attr(
+                &mut minor,
+                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                dev,
+            );
             if r1 != 0 || r2 != 0 {
                 return Err(format!(
                     "cuDeviceGetAttribute(compute capability) failed for device {ordinal}"

@@ -57,7 +57,11 @@ fn locate_self() -> Result<(PathBuf, PathBuf), String> {
         found: bool,
         name: Vec<u8>,
     }
-    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
         // SAFETY: dl_iterate_phdr passes a valid info; data is our Search.
         unsafe {
             let s = &mut *data.cast::<Search>();
@@ -115,7 +119,10 @@ fn maps_path(addr: usize) -> Option<PathBuf> {
         let mut f = line.splitn(6, ' ');
         let range = f.next()?;
         let (a, b) = range.split_once('-')?;
-        let (a, b) = (usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?);
+        let (a, b) = (
+            usize::from_str_radix(a, 16).ok()?,
+            usize::from_str_radix(b, 16).ok()?,
+        );
         if (a..b).contains(&addr) {
             let path = f.nth(4)?.trim_start();
             return path.starts_with('/').then(|| PathBuf::from(path));
@@ -147,7 +154,10 @@ fn open() -> Result<Image, String> {
     let (bytes, origin) = match elf::find_section(file, STORE_SECTION)
         .map_err(|e| format!("{}: {e}", path.display()))?
     {
-        Some(r) => (&file[r], format!("section {STORE_SECTION} of {}", side_base.display())),
+        Some(r) => (
+            &file[r],
+            format!("section {STORE_SECTION} of {}", side_base.display()),
+        ),
         None => {
             let mut side = side_base.clone().into_os_string();
             side.push(SIDE_FILE_SUFFIX);

@@ -9,8 +9,8 @@ use cubin_store::{EntryKind, EntryView, Store};
 use super::driver::{self, Device};
 use super::image;
 use super::{
-    abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDA_ERROR_INVALID_KERNEL_IMAGE,
-    CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, CUDART_LOCK, WRAPPER_MAGIC,
+    abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
+    CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
 };
 use crate::fatbin::{self, Aligned, EntryInput};
 use crate::select::{self, capability_string, Candidate};
@@ -109,9 +109,19 @@ impl Plan {
         select::list(&self.cands)
     }
 
-    /// Decompresses the chosen entries (digest-checked) and encodes one container.
-    fn build(&self, store: &Store<'static>, caps: &[u32], bytes: &mut u64) -> Result<Aligned, String> {
-        let chosen = self.chosen(caps);
+    /// Decompresses the chosen entries (digest-checked) and encodes one container. A
+    /// device-linked module with nothing for any device (all JIT) still gets its smallest
+    /// entry, so cudart sees a container shaped like nvcc's rather than an empty one.
+    fn build(
+        &self,
+        store: &Store<'static>,
+        caps: &[u32],
+        bytes: &mut u64,
+    ) -> Result<Aligned, String> {
+        let mut chosen = self.chosen(caps);
+        if chosen.is_empty() {
+            chosen.extend((0..self.entries.len()).min_by_key(|&i| self.entries[i].raw_len()));
+        }
         let mut raw = Vec::with_capacity(chosen.len());
         for &i in &chosen {
             let e = &self.entries[i];
@@ -153,7 +163,12 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     let t0 = Instant::now();
     let name = match &m.name {
         Ok(n) => *n,
-        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &format!("unreadable fatpack stub: {e}")),
+        Err(e) => {
+            return fail(
+                CUDA_ERROR_INVALID_KERNEL_IMAGE,
+                &format!("unreadable fatpack stub: {e}"),
+            )
+        }
     };
     let devices: &'static [Device] = match driver::devices() {
         Ok(d) if !d.is_empty() => d,
@@ -268,7 +283,12 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         );
         for p in plans().filter(|_| jit) {
             if let Some(i) = p.choice(d.cap) {
-                info!("module {name}: device {}: prelinked {}: {}", d.ordinal, p.name, p.cands[i].name());
+                info!(
+                    "module {name}: device {}: prelinked {}: {}",
+                    d.ordinal,
+                    p.name,
+                    p.cands[i].name()
+                );
             }
         }
         if let (Some(f), Some(i)) = (&forced, main.choice(d.cap)) {
@@ -338,7 +358,11 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     info!(
         "module {name}: registered {} entr{} ({} bytes decompressed) in {:.2} ms",
         main.chosen(&caps).len(),
-        if main.chosen(&caps).len() == 1 { "y" } else { "ies" },
+        if main.chosen(&caps).len() == 1 {
+            "y"
+        } else {
+            "ies"
+        },
         bytes,
         t0.elapsed().as_secs_f64() * 1e3
     );

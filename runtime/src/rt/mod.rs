@@ -135,6 +135,10 @@ thread_local! {
     /// Set while this thread loads a module: a wrapped call made from inside cudart during
     /// registration must not try to load (and re-lock) again.
     static IN_LOAD: Cell<bool> = const { Cell::new(false) };
+    /// The last host address this thread found ready (loaded, or not ours): launch loops
+    /// then skip the shared lock. Modules are never unloaded while the copy is mapped, so a
+    /// stale entry can only be "ready", never wrong.
+    static LAST_READY: Cell<usize> = const { Cell::new(0) };
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -206,7 +210,9 @@ fn register_module(
         Err(e) => error!("unreadable fatpack stub: {e}"),
     }
     NOT_LOADED.fetch_add(1, Ordering::AcqRel);
-    registry_write().handles.insert(m as *const Module as usize, m);
+    registry_write()
+        .handles
+        .insert(m as *const Module as usize, m);
     m
 }
 
@@ -221,14 +227,25 @@ fn fake(h: Handle) -> Option<&'static Module> {
 /// Loads the module that registered host address `p`, if it is one of ours and not loaded.
 /// Err is the cudaError the API call must return instead of cudart's.
 pub(crate) fn ensure_host(p: *const c_void) -> Result<(), CudaError> {
-    if p.is_null() || NOT_LOADED.load(Ordering::Acquire) == 0 || IN_LOAD.with(Cell::get) {
+    if p.is_null() || NOT_LOADED.load(Ordering::Acquire) == 0 {
         return Ok(());
     }
-    let m = registry_read().hosts.get(&(p as usize)).copied();
-    match m {
-        Some(m) => m.ensure(),
-        None => Ok(()),
+    let key = p as usize;
+    if LAST_READY.with(Cell::get) == key || IN_LOAD.with(Cell::get) {
+        return Ok(());
     }
+    let m = registry_read().hosts.get(&key).copied();
+    let ready = match m {
+        Some(m) => {
+            m.ensure()?;
+            m.loaded.load(Ordering::Acquire)
+        }
+        None => true,
+    };
+    if ready {
+        LAST_READY.with(|c| c.set(key));
+    }
+    Ok(())
 }
 
 impl Module {

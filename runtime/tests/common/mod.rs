@@ -1,0 +1,389 @@
+//! Shared harness for the runtime's integration tests: builds the fake CUDA libraries, a
+//! store, the glue object and a packed program, then runs it against the fakes.
+#![allow(dead_code)]
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use cubin_store::ArchVariant;
+use cubin_store::{EntryKind, EntryMeta, StoreWriter, WriteOptions};
+use fatpack_rt::fatbin::{
+    FLAG_ADDR_64, FLAG_ARCH_FAMILY, FLAG_ARCH_SPECIFIC, FLAG_COMPRESSED_ZSTD, FLAG_HOST_LINUX,
+    KIND_ELF, KIND_PTX,
+};
+use fatpack_rt::select::Candidate;
+
+pub const FAKE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake");
+
+/// The modules of tests/fake/app.c and what the store has for each.
+pub const APP_MODULES: &[(&str, &[&str])] = &[
+    (
+        "app#A",
+        &[
+            "sm_80",
+            "sm_86",
+            "sm_90a",
+            "sm_100f",
+            "compute_80",
+            "compute_90",
+        ],
+    ),
+    ("app#B", &["sm_90a", "sm_100a", "compute_80"]),
+    ("app#D", &["sm_80", "sm_86"]),
+    ("app#R", &["sm_80", "compute_90"]),
+];
+
+pub fn sh(cmd: &mut Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A directory that lives for the whole test process (removed by the OS's tmp cleaning;
+/// kept so failures can be inspected).
+pub fn scratch(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let base = std::env::temp_dir().join(format!("fatpack-rt-tests-{}", std::process::id()));
+    let d = base.join(format!("{tag}-{}", N.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The fake libraries: `<dir>/libfakecudart.so` and `<dir>/cuda/libcuda.so.1`.
+pub fn fakes() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = scratch("fakes");
+        std::fs::create_dir_all(d.join("cuda")).unwrap();
+        sh(Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-pthread", "-o"])
+            .arg(d.join("libfakecudart.so"))
+            .arg(format!("{FAKE_DIR}/fakecudart.c")));
+        sh(Command::new("cc")
+            .args(["-shared", "-fPIC", "-O1", "-Wl,-soname,libcuda.so.1", "-o"])
+            .arg(d.join("cuda/libcuda.so.1"))
+            .arg(format!("{FAKE_DIR}/fakecuda.c")));
+        d
+    })
+}
+
+/// libfatpack_rt.a: `FATPACK_RT_ARCHIVE` if set (e.g. the `rt` profile build), else the one
+/// cargo built next to this test binary.
+pub fn archive() -> PathBuf {
+    if let Some(p) = std::env::var_os("FATPACK_RT_ARCHIVE") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let a = dir.join("libfatpack_rt.a");
+    assert!(a.exists(), "{} not built", a.display());
+    a
+}
+
+pub fn cand(name: &str) -> Candidate {
+    Candidate::parse(name).unwrap()
+}
+
+/// Recognisable payload bytes for an entry (the fake cudart logs their printable prefix).
+pub fn payload(module: &str, arch: &str) -> Vec<u8> {
+    let mut v = format!("{module}:{arch}:").into_bytes();
+    // Some bulk so zstd has something to do, and an odd length to exercise padding.
+    v.extend_from_slice(&[b'.'; 301]);
+    v.push(0);
+    v
+}
+
+/// A header like nvcc 13 writes for a zstd-compressed entry (what `fatpack ld` keeps in
+/// `attrs`): the runtime must clear the compression fields.
+pub fn nvcc_header(c: &Candidate, raw_len: usize) -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    let put = |h: &mut Vec<u8>, o: usize, v: &[u8]| h[o..o + v.len()].copy_from_slice(v);
+    let kind = match c.kind {
+        EntryKind::Ptx => KIND_PTX,
+        _ => KIND_ELF,
+    };
+    let mut flags = FLAG_ADDR_64 | FLAG_HOST_LINUX | FLAG_COMPRESSED_ZSTD;
+    match c.variant {
+        ArchVariant::Plain => {}
+        ArchVariant::Specific => flags |= FLAG_ARCH_SPECIFIC,
+        ArchVariant::Family => flags |= FLAG_ARCH_FAMILY,
+    }
+    let csize = raw_len / 3;
+    put(&mut h, 0, &kind.to_le_bytes());
+    put(&mut h, 2, &0x0101u16.to_le_bytes());
+    put(&mut h, 4, &64u32.to_le_bytes());
+    put(&mut h, 8, &((csize as u64).div_ceil(8) * 8).to_le_bytes());
+    put(&mut h, 16, &(csize as u32).to_le_bytes());
+    let code_version: u32 = if kind == KIND_PTX {
+        0x0009_0000
+    } else {
+        0x0001_0008
+    };
+    put(&mut h, 24, &code_version.to_le_bytes());
+    put(&mut h, 28, &c.arch.to_le_bytes());
+    put(&mut h, 40, &flags.to_le_bytes());
+    put(&mut h, 56, &(raw_len as u64).to_le_bytes());
+    h
+}
+
+/// A store of `modules` (name, arch names) with [`payload`] contents; returns it and its digest.
+pub fn make_store(modules: &[(&str, &[&str])]) -> (Vec<u8>, [u8; 32]) {
+    let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    for (name, archs) in modules {
+        let m = w.add_module(name).unwrap();
+        for a in *archs {
+            let c = cand(a);
+            let raw = payload(name, a);
+            let mut meta = EntryMeta::new(c.kind, c.arch, c.variant);
+            meta.attrs = nvcc_header(&c, raw.len());
+            w.add_entry(m, meta, &raw).unwrap();
+        }
+    }
+    let (cur, summary) = w.finish().unwrap();
+    (cur.into_inner(), summary.digest)
+}
+
+pub fn c_array(bytes: &[u8]) -> String {
+    let body: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
+    format!("{{{}}}", body.join(","))
+}
+
+/// The glue object: `__fatpack_store_digest`, hidden, in allocated `.fatpack_digest`.
+pub fn glue(dir: &Path, digest: &[u8; 32]) -> PathBuf {
+    let bytes: Vec<String> = digest.iter().map(|b| format!("0x{b:02x}")).collect();
+    let s = format!(
+        ".section .fatpack_digest,\"a\",@progbits\n.balign 16\n.globl __fatpack_store_digest\n\
+         .hidden __fatpack_store_digest\n.type __fatpack_store_digest,@object\n\
+         .size __fatpack_store_digest,32\n__fatpack_store_digest:\n.byte {}\n\
+         .section .note.GNU-stack,\"\",@progbits\n",
+        bytes.join(",")
+    );
+    let src = dir.join("glue.s");
+    std::fs::write(&src, s).unwrap();
+    let obj = dir.join("glue.o");
+    sh(Command::new("cc").arg("-c").arg(&src).arg("-o").arg(&obj));
+    obj
+}
+
+/// Links `objects` into `out` the way `fatpack ld` does: --wrap list (with --exclude-libs
+/// for a shared object), the archive, then cudart (the fake) and the system libraries.
+pub fn link(driver: &str, objects: &[PathBuf], out: &Path, extra: &[&str]) {
+    let mut cmd = Command::new(driver);
+    cmd.arg("-o").arg(out).args(objects);
+    for a in fatpack_rt::link_args(extra.contains(&"-shared")) {
+        cmd.arg(format!("-Wl,{a}"));
+    }
+    cmd.arg(archive());
+    cmd.arg(format!("-L{}", fakes().display()))
+        .arg("-lfakecudart")
+        .arg(format!("-Wl,-rpath,{}", fakes().display()));
+    cmd.args(fatpack_rt::SYSTEM_LIBS).args(extra);
+    sh(&mut cmd);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StoreAt {
+    Section,
+    SideFile,
+    Nowhere,
+}
+
+pub struct App {
+    pub dir: PathBuf,
+    pub exe: PathBuf,
+    pub store: Vec<u8>,
+    pub digest: [u8; 32],
+}
+
+/// Builds tests/fake/app.c as a packed program.
+pub fn build_app(at: StoreAt, glue_digest: Option<[u8; 32]>) -> App {
+    let dir = scratch("app");
+    let (store, digest) = make_store(APP_MODULES);
+    let mut h = String::new();
+    for (macro_, name) in [
+        ("STUB_A", "app#A"),
+        ("STUB_B", "app#B"),
+        ("STUB_D", "app#D"),
+        ("STUB_R", "app#R"),
+    ] {
+        let flags = if name == "app#R" {
+            fatpack_rt::stub::FLAG_RELOCATABLE
+        } else {
+            0
+        };
+        h += &format!(
+            "#define {macro_} {}\n",
+            c_array(&fatpack_rt::stub::encode(name, flags))
+        );
+    }
+    std::fs::write(dir.join("stubs.h"), h).unwrap();
+    let obj = dir.join("app.o");
+    sh(Command::new("cc")
+        .args(["-c", "-O1", "-fPIC", "-pthread", "-Wall", "-Werror"])
+        .arg(format!("-I{}", dir.display()))
+        .arg(format!("{FAKE_DIR}/app.c"))
+        .arg("-o")
+        .arg(&obj));
+    let g = glue(&dir, &glue_digest.unwrap_or(digest));
+    let exe = dir.join("app");
+    link("cc", &[obj, g], &exe, &["-pthread"]);
+    let sp = dir.join("store.bin");
+    std::fs::write(&sp, &store).unwrap();
+    match at {
+        StoreAt::Section => add_store_section(&exe, &sp),
+        StoreAt::SideFile => {
+            std::fs::write(dir.join("app.fatpack"), &store).unwrap();
+        }
+        StoreAt::Nowhere => {}
+    }
+    App {
+        dir,
+        exe,
+        store,
+        digest,
+    }
+}
+
+/// Appends the store as the non-allocated section `.fatpack`.
+pub fn add_store_section(exe: &Path, store: &Path) {
+    sh(Command::new("objcopy")
+        .arg(format!("--add-section=.fatpack={}", store.display()))
+        .arg("--set-section-flags=.fatpack=readonly")
+        .arg(exe));
+}
+
+/// The standard app (store in a section), built once.
+pub fn std_app() -> &'static App {
+    static APP: OnceLock<App> = OnceLock::new();
+    APP.get_or_init(|| build_app(StoreAt::Section, None))
+}
+
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The fake cudart's log.
+    pub log: String,
+    /// The fake driver's log.
+    pub cuda_log: String,
+    pub dump: PathBuf,
+}
+
+impl Run {
+    /// Container payload prefixes per "register" (one Vec per registration, in order).
+    pub fn registered(&self) -> Vec<Vec<String>> {
+        self.entries("register")
+    }
+
+    pub fn prelinked(&self) -> Vec<Vec<String>> {
+        self.entries("prelinked")
+    }
+
+    fn entries(&self, tag: &str) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = Vec::new();
+        let mut last: Option<String> = None;
+        for l in self.log.lines() {
+            let Some(rest) = l.strip_prefix(&format!("{tag} ")) else {
+                continue;
+            };
+            let (id, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            if rest.starts_with("version=") {
+                continue;
+            }
+            if last.as_deref() != Some(id) && !rest.starts_with("entries=") {
+                out.push(Vec::new());
+                last = Some(id.to_owned());
+            }
+            if let Some(p) = rest.split("payload=").nth(1) {
+                // "app#A:sm_86:...." -> "app#A:sm_86"
+                let p: Vec<&str> = p.splitn(3, ':').collect();
+                out.last_mut()
+                    .unwrap()
+                    .push(format!("{}:{}", p[0], p.get(1).unwrap_or(&"")));
+            }
+        }
+        out
+    }
+
+    pub fn out(&self, key: &str) -> Option<String> {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_owned))
+    }
+
+    pub fn assert_clean(&self) {
+        assert_eq!(self.code, Some(0), "exit status; stderr:\n{}", self.stderr);
+        assert!(
+            !self.log.contains("BAD"),
+            "fake cudart saw bad input:\n{}",
+            self.log
+        );
+    }
+}
+
+/// Runs `exe mode...` (mode split at spaces); `devices` None means no libcuda.so.1 at all.
+pub fn run(exe: &Path, mode: &str, devices: Option<&str>, env: &[(&str, &str)]) -> Run {
+    let d = scratch("run");
+    let log = d.join("cudart.log");
+    let cuda_log = d.join("cuda.log");
+    let dump = d.join("dump");
+    std::fs::create_dir_all(&dump).unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args(mode.split(' '))
+        .env_remove("FATPACK_LOG")
+        .env_remove("FATPACK_ARCH")
+        .env_remove("FATPACK_EAGER")
+        .env("FAKE_CUDART_LOG", &log)
+        .env("FAKE_CUDA_LOG", &cuda_log)
+        .env("FAKE_CUDART_DUMP", &dump);
+    match devices {
+        Some(devs) => {
+            cmd.env("LD_LIBRARY_PATH", fakes().join("cuda"))
+                .env("FAKE_CUDA_DEVICES", devs);
+        }
+        None => {
+            cmd.env_remove("LD_LIBRARY_PATH");
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    // ETXTBSY: another test thread forked while this executable was still open for writing.
+    let mut tries = 0;
+    let out = loop {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(26) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        log: std::fs::read_to_string(&log).unwrap_or_default(),
+        cuda_log: std::fs::read_to_string(&cuda_log).unwrap_or_default(),
+        dump,
+    }
+}
+
+/// A real libcuda on this machine would make the "no driver" cases meaningless.
+pub fn system_has_libcuda() -> bool {
+    Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}

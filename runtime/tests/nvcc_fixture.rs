@@ -1,0 +1,169 @@
+//! The runtime under real nvcc 13 host code: tests/fixtures/nvcc13/kernels_none.o (committed
+//! fixture) with its `.nv_fatbin` container replaced by a stub, exactly what `fatpack ld`'s
+//! rewrite does, launched through `<<<>>>` (__cudaPushCallConfiguration, __cudaGetKernel,
+//! __cudaLaunchKernel) against the fake cudart.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use cubin_store::{ArchVariant, EntryKind, EntryMeta, StoreWriter, WriteOptions};
+use fatpack_rt::fatbin::{self, FLAG_ARCH_FAMILY, FLAG_ARCH_SPECIFIC, KIND_PTX};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/fixtures/nvcc13/kernels_none.o"
+);
+const MODULE: &str = "kernels_none.o#0";
+
+struct Packed {
+    exe: PathBuf,
+    /// The original container's entries: (arch name, header, payload).
+    entries: Vec<(String, Vec<u8>, Vec<u8>)>,
+}
+
+fn pack() -> Option<Packed> {
+    if !Path::new(FIXTURE).exists() {
+        eprintln!("{FIXTURE} missing; skipping");
+        return None;
+    }
+    let dir = scratch("nvcc");
+    let obj = std::fs::read(FIXTURE).unwrap();
+    let sec = fatpack_rt::elf::find_section(&obj, ".nv_fatbin")
+        .unwrap()
+        .unwrap();
+    let (_, parsed) = fatbin::parse(&obj[sec]).expect("one nvcc fatbin container");
+    let mut entries = Vec::new();
+    let mut w =
+        StoreWriter::new(std::io::Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+    let m = w.add_module(MODULE).unwrap();
+    for e in &parsed {
+        assert_eq!(e.flags & 0xA000, 0, "fixture is --compress-mode=none");
+        let kind = if e.kind == KIND_PTX {
+            EntryKind::Ptx
+        } else {
+            EntryKind::Sass
+        };
+        let variant = if e.flags & FLAG_ARCH_SPECIFIC != 0 {
+            ArchVariant::Specific
+        } else if e.flags & FLAG_ARCH_FAMILY != 0 {
+            ArchVariant::Family
+        } else {
+            ArchVariant::Plain
+        };
+        let mut meta = EntryMeta::new(kind, e.arch, variant);
+        meta.attrs = e.header.to_vec();
+        w.add_entry(m, meta.clone(), e.payload).unwrap();
+        entries.push((meta.arch_name(), e.header.to_vec(), e.payload.to_vec()));
+    }
+    let (cur, summary) = w.finish().unwrap();
+    let store = dir.join("store.bin");
+    std::fs::write(&store, cur.into_inner()).unwrap();
+
+    // The rewrite: the container's bytes become a stub, the wrapper and its relocation stay.
+    let stub = dir.join("stub.bin");
+    std::fs::write(&stub, fatpack_rt::stub::encode(MODULE, 0)).unwrap();
+    let kobj = dir.join("kernels.o");
+    sh(Command::new("objcopy")
+        .arg(format!("--update-section=.nv_fatbin={}", stub.display()))
+        .arg(FIXTURE)
+        .arg(&kobj));
+    let main = dir.join("main.c");
+    std::fs::write(
+        &main,
+        "#include <stdio.h>\n#include <string.h>\nextern int launch_fill(int *p);\n\
+         int main(int argc, char **argv) {\n\
+           if (argc > 1 && !strcmp(argv[1], \"launch\")) printf(\"launch_fill=%d\\n\", launch_fill(0));\n\
+           else printf(\"host ok\\n\");\n  return 0;\n}\n",
+    )
+    .unwrap();
+    let mobj = dir.join("main.o");
+    sh(Command::new("cc").arg("-c").arg(&main).arg("-o").arg(&mobj));
+    let g = glue(&dir, &summary.digest);
+    let exe = dir.join("nv");
+    link("c++", &[mobj, kobj, g], &exe, &[]);
+    add_store_section(&exe, &store);
+    Some(Packed { exe, entries })
+}
+
+#[test]
+fn real_nvcc_object_launches_through_the_runtime() {
+    let Some(p) = pack() else { return };
+    let names: Vec<&str> = p.entries.iter().map(|e| e.0.as_str()).collect();
+    assert!(
+        names.contains(&"sm_86") && names.contains(&"compute_90"),
+        "{names:?}"
+    );
+
+    let r = run(&p.exe, "host", None, &[]);
+    r.assert_clean();
+    assert_eq!(r.stdout.trim(), "host ok");
+    assert_eq!(r.log, "");
+
+    for (devs, want) in [
+        ("86", "sm_86"),
+        ("89", "sm_86"),
+        ("90", "sm_90"),
+        ("120", "compute_90"),
+    ] {
+        let r = run(&p.exe, "launch", Some(devs), &[("FATPACK_LOG", "info")]);
+        r.assert_clean();
+        assert_eq!(
+            r.out("launch_fill").as_deref(),
+            Some("0"),
+            "{}\n{}",
+            r.log,
+            r.stderr
+        );
+        // nvcc's registrations, replayed under the real handle.
+        assert!(r.log.contains("function 1 fill_iota"), "{}", r.log);
+        assert!(
+            r.log.contains("var 1 dev_scale size=4 constant=0"),
+            "{}",
+            r.log
+        );
+        assert!(
+            r.log.contains("var 1 c_table size=16 constant=1"),
+            "{}",
+            r.log
+        );
+        assert!(r.log.contains("getkernel fill_iota"), "{}", r.log);
+        assert!(
+            r.log
+                .contains("launchkernel fill_iota grid=1,1,1 block=32,1,1"),
+            "{}",
+            r.log
+        );
+        assert!(
+            r.stderr.contains(&format!(
+                "compute capability {}.{}): {want}",
+                &devs[..devs.len() - 1],
+                &devs[devs.len() - 1..]
+            )),
+            "{}",
+            r.stderr
+        );
+        // Exactly the chosen entry, byte for byte as nvcc wrote it (it was uncompressed).
+        let bytes = std::fs::read(r.dump.join("reg-1.bin")).unwrap();
+        let (version, got) = fatbin::parse(&bytes).unwrap();
+        assert_eq!(version, 1);
+        assert_eq!(got.len(), 1, "{}", r.log);
+        let (_, header, payload) = p.entries.iter().find(|e| e.0 == want).unwrap();
+        assert_eq!(got[0].header, &header[..]);
+        assert_eq!(got[0].payload, &payload[..]);
+    }
+
+    let r = run(&p.exe, "launch", Some("70"), &[]);
+    r.assert_clean();
+    // nvcc's stub ignores __cudaGetKernel's result; the null kernel reaches cudart, which fails.
+    assert!(r.log.contains("launchkernel null-handle"), "{}", r.log);
+    assert!(r.stderr.contains("compute capability 7.0"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("available: sm_75, sm_80, sm_86, sm_90, compute_90"),
+        "{}",
+        r.stderr
+    );
+}
