@@ -10,6 +10,7 @@ pub mod fatbin;
 pub mod inputs;
 pub mod inspect;
 pub mod link;
+pub mod prune;
 pub mod ptx;
 pub mod rewrite;
 pub mod store;

@@ -31,6 +31,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Keep only some archs: in a packed output (its store), or in an ordinary object,
+    /// archive, shared library, executable or fatbin (its fatbins), without relinking.
+    Prune {
+        /// Targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`.
+        #[arg(long, required = true)]
+        keep: String,
+        /// The file to prune (never modified).
+        input: PathBuf,
+        /// Where to write the result.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Link like `ld`, packing all device code into a store (takes ordinary ld arguments;
     /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold` or `ld.lld`).
     Ld {
@@ -58,6 +70,20 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
             print!("{}", fatpack::inspect::render(r, kernels));
         }
     }
+    Ok(())
+}
+
+fn prune(keep: &str, input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
+    let keep = fatpack::prune::parse_keep(keep)?;
+    let r = fatpack::prune::prune(input, output, &keep)?;
+    eprintln!(
+        "fatpack prune: {}: kept {} of {} entries; device code {} -> {} bytes",
+        output.display(),
+        r.entries_after,
+        r.entries_before,
+        r.bytes_before,
+        r.bytes_after
+    );
     Ok(())
 }
 
@@ -95,6 +121,11 @@ fn main() -> ExitCode {
             json,
         } => inspect(&files, kernels, json),
         Command::Ld { args } => return ld(None, args),
+        Command::Prune {
+            keep,
+            input,
+            output,
+        } => prune(&keep, &input, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

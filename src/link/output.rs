@@ -131,10 +131,12 @@ fn read_layout(path: &Path, f: &mut File) -> Result<ElfLayout, OutputError> {
     })
 }
 
-/// Append a non-allocated section named [`STORE_SECTION`] to the ELF file at `path`, whose
-/// contents `write` produces (it may seek within them). The old section header table and
-/// section-name table, normally at the end of the file, are overwritten; the new ones follow
-/// the section. Nothing loaded moves.
+/// Write a store as the non-allocated section [`STORE_SECTION`] of the ELF file at `path`,
+/// with contents from `write` (which may seek within them). A new section goes at the end
+/// of the file; an existing one (`fatpack prune`) is replaced: in place of the old bytes
+/// when nothing but the section tables follows them (as after `fatpack ld`), else at the
+/// end. The section-name and section-header tables are rewritten after the store. Nothing
+/// loaded moves.
 pub fn append_store<T, E: From<OutputError>>(
     path: &Path,
     write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
@@ -145,27 +147,41 @@ pub fn append_store<T, E: From<OutputError>>(
         .open(path)
         .map_err(io_err(path))?;
     let lay = read_layout(path, &mut f)?;
-    let names = |hdr: &[u8]| u32::from_le_bytes(hdr[0..4].try_into().expect("4"));
-    let shstr_off = u64::from_le_bytes(
-        lay.headers[lay.shstrndx as usize * 64 + 24..][..8]
-            .try_into()
-            .expect("8"),
-    );
-    let exists = lay.headers.chunks_exact(64).any(|h| {
-        let n = names(h) as usize;
-        lay.shstrtab.get(n..n + STORE_SECTION.len() + 1)
-            == Some(format!("{STORE_SECTION}\0").as_bytes())
+    let field = |h: &[u8], at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8"));
+    let name_at = |h: &[u8]| u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
+    let wanted = format!("{STORE_SECTION}\0");
+    let existing = lay.headers.chunks_exact(64).position(|h| {
+        let n = name_at(h);
+        lay.shstrtab.get(n..n + wanted.len()) == Some(wanted.as_bytes())
     });
-    if exists {
-        return Err(bad(path, format!("already has a {STORE_SECTION} section")).into());
-    }
     let end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
-    // Reuse the tail when the tables are the last thing in the file (as ld writes it).
-    let tail_start = if lay.shoff + lay.headers.len() as u64 == end && shstr_off < lay.shoff {
-        lay.shoff
-    } else {
-        end
+    // Where the bytes that may be overwritten start: the old store if it is last, else the
+    // tables if they are last, else the end of the file.
+    let data_end_except = |skip: Option<usize>| -> u64 {
+        lay.headers
+            .chunks_exact(64)
+            .enumerate()
+            .filter(|(i, h)| {
+                Some(*i) != skip
+                    && *i != lay.shstrndx as usize
+                    && u32::from_le_bytes(h[4..8].try_into().expect("4")) != object::elf::SHT_NOBITS
+            })
+            .map(|(_, h)| field(h, 24) + field(h, 32))
+            .max()
+            .unwrap_or(0)
     };
+    let shstr_off = field(&lay.headers[lay.shstrndx as usize * 64..], 24);
+    let tables_last = lay.shoff + lay.headers.len() as u64 == end;
+    let mut tail_start = end;
+    if tables_last && shstr_off < lay.shoff && data_end_except(existing) <= shstr_off {
+        tail_start = shstr_off.min(lay.shoff);
+    }
+    if let Some(i) = existing {
+        let old = field(&lay.headers[i * 64..], 24);
+        if tables_last && data_end_except(existing) <= old && old <= shstr_off {
+            tail_start = old;
+        }
+    }
     let base = tail_start.div_ceil(STORE_ALIGN) * STORE_ALIGN;
     f.set_len(base).map_err(io_err(path))?;
     f.seek(SeekFrom::Start(base)).map_err(io_err(path))?;
@@ -174,35 +190,47 @@ pub fn append_store<T, E: From<OutputError>>(
     let mut f = w.file;
     let store_end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
     let store_len = store_end - base;
-    // New section names: the old table plus ours.
     let mut shstrtab = lay.shstrtab.clone();
-    let name_off = shstrtab.len() as u32;
-    shstrtab.extend_from_slice(STORE_SECTION.as_bytes());
-    shstrtab.push(0);
+    let mut headers = lay.headers.clone();
+    let mut shnum = lay.shnum;
+    match existing {
+        Some(i) => {
+            let h = &mut headers[i * 64..(i + 1) * 64];
+            h[24..32].copy_from_slice(&base.to_le_bytes());
+            h[32..40].copy_from_slice(&store_len.to_le_bytes());
+        }
+        None => {
+            let name_off = shstrtab.len() as u32;
+            shstrtab.extend_from_slice(STORE_SECTION.as_bytes());
+            shstrtab.push(0);
+            let mut sh = [0u8; 64];
+            sh[0..4].copy_from_slice(&name_off.to_le_bytes());
+            sh[4..8].copy_from_slice(&object::elf::SHT_PROGBITS.to_le_bytes());
+            // flags 0: not allocated, so in no segment; address 0.
+            sh[24..32].copy_from_slice(&base.to_le_bytes());
+            sh[32..40].copy_from_slice(&store_len.to_le_bytes());
+            sh[48..56].copy_from_slice(&STORE_ALIGN.to_le_bytes());
+            headers.extend_from_slice(&sh);
+            shnum = shnum
+                .checked_add(1)
+                .ok_or_else(|| bad(path, "too many sections"))?;
+        }
+    }
     let strtab_off = store_end;
     f.write_all(&shstrtab).map_err(io_err(path))?;
     let pos = strtab_off + shstrtab.len() as u64;
     let shoff = pos.div_ceil(8) * 8;
     f.write_all(&vec![0u8; (shoff - pos) as usize])
         .map_err(io_err(path))?;
-    let mut headers = lay.headers.clone();
     let si = lay.shstrndx as usize * 64;
     headers[si + 24..si + 32].copy_from_slice(&strtab_off.to_le_bytes());
     headers[si + 32..si + 40].copy_from_slice(&(shstrtab.len() as u64).to_le_bytes());
-    let mut sh = [0u8; 64];
-    sh[0..4].copy_from_slice(&name_off.to_le_bytes());
-    sh[4..8].copy_from_slice(&object::elf::SHT_PROGBITS.to_le_bytes());
-    // flags 0: not allocated, so in no segment; address 0.
-    sh[24..32].copy_from_slice(&base.to_le_bytes());
-    sh[32..40].copy_from_slice(&store_len.to_le_bytes());
-    sh[48..56].copy_from_slice(&STORE_ALIGN.to_le_bytes());
-    headers.extend_from_slice(&sh);
     f.write_all(&headers).map_err(io_err(path))?;
     let mut eh = [0u8; 64];
     f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
     f.read_exact(&mut eh).map_err(io_err(path))?;
     eh[40..48].copy_from_slice(&shoff.to_le_bytes());
-    eh[60..62].copy_from_slice(&(lay.shnum + 1).to_le_bytes());
+    eh[60..62].copy_from_slice(&shnum.to_le_bytes());
     f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
     f.write_all(&eh).map_err(io_err(path))?;
     f.sync_all().map_err(io_err(path))?;

@@ -20,9 +20,22 @@ use super::{glue, output, real_ld, search};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::rewrite::{archive, rewrite_object, Extracted};
 
+/// How device code is kept out of the way of the host code's relocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The default: a store outside every loaded segment, and the runtime.
+    Packed,
+    /// No store, no runtime: the fatbin sections move past `.bss` (linker-scripts/).
+    Tail,
+}
+
+/// The tail-mode script, shipped inside the binary so that fatpack needs no data files.
+pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
+
 /// What `--fatpack-*` options and the environment ask for.
 #[derive(Debug, Clone)]
 pub struct PackOptions {
+    pub mode: Mode,
     pub side_file: bool,
     pub verbose: bool,
     pub level: i32,
@@ -49,7 +62,17 @@ impl PackOptions {
                 })?,
             None => cubin_store::DEFAULT_LEVEL,
         };
+        let mode = match line
+            .fatpack_value("mode")
+            .map(|v| v.to_string_lossy().into_owned())
+        {
+            None => Mode::Packed,
+            Some(m) if m == "packed" => Mode::Packed,
+            Some(m) if m == "tail" => Mode::Tail,
+            Some(m) => bail!("--fatpack-mode={m}: want `packed` or `tail`"),
+        };
         Ok(PackOptions {
+            mode,
             side_file: line.fatpack_flag("side-file"),
             verbose,
             level,
@@ -280,6 +303,9 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     if line.kind == OutputKind::Relocatable {
         return plain(&line);
     }
+    if opts.mode == Mode::Tail {
+        return tail_link(&line, &real);
+    }
     let progress = Progress::new();
     progress.step("scanning inputs");
     let t0 = Instant::now();
@@ -404,4 +430,26 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Tail mode: the same link plus the script that moves the fatbin sections past `.bss`.
+fn tail_link(line: &LinkLine, real: &Path) -> Result<i32> {
+    let version = real_ld::capture(real, &["--version"])?;
+    let banner = String::from_utf8_lossy(&version.stdout);
+    if banner.contains("GNU gold") {
+        bail!("--fatpack-mode=tail needs GNU ld or lld: gold does not support INSERT in linker scripts (the default packed mode works with gold)");
+    }
+    let work = tempfile::Builder::new()
+        .prefix("fatpack-ld-")
+        .tempdir()
+        .context("creating a temp dir")?;
+    let script = work.path().join("fatbin-tail.ld");
+    std::fs::write(&script, TAIL_SCRIPT)
+        .with_context(|| format!("writing {}", script.display()))?;
+    let argv = line.render(
+        &BTreeMap::new(),
+        &[],
+        &["-T".into(), script.into_os_string()],
+    )?;
+    Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
 }

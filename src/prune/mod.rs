@@ -1,0 +1,217 @@
+//! `fatpack prune --keep LIST IN -o OUT`: drop every other arch without relinking.
+//!
+//! - A packed output: its store is rewritten with only the kept entries, in place of the old
+//!   one, and the digest the binary records is updated.
+//! - An nvcc object or archive: each `.nv_fatbin`/`__nv_relfatbin` container is rewritten
+//!   with only the kept entries (the sections shrink; relocations into them are remapped).
+//! - A linked shared library or executable: the loaded image cannot move, so each container
+//!   is rewritten in place at its own address, and the bytes it no longer needs are zeroed
+//!   (and punched out of the file where the filesystem allows: holes take no disk space).
+//!
+//! The output is written to a temp file beside it and renamed; the input is never touched.
+
+mod elf_inplace;
+mod packed;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use crate::arch::{parse_target_list, Target};
+use crate::fatbin::{self, Fatbin};
+use crate::inputs::{self, FileKind};
+use crate::rewrite::archive;
+use crate::rewrite::elf_edit::{replace_sections, Replacement};
+
+/// What a prune did, for the report.
+#[derive(Debug, Default)]
+pub struct PruneReport {
+    pub entries_before: usize,
+    pub entries_after: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
+pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>> {
+    Ok(parse_target_list(text)?.into_iter().collect())
+}
+
+fn keeps(keep: &BTreeSet<Target>, e: &fatbin::Entry) -> bool {
+    e.target().is_some_and(|t| keep.contains(&t))
+}
+
+/// Every target present, for error messages.
+fn present_list(present: &BTreeSet<Target>) -> String {
+    present
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuse a `--keep` naming something the input does not have.
+fn check_present(path: &Path, keep: &BTreeSet<Target>, present: &BTreeSet<Target>) -> Result<()> {
+    let missing: Vec<String> = keep.difference(present).map(|t| t.to_string()).collect();
+    if !missing.is_empty() {
+        bail!(
+            "{}: --keep names {} but the file has only {}",
+            path.display(),
+            missing.join(", "),
+            present_list(present)
+        );
+    }
+    Ok(())
+}
+
+/// Prune one container; returns its new bytes.
+fn prune_container(fb: &Fatbin, keep: &BTreeSet<Target>, report: &mut PruneReport) -> Vec<u8> {
+    let mut out = fb.clone();
+    out.retain(|e| keeps(keep, e));
+    report.entries_before += fb.entries.len();
+    report.entries_after += out.entries.len();
+    report.bytes_before += fb.encoded_len() as u64;
+    report.bytes_after += out.encoded_len() as u64;
+    out.to_bytes()
+}
+
+/// An ELF relocatable with its device sections pruned.
+fn prune_object(
+    origin: &str,
+    data: &[u8],
+    keep: &BTreeSet<Target>,
+    report: &mut PruneReport,
+) -> Result<Vec<u8>> {
+    let scanned = inputs::scan_bytes(Path::new(origin), data)?;
+    let mut reps = Vec::new();
+    for sec in &scanned.sections {
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::new();
+        for (fb, &(old, _)) in sec.containers.iter().zip(&sec.spans) {
+            // Containers stay 8-byte aligned, as the linker and cudart expect.
+            bytes.resize(bytes.len().div_ceil(8) * 8, 0);
+            offsets.push((old, bytes.len() as u64));
+            bytes.extend(prune_container(fb, keep, report));
+        }
+        reps.push(Replacement {
+            index: sec.section_index,
+            data: bytes,
+            offsets,
+            old_size: sec.section_size,
+        });
+    }
+    if reps.is_empty() {
+        return Ok(data.to_vec());
+    }
+    replace_sections(data, &reps).map_err(|e| anyhow!("{origin}: {e}"))
+}
+
+fn present_in(scanned: &inputs::Scanned) -> BTreeSet<Target> {
+    scanned
+        .sections
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|f| &f.entries)
+        .filter_map(|e| e.target())
+        .collect()
+}
+
+/// Prune `input` into `output`, keeping only `keep`.
+pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<PruneReport> {
+    let same =
+        output.exists() && std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok();
+    if same {
+        bail!(
+            "{}: the output must not be the input (prune never modifies its input)",
+            input.display()
+        );
+    }
+    let map = inputs::map_file(input)?;
+    let data: &[u8] = &map;
+    let kind = inputs::sniff(data);
+    let mut report = PruneReport::default();
+    let out_dir = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .tempfile_in(out_dir)
+        .with_context(|| format!("creating a temp file in {}", out_dir.display()))?;
+    let shown = input.display().to_string();
+    let mut side = None;
+    match kind {
+        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
+            if crate::link::output::recorded_digest(data).is_some() =>
+        {
+            side = packed::prune_packed(input, data, keep, tmp.path(), output, &mut report)?;
+        }
+        FileKind::Object => {
+            let scanned = inputs::scan_bytes(input, data)?;
+            check_present(input, keep, &present_in(&scanned))?;
+            let bytes = prune_object(&shown, data, keep, &mut report)?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes)?;
+        }
+        FileKind::Archive | FileKind::ThinArchive => {
+            let scanned = inputs::scan_bytes(input, data)?;
+            check_present(input, keep, &present_in(&scanned))?;
+            let ar = object::read::archive::ArchiveFile::parse(data)
+                .map_err(|e| anyhow!("{shown}: bad archive: {e}"))?;
+            let mut members = Vec::new();
+            for m in ar.members() {
+                let m = m.map_err(|e| anyhow!("{shown}: bad archive member: {e}"))?;
+                let name = String::from_utf8_lossy(m.name()).into_owned();
+                let origin = format!("{shown}({name})");
+                let member_map;
+                let bytes: &[u8] = if m.is_thin() {
+                    member_map =
+                        inputs::map_file(&input.parent().unwrap_or(Path::new(".")).join(&name))?;
+                    &member_map
+                } else {
+                    m.data(data).map_err(|e| anyhow!("{origin}: {e}"))?
+                };
+                let pruned = if inputs::sniff(bytes) == FileKind::Object {
+                    prune_object(&origin, bytes, keep, &mut report)?
+                } else {
+                    bytes.to_vec()
+                };
+                members.push(archive::Member { name, data: pruned });
+            }
+            std::io::Write::write_all(tmp.as_file_mut(), &archive::write_archive(&members))?;
+        }
+        FileKind::SharedLibrary | FileKind::Executable => {
+            let scanned = inputs::scan_bytes(input, data)?;
+            check_present(input, keep, &present_in(&scanned))?;
+            elf_inplace::prune_linked(data, &scanned, keep, tmp.as_file_mut(), &mut report)?;
+        }
+        FileKind::Fatbin => {
+            let fbs = fatbin::parse_all(data).map_err(|e| anyhow!("{shown}: {e}"))?;
+            let present = fbs
+                .iter()
+                .flat_map(|f| &f.entries)
+                .filter_map(|e| e.target())
+                .collect();
+            check_present(input, keep, &present)?;
+            let mut bytes = Vec::new();
+            for fb in &fbs {
+                bytes.extend(prune_container(fb, keep, &mut report));
+            }
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes)?;
+        }
+        other => bail!("{shown}: cannot prune a {}", other.name()),
+    }
+    if report.entries_after == 0 {
+        bail!("{shown}: --keep leaves no device code at all");
+    }
+    // Keep the input's permissions (an executable stays executable).
+    let perms = std::fs::metadata(input)?.permissions();
+    tmp.as_file().set_permissions(perms)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(output)
+        .map_err(|e| anyhow!("{}: {}", output.display(), e.error))?;
+    if let Some(side) = side {
+        side.commit()?;
+    }
+    Ok(report)
+}

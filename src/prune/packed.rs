@@ -1,0 +1,110 @@
+//! Pruning a packed output: a new store with only the kept entries replaces the old one
+//! (inside the file, or the side file), and the binary's recorded digest is updated.
+
+use std::collections::BTreeSet;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use cubin_store::{ArchVariant, AtomicStoreFile, EntryKind, Store, StoreWriter, WriteOptions};
+
+use super::{check_present, PruneReport};
+use crate::arch::{Arch, CodeKind, Target, Variant};
+use crate::link::{abi, output};
+
+fn target_of(kind: EntryKind, arch: u32, variant: ArchVariant) -> Option<Target> {
+    let kind = match kind {
+        EntryKind::Sass => CodeKind::Sass,
+        EntryKind::Ptx => CodeKind::Ptx,
+        EntryKind::Other(_) => return None,
+    };
+    let variant = match variant {
+        ArchVariant::Plain => Variant::Plain,
+        ArchVariant::Specific => Variant::Specific,
+        ArchVariant::Family => Variant::Family,
+    };
+    Some(Target {
+        arch: Arch::with_variant(arch, variant),
+        kind,
+    })
+}
+
+fn side_path(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(abi::SIDE_FILE_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// Copy the kept entries of `store` into a new store written to `out`.
+fn write_pruned<W: Write + Seek>(
+    store: &Store<'_>,
+    keep: &BTreeSet<Target>,
+    out: W,
+    report: &mut PruneReport,
+) -> Result<(W, cubin_store::StoreSummary)> {
+    let mut w = StoreWriter::new(out, WriteOptions::default())?;
+    for m in store.modules() {
+        let id = w.add_module(m.name())?;
+        for e in m.entries() {
+            report.entries_before += 1;
+            report.bytes_before += e.stored_len();
+            if target_of(e.kind(), e.arch(), e.variant()).is_some_and(|t| keep.contains(&t)) {
+                let raw = store.read_entry(&e)?;
+                let r = w.add_entry(id, e.meta(), &raw)?;
+                report.entries_after += 1;
+                if !r.deduplicated {
+                    report.bytes_after += e.stored_len();
+                }
+            }
+        }
+    }
+    Ok(w.finish()?)
+}
+
+/// Writes the pruned binary to `tmp_path`; for a side-file store, returns the new side file,
+/// still to be committed once the binary is in place.
+pub(super) fn prune_packed(
+    input: &Path,
+    data: &[u8],
+    keep: &BTreeSet<Target>,
+    tmp_path: &Path,
+    output_path: &Path,
+    report: &mut PruneReport,
+) -> Result<Option<AtomicStoreFile>> {
+    let shown = input.display().to_string();
+    let side_map;
+    let (store_bytes, embedded): (&[u8], bool) = match output::store_range(data) {
+        Some((off, len)) => (
+            usize::try_from(off)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
+                .ok_or_else(|| {
+                    anyhow!("{shown}: the .fatpack section runs past the end of the file")
+                })?,
+            true,
+        ),
+        None => {
+            side_map = crate::inputs::map_file(&side_path(input))?;
+            (&side_map[..], false)
+        }
+    };
+    let store = Store::parse(store_bytes).map_err(|e| anyhow!("{shown}: store: {e}"))?;
+    let present: BTreeSet<Target> = store
+        .entries()
+        .filter_map(|e| target_of(e.kind(), e.arch(), e.variant()))
+        .collect();
+    check_present(input, keep, &present)?;
+    std::fs::write(tmp_path, data).with_context(|| format!("writing {}", tmp_path.display()))?;
+    let (summary, side) = if embedded {
+        let s = output::append_store(tmp_path, |w| -> Result<_> {
+            Ok(write_pruned(&store, keep, w, report)?.1)
+        })?;
+        (s, None)
+    } else {
+        let w = AtomicStoreFile::create(side_path(output_path))?;
+        let (w, summary) = write_pruned(&store, keep, w, report)?;
+        (summary, Some(w))
+    };
+    output::patch_digest(tmp_path, &summary.digest)?;
+    Ok(side)
+}

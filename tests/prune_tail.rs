@@ -1,0 +1,240 @@
+//! `fatpack prune` on every kind of file (checked with cuobjdump) and tail mode's layout.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use object::{Object, ObjectSection, ObjectSegment};
+
+fn prune(input: &Path, out: &Path, keep: &str) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--keep", keep])
+        .arg(input)
+        .arg("-o")
+        .arg(out));
+    (code, err)
+}
+
+#[test]
+fn pruned_files_hold_exactly_the_kept_entries() {
+    let Some(tool) = cuda_tool("cuobjdump") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "kernels.o",
+        "kernels_all.o",
+        "kernels_rdc.o",
+        "libfixture.a",
+        "libfixture_thin.a",
+        "libfixture.so",
+        "fixture_exe",
+        "kernels.fatbin",
+    ] {
+        let input = fixture(name);
+        let before = std::fs::read(&input).unwrap();
+        let out = dir.path().join(name);
+        for (keep, want_elf, want_ptx) in [
+            ("sm_80,compute_90", "sm_80", Some("sm_90")),
+            ("86-real", "sm_86", None),
+        ] {
+            let (code, err) = prune(&input, &out, keep);
+            assert_eq!(code, 0, "{name} {keep}: {err}");
+            let listed = cuobjdump_list(&tool, &out);
+            assert!(!listed.is_empty(), "{name}");
+            for (kind, arch) in &listed {
+                match kind.as_str() {
+                    "ELF" => assert_eq!(arch, want_elf, "{name} {keep}: {listed:?}"),
+                    _ => assert_eq!(Some(arch.as_str()), want_ptx, "{name} {keep}: {listed:?}"),
+                }
+            }
+            assert!(listed.iter().any(|(k, _)| k == "ELF"));
+            assert_eq!(
+                listed.iter().any(|(k, _)| k == "PTX"),
+                want_ptx.is_some(),
+                "{name} {keep}"
+            );
+        }
+        assert_eq!(
+            std::fs::read(&input).unwrap(),
+            before,
+            "{name}: input modified"
+        );
+    }
+    // A pruned object still links and its executable still runs.
+    let Some(cuda) = cuda_lib() else { return };
+    let objs: Vec<_> = ["main.o", "kernels.o", "other.o"]
+        .iter()
+        .map(|n| {
+            let o = dir.path().join(format!("p-{n}"));
+            assert_eq!(prune(&fixture(n), &o, "sm_80").0, 0);
+            o
+        })
+        .collect();
+    let exe = dir.path().join("app");
+    let (code, _, err) = run(Command::new("g++")
+        .arg("-o")
+        .arg(&exe)
+        .args(&objs)
+        .arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+}
+
+#[test]
+fn pruning_to_an_absent_arch_names_what_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.o");
+    let (code, err) = prune(&fixture("kernels.o"), &out, "sm_70,sm_80");
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("sm_70") && err.contains("sm_75, sm_80, sm_86, sm_90, compute_90"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let (code, err) = prune(&fixture("kernels.o"), &fixture("kernels.o"), "sm_80");
+    assert_ne!(code, 0, "pruned onto its own input");
+    assert!(err.contains("must not be the input"), "{err}");
+    let (code, err) = prune(&fixture("kernels.o"), &out, "sm_8x");
+    assert_ne!(code, 0);
+    assert!(err.contains("sm_8x"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn pruned_packed_program_keeps_running_with_a_smaller_store() {
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for side in [false, true] {
+        let exe = dir.path().join(format!("app{side}"));
+        let mut c = Command::new("g++");
+        c.arg(format!("-B{}", w.path().display()))
+            .arg("-o")
+            .arg(&exe);
+        for n in ["main.o", "kernels.o", "other.o"] {
+            c.arg(fixture(n));
+        }
+        if side {
+            c.arg("-Wl,--fatpack-side-file");
+        }
+        c.arg(format!("-L{}", cuda.display())).args([
+            "-lcudart_static",
+            "-ldl",
+            "-lpthread",
+            "-lrt",
+        ]);
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 0, "{err}");
+        let out = dir.path().join(format!("pruned{side}"));
+        let (code, err) = prune(&exe, &out, "sm_90,compute_90");
+        assert_eq!(code, 0, "{err}");
+        let before = inspect_json(&exe);
+        let after = inspect_json(&out);
+        assert_eq!(after["packed"]["digest_matches"], true, "side={side}");
+        let archs: Vec<String> = after["per_arch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["arch"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(archs, ["sm_90", "compute_90"], "side={side}");
+        assert!(after["packed"]["store_size"].as_u64() < before["packed"]["store_size"].as_u64());
+        if !side {
+            assert!(
+                std::fs::metadata(&out).unwrap().len() < std::fs::metadata(&exe).unwrap().len()
+            );
+        }
+        assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
+        // The original is untouched and still consistent.
+        assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
+    }
+}
+
+fn tail_link(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, i32, String) {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let cuda = cuda_lib().unwrap();
+    let mut c = Command::new("g++");
+    c.arg(format!("-B{}", w.path().display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-Wl,--fatpack-mode=tail")
+        .args(extra);
+    for n in ["main.o", "kernels.o", "other.o"] {
+        c.arg(fixture(n));
+    }
+    c.arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
+    let (code, _, err) = run(&mut c);
+    std::mem::forget(w);
+    (dir, exe, code, err)
+}
+
+fn check_tail_layout(exe: &Path) {
+    let data = std::fs::read(exe).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    let fat = f.section_by_name(".nv_fatbin").unwrap();
+    let bss = f.section_by_name(".bss").unwrap();
+    assert!(
+        fat.address() >= bss.address() + bss.size(),
+        "fatbin not after .bss"
+    );
+    // In a loadable segment of its own, read-only, and .bss still takes no file space.
+    let seg = f
+        .segments()
+        .find(|s| s.address() <= fat.address() && fat.address() < s.address() + s.size())
+        .expect("fatbin in a PT_LOAD");
+    assert_eq!(seg.address(), fat.address());
+    let bss_seg = f
+        .segments()
+        .find(|s| s.address() <= bss.address() && bss.address() < s.address() + s.size())
+        .unwrap();
+    assert!(
+        bss_seg.file_range().1 < bss_seg.size(),
+        ".bss became file-backed"
+    );
+    // cuobjdump still finds every entry (through the wrapper pointer's target).
+    if let Some(tool) = cuda_tool("cuobjdump") {
+        assert_eq!(cuobjdump_list(&tool, exe).len(), 12);
+    }
+}
+
+#[test]
+fn tail_mode_puts_the_fatbin_after_bss_with_gnu_ld() {
+    if cuda_lib().is_none() {
+        return;
+    }
+    let (_d, exe, code, err) = tail_link(&[]);
+    assert_eq!(code, 0, "{err}");
+    check_tail_layout(&exe);
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    // No fatpack runtime, no store.
+    let (_, syms, _) = run(Command::new("nm").arg(&exe));
+    assert!(!syms.contains("__wrap___cudaRegisterFatBinary"));
+    assert!(inspect_json(&exe)["packed"].is_null());
+}
+
+#[test]
+fn tail_mode_with_lld_and_a_clear_refusal_with_gold() {
+    if cuda_lib().is_none() {
+        return;
+    }
+    if Path::new("/usr/bin/ld.lld").exists() {
+        let (_d, exe, code, err) = tail_link(&["-fuse-ld=lld"]);
+        assert_eq!(code, 0, "{err}");
+        check_tail_layout(&exe);
+        assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "CI must install lld");
+    }
+    let (_d, exe, code, err) = tail_link(&["-fuse-ld=gold"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("gold does not support INSERT"), "{err}");
+    assert!(!exe.exists());
+}
