@@ -1,0 +1,54 @@
+//! Compiles a fixture afresh with the installed nvcc, so that a change in nvcc's output format
+//! fails here rather than in a user's build: the model must read it, agree with cuobjdump,
+//! round-trip it, and pack it.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
+    let (Some(nvcc), Some(cuobjdump)) = (cuda_tool("nvcc"), cuda_tool("cuobjdump")) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("../src/kernels.cu");
+    let mut objs = Vec::new();
+    for (name, flags) in [
+        ("default.o", vec![]),
+        ("all.o", vec!["-Xfatbin=-compress-all"]),
+        ("size.o", vec!["--compress-mode=size"]),
+        ("rdc.o", vec!["-rdc=true"]),
+    ] {
+        let o = dir.path().join(name);
+        let (code, _, err) = run(Command::new(&nvcc)
+            .args(["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"])
+            .args(&flags)
+            .arg("-c")
+            .arg(&src)
+            .arg("-o")
+            .arg(&o));
+        assert_eq!(code, 0, "nvcc {flags:?}: {err}");
+        objs.push(o);
+    }
+    for o in &objs {
+        let r = inspect_json(o);
+        let ours: Vec<(String, String)> = r["modules"][0]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let kind = if e["kind"] == "ptx" { "PTX" } else { "ELF" };
+                let arch = e["arch"].as_str().unwrap().replace("compute_", "sm_");
+                (kind.to_string(), arch)
+            })
+            .collect();
+        assert_eq!(ours, cuobjdump_list(&cuobjdump, o), "{}", o.display());
+        assert_eq!(r["totals"]["kernels"], 9, "{}", o.display());
+        let scanned = fatpack::inputs::scan(o).unwrap();
+        for fb in scanned.sections.iter().flat_map(|s| &s.containers) {
+            let (again, _) = fatpack::fatbin::parse_one(&fb.to_bytes(), 0).unwrap();
+            assert_eq!(&again, fb);
+        }
+    }
+}
