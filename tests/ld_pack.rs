@@ -272,6 +272,20 @@ fn shared_library_is_packed_and_response_files_work() {
     assert_eq!(r["kind"], "shared-library");
     assert_eq!(r["packed"]["digest_matches"], true);
     assert_eq!(module_names(&r).len(), 2);
+    // An executable linked against the packed library: the library's device code is its own.
+    let exe = dir.path().join("uses-lib");
+    let (code, _, err) = run(Command::new("g++")
+        .arg(format!("-B{}", w.path().display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(fixture("main.o"))
+        .arg(&so)
+        .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+        .arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(module_names(&inspect_json(&exe)).len(), 1);
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
     // The runtime's symbols stay inside the library.
     let (_, syms, _) = run(Command::new("nm").arg("-D").arg("--defined-only").arg(&so));
     assert!(

@@ -176,14 +176,16 @@ fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
         ) {
             continue;
         }
-        let scanned = inputs::locate(path)?;
-        // A shared library's device code belongs to it (packed when it was linked, or not).
+        // A shared library's device code belongs to it (packed when it was linked, or not):
+        // it is not read at all.
+        let kind = inputs::sniff(&inputs::map_file(path)?);
         if !matches!(
-            scanned.kind,
+            kind,
             FileKind::Object | FileKind::Archive | FileKind::ThinArchive
         ) {
             continue;
         }
+        let scanned = inputs::locate(path)?;
         let sections: Vec<DeviceSection> = scanned
             .sections
             .into_iter()
