@@ -10,7 +10,9 @@ use common::*;
 
 #[test]
 fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
-    let (Some(nvcc), Some(cuobjdump)) = (cuda_tool("nvcc"), cuda_tool("cuobjdump")) else { return };
+    let (Some(nvcc), Some(cuobjdump)) = (cuda_tool("nvcc"), cuda_tool("cuobjdump")) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let src = fixture("../src/kernels.cu");
     let mut objs = Vec::new();
@@ -22,7 +24,12 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
     ] {
         let o = dir.path().join(name);
         let (code, _, err) = run(Command::new(&nvcc)
-            .args(["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"])
+            .args([
+                "-gencode",
+                "arch=compute_75,code=sm_75",
+                "-gencode",
+                "arch=compute_90,code=[sm_90,compute_90]",
+            ])
             .args(&flags)
             .arg("-c")
             .arg(&src)

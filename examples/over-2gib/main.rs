@@ -19,7 +19,10 @@ use fatpack::fatbin::{Entry, EntryKind, Fatbin};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    anyhow::ensure!(args.len() >= 4, "usage: over-2gib OUTDIR TOTAL_MIB OBJECTS SOURCE.o...");
+    anyhow::ensure!(
+        args.len() >= 4,
+        "usage: over-2gib OUTDIR TOTAL_MIB OBJECTS SOURCE.o..."
+    );
     let out = PathBuf::from(&args[0]);
     let total: u64 = args[1].parse::<u64>()? << 20;
     let objects: usize = args[2].parse()?;
@@ -41,7 +44,10 @@ fn main() -> anyhow::Result<()> {
     let mut entries_total = 0usize;
     let mut main_c = String::from("#include <stdio.h>\n");
     for n in 0..objects {
-        let mut fb = Fatbin { version: 1, entries: Vec::new() };
+        let mut fb = Fatbin {
+            version: 1,
+            entries: Vec::new(),
+        };
         let mut size = 0u64;
         while size < per_object {
             let mut e = cubins[variant as usize % cubins.len()].clone();
@@ -52,7 +58,8 @@ fn main() -> anyhow::Result<()> {
             fb.entries.push(e);
         }
         entries_total += fb.entries.len();
-        let mut f = std::io::BufWriter::new(std::fs::File::create(out.join(format!("obj{n}.fatbin")))?);
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(out.join(format!("obj{n}.fatbin")))?);
         let mut buf = Vec::new();
         fb.write_to(&mut buf);
         f.write_all(&buf)?;
@@ -67,7 +74,10 @@ fn main() -> anyhow::Result<()> {
     }
     main_c.push_str("    printf(\"host code ran: %ld\\n\", sum);\n    return 0;\n}\n");
     std::fs::write(out.join("main.c"), main_c)?;
-    println!("{objects} objects, {entries_total} distinct cubins, {:.2} GiB of device code", total as f64 / (1u64 << 30) as f64);
+    println!(
+        "{objects} objects, {entries_total} distinct cubins, {:.2} GiB of device code",
+        total as f64 / (1u64 << 30) as f64
+    );
     Ok(())
 }
 

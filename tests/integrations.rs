@@ -1,0 +1,116 @@
+//! Build-system integrations, end to end, with the fatpack of this build:
+//! `examples/cmake/run.sh` (a CMake CUDA project, shared library and executable, linked
+//! through fatpack in every documented way) and `nix/test-hook.sh` (the Nix setup hook's
+//! shell logic, and links through it, without Nix).
+//!
+//! Needs cmake, nvcc 13 and cudart (scripts/cuda-env.sh), g++, python3. Without them the
+//! tests say so and pass over; under CI (env CI set) a missing tool is a failure.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `name` on PATH, else a note (or, under CI, a failure).
+fn tool(name: &str, install: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{name} not found: CI must install it ({install})");
+        }
+        eprintln!("note: {name} not found ({install}); skipping this check");
+    }
+    found
+}
+
+/// Runs a script with this build's fatpack and runtime and the CUDA toolchain; asserts it
+/// succeeds, returns its stdout.
+fn run_script(script: &str, args: &[&str], cuda_lib: &Path, nvcc: Option<&Path>) -> String {
+    let rt = ensure_runtime();
+    let mut cmd = Command::new("bash");
+    cmd.arg(root().join(script))
+        .args(args)
+        .current_dir(root())
+        .env("FATPACK_BIN", fatpack_bin())
+        .env("FATPACK_RUNTIME", &rt)
+        .env("CUDA_HOME", cuda_lib.parent().unwrap());
+    if let Some(nvcc) = nvcc {
+        // nvcc first on PATH: the scripts then use this toolchain as it is.
+        let mut path = vec![nvcc.parent().unwrap().to_path_buf()];
+        path.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        cmd.env("PATH", std::env::join_paths(path).unwrap());
+    }
+    let (code, out, err) = run(&mut cmd);
+    assert_eq!(
+        code, 0,
+        "{script} {args:?} failed ({code})\n--- stdout\n{out}\n--- stderr\n{err}"
+    );
+    out
+}
+
+#[test]
+fn cmake_example_links_through_fatpack() {
+    let (Some(_cmake), Some(_py)) = (
+        tool("cmake", "apt-get install cmake"),
+        tool("python3", "apt-get install python3"),
+    ) else {
+        return;
+    };
+    let Some(nvcc) = cuda_tool("nvcc") else {
+        return;
+    };
+    let Some(lib) = cuda_lib() else { return };
+    let out = run_script("examples/cmake/run.sh", &[], &lib, Some(&nvcc));
+    eprintln!("{out}");
+    assert!(out.contains("== cmake example: all"), "{out}");
+    // The default variants, whatever else was added (ninja, linker-type).
+    for v in ["toolchain", "flags", "rdc"] {
+        assert!(
+            out.contains(&format!("  {v}: packed .so + executable")),
+            "variant {v} missing:\n{out}"
+        );
+    }
+    assert!(
+        out.contains("ok (no GPU)") || out.contains("ok (GPU)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn nix_setup_hook() {
+    let (Some(_gxx), Some(_py)) = (
+        tool("g++", "apt-get install g++"),
+        tool("python3", "apt-get install python3"),
+    ) else {
+        return;
+    };
+    let Some(lib) = cuda_lib() else { return };
+    let out = run_script("nix/test-hook.sh", &[], &lib, None);
+    eprintln!("{out}");
+    assert!(out.contains("nix hook tests: all "), "{out}");
+    for case in [
+        "sets-up",
+        "idempotent",
+        "opt-out",
+        "flags-string",
+        "link-plain",
+        "link-through-cc-wrapper",
+    ] {
+        assert!(
+            out.contains(&format!("ok   {case}\n")),
+            "case {case}:\n{out}"
+        );
+    }
+}
