@@ -87,6 +87,20 @@ fn prune(keep: &str, input: &std::path::Path, output: &std::path::Path) -> anyho
     Ok(())
 }
 
+/// The error and its causes, each cause once: library errors already quote their source in
+/// their own message, which `{:#}` would repeat.
+fn message(e: &anyhow::Error) -> String {
+    let mut msg = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !msg.contains(&c) {
+            msg.push_str(": ");
+            msg.push_str(&c);
+        }
+    }
+    msg
+}
+
 fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
 }
@@ -95,7 +109,7 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
     match fatpack::link::pack::run(argv0, args) {
         Ok(code) => exit(code),
         Err(e) => {
-            eprintln!("fatpack ld: error: {e:#}");
+            eprintln!("fatpack ld: error: {}", message(&e));
             ExitCode::FAILURE
         }
     }
@@ -130,7 +144,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fatpack: error: {e:#}");
+            eprintln!("fatpack: error: {}", message(&e));
             ExitCode::FAILURE
         }
     }

@@ -153,6 +153,26 @@ fn two_links_of_the_same_inputs_give_the_same_bytes() {
         assert_eq!(code, 0, "{err}");
     }
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // The same objects in two other folders, named by absolute path: still the same bytes
+    // (the store records no build folder).
+    let mut outs = Vec::new();
+    for sub in ["one", "two/deeper"] {
+        let d = dir.path().join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        let objs: Vec<PathBuf> = ["main.o", "kernels.o", "other.o"]
+            .iter()
+            .map(|n| {
+                let p = d.join(n);
+                std::fs::copy(fixture(n), &p).unwrap();
+                p
+            })
+            .collect();
+        let out = d.join("app");
+        let (code, _, err) = gxx(Some(w.path()), &out, &objs, &cuda, &[]);
+        assert_eq!(code, 0, "{err}");
+        outs.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(outs[0], outs[1], "output depends on the build folder");
 }
 
 #[test]

@@ -204,8 +204,18 @@ fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
     Ok(out)
 }
 
+/// A module's origin as recorded in the store: the path as the command line gave it when
+/// relative, else its file name, so that the store (and its digest) does not depend on the
+/// build folder. Names stay unique: [`Names`] numbers repeats.
 fn origin_of(p: &Path) -> String {
-    p.display().to_string()
+    if p.is_relative() {
+        p.display().to_string()
+    } else {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    }
 }
 
 /// Write the rewritten copy of one planned input into `dir`; returns its path.
@@ -242,19 +252,28 @@ fn rewrite_input(
                 let name = String::from_utf8_lossy(m.name()).into_owned();
                 let origin = format!("{shown}({name})");
                 let member_map;
-                let bytes: &[u8] = if m.is_thin() {
+                let (bytes, file, range): (&[u8], PathBuf, (u64, u64)) = if m.is_thin() {
                     let mp = p.path.parent().unwrap_or(Path::new(".")).join(&name);
                     member_map = inputs::map_file(&mp)?;
-                    &member_map
+                    (&member_map, mp, (0, u64::MAX))
                 } else {
-                    m.data(&*map).map_err(|e| anyhow!("{origin}: {e}"))?
+                    let (off, size) = m.file_range();
+                    let d = m.data(&*map).map_err(|e| anyhow!("{origin}: {e}"))?;
+                    (d, p.path.clone(), (off, off + size))
                 };
-                let secs: Vec<DeviceSection> = p
+                // This member's sections, by where their bytes are (names can repeat in an archive).
+                let mut secs: Vec<DeviceSection> = p
                     .sections
                     .iter()
-                    .filter(|s| s.origin == origin)
+                    .filter(|s| {
+                        s.file == file && range.0 <= s.file_offset && s.file_offset < range.1
+                    })
                     .cloned()
                     .collect();
+                // Stores record the short origin (see origin_of).
+                for s in &mut secs {
+                    s.origin = origin.clone();
+                }
                 let data = if secs.is_empty() {
                     bytes.to_vec()
                 } else {
