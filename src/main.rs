@@ -59,18 +59,24 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
         reports.push(fatpack::inspect::inspect_path(f)?);
     }
     // Everything is checked before anything is printed: a bad file gives an error, not half a report.
-    if json {
-        let text = serde_json::to_string_pretty(&reports).context("serialising report")?;
-        println!("{text}");
+    let mut text = if json {
+        serde_json::to_string_pretty(&reports).context("serialising report")?
     } else {
-        for (i, r) in reports.iter().enumerate() {
-            if i > 0 {
-                println!();
-            }
-            print!("{}", fatpack::inspect::render(r, kernels));
-        }
+        let parts: Vec<String> = reports
+            .iter()
+            .map(|r| fatpack::inspect::render(r, kernels))
+            .collect();
+        parts.join("\n")
+    };
+    if json {
+        text.push('\n');
     }
-    Ok(())
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
 }
 
 fn prune(keep: &str, input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {

@@ -65,7 +65,11 @@ fn main() -> anyhow::Result<()> {
         f.write_all(&buf)?;
         f.flush()?;
         drop(buf);
-        std::fs::write(out.join(format!("obj{n}.s")), asm(n))?;
+        let text = match std::env::var("OVER2GIB_ARCH").as_deref() {
+            Ok("aarch64") => asm_aarch64(n),
+            _ => asm(n),
+        };
+        std::fs::write(out.join(format!("obj{n}.s")), text)?;
         writeln!(main_c, "int use_{n}(void);")?;
     }
     main_c.push_str("int main(void) {\n    long sum = 0;\n");
@@ -126,5 +130,65 @@ register_{n}:
     .quad register_{n}
     .section .note.GNU-stack,"",@progbits
 "#
+    )
+}
+
+/// aarch64 assembly for object `n`, position-independent (linked as a shared library, since
+/// there is no aarch64 libc to link an executable against here). The `.rodata` word is a
+/// 32-bit PC-relative reference (`R_AARCH64_PREL32`, as in exception tables) to `.bss`,
+/// across the fatbin.
+fn asm_aarch64(n: usize) -> String {
+    format!(
+        r#"    .section .nv_fatbin,"a",@progbits
+    .p2align 3
+fatbinData:
+    .incbin "obj{n}.fatbin"
+    .section .nvFatBinSegment,"aw",@progbits
+    .p2align 3
+__fatDeviceText:
+    .word 0x466243b1
+    .word 1
+    .xword fatbinData
+    .xword 0
+    .bss
+    .p2align 3
+handle:
+    .zero 8
+    .globl counter_{n}
+    .hidden counter_{n}
+counter_{n}:
+    .zero 4
+    .section .rodata
+    .p2align 2
+    .globl table_{n}
+table_{n}:
+    .word counter_{n} - .
+    .text
+    .globl use_{n}
+    .type use_{n},%function
+use_{n}:
+    adrp x1, counter_{n}
+    ldr w0, [x1, :lo12:counter_{n}]
+    add w0, w0, #{k}
+    str w0, [x1, :lo12:counter_{n}]
+    ret
+    .size use_{n}, .-use_{n}
+    .section .text.startup,"ax",@progbits
+register_{n}:
+    stp x29, x30, [sp, #-16]!
+    adrp x0, __fatDeviceText
+    add x0, x0, :lo12:__fatDeviceText
+    bl __cudaRegisterFatBinary
+    adrp x1, handle
+    str x0, [x1, :lo12:handle]
+    bl __cudaRegisterFatBinaryEnd
+    ldp x29, x30, [sp], #16
+    ret
+    .section .init_array,"aw"
+    .p2align 3
+    .xword register_{n}
+    .section .note.GNU-stack,"",@progbits
+"#,
+        k = n % 4096
     )
 }
