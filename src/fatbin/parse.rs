@@ -160,43 +160,46 @@ fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, us
     Ok((entry, used))
 }
 
-/// Parse every container in a section. Containers are padded apart with zeros (the linker
+/// Walk every container of a section: containers are padded apart with zeros (the linker
 /// aligns each translation unit's fatbin); anything else between them is an error.
+fn walk_all(bytes: &[u8], keep: bool) -> Result<Vec<(usize, usize, Fatbin)>, FatbinError> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < bytes.len() {
+        if bytes[p] == 0 {
+            p += 1;
+            continue;
+        }
+        let (fb, used) = walk_one(&bytes[p..], p, keep)?;
+        out.push((p, used, fb));
+        p += used;
+    }
+    Ok(out)
+}
+
+/// Every container in a section.
 pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
-    Ok(parse_all_at(bytes)?.into_iter().map(|(_, f)| f).collect())
+    Ok(walk_all(bytes, true)?
+        .into_iter()
+        .map(|(_, _, f)| f)
+        .collect())
+}
+
+/// [`parse_all`], with each container's offset in `bytes`.
+pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
+    Ok(walk_all(bytes, true)?
+        .into_iter()
+        .map(|(o, _, f)| (o, f))
+        .collect())
 }
 
 /// Offset and length of every container in a section, payloads checked for bounds but not
 /// copied: what rewriting needs, in memory proportional to the number of containers.
 pub fn spans(bytes: &[u8]) -> Result<Vec<(usize, usize)>, FatbinError> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    while p < bytes.len() {
-        if bytes[p] == 0 {
-            p += 1;
-            continue;
-        }
-        let used = span_one(&bytes[p..], p)?;
-        out.push((p, used));
-        p += used;
-    }
-    Ok(out)
-}
-
-/// [`parse_all`], with each container's offset in `bytes`.
-pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
-    let mut out = Vec::new();
-    let mut p = 0;
-    while p < bytes.len() {
-        if bytes[p] == 0 {
-            p += 1;
-            continue;
-        }
-        let (fb, used) = parse_one(&bytes[p..], p)?;
-        out.push((p, fb));
-        p += used;
-    }
-    Ok(out)
+    Ok(walk_all(bytes, false)?
+        .into_iter()
+        .map(|(o, l, _)| (o, l))
+        .collect())
 }
 
 #[cfg(test)]

@@ -1,19 +1,47 @@
 //! Device code inside `ar` archives, regular and thin.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use object::read::archive::ArchiveFile;
 
 use super::{elf, map_file, sniff, Depth, DeviceSection, FileKind, InputError};
 
-pub(super) fn device_sections(
+/// A member's bytes: inside the archive, or (thin archives) in a file of its own.
+pub enum MemberBytes<'a> {
+    Inline(&'a [u8]),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for MemberBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            MemberBytes::Inline(b) => b,
+            MemberBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// One archive member, and where its bytes are on disk.
+pub struct Member<'a> {
+    pub name: String,
+    /// `archive(member)`, for messages and module names.
+    pub origin: String,
+    pub bytes: MemberBytes<'a>,
+    /// The file holding the bytes, and their `[start, end)` in it.
+    pub file: PathBuf,
+    pub range: (u64, u64),
+}
+
+/// The members of the archive `data` (read from `path`), in order. `shown` names the archive
+/// in origins.
+pub fn members<'a>(
     path: &Path,
-    data: &[u8],
-    depth: Depth,
-) -> Result<Vec<DeviceSection>, InputError> {
-    let shown = path.display().to_string();
+    shown: &str,
+    data: &'a [u8],
+) -> Result<Vec<Member<'a>>, InputError> {
     let malformed = |message: String| InputError::Malformed {
-        origin: shown.clone(),
+        origin: path.display().to_string(),
         message,
     };
     let archive = ArchiveFile::parse(data).map_err(|e| malformed(format!("bad archive: {e}")))?;
@@ -22,18 +50,43 @@ pub(super) fn device_sections(
         let member = member.map_err(|e| malformed(format!("bad archive member: {e}")))?;
         let name = String::from_utf8_lossy(member.name()).into_owned();
         let origin = format!("{shown}({name})");
-        if member.is_thin() {
+        let (bytes, file, range) = if member.is_thin() {
             // Thin members name their file relative to the archive's directory.
             let member_path = path.parent().unwrap_or(Path::new(".")).join(&name);
             let map = map_file(&member_path)?;
-            scan_member(&origin, &member_path, 0, &map, depth, &mut out)?;
+            let len = map.len() as u64;
+            (MemberBytes::Mapped(map), member_path, (0, len))
         } else {
             let bytes = member
                 .data(data)
                 .map_err(|e| malformed(format!("member {name}: {e}")))?;
-            let base = member.file_range().0;
-            scan_member(&origin, path, base, bytes, depth, &mut out)?;
-        }
+            let (off, size) = member.file_range();
+            (
+                MemberBytes::Inline(bytes),
+                path.to_path_buf(),
+                (off, off + size),
+            )
+        };
+        out.push(Member {
+            name,
+            origin,
+            bytes,
+            file,
+            range,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn device_sections(
+    path: &Path,
+    data: &[u8],
+    depth: Depth,
+) -> Result<Vec<DeviceSection>, InputError> {
+    let shown = path.display().to_string();
+    let mut out = Vec::new();
+    for m in members(path, &shown, data)? {
+        scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut out)?;
     }
     Ok(out)
 }

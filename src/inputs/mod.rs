@@ -1,7 +1,7 @@
 //! Finding device code in whatever the user hands us: relocatable objects, `ar` archives
 //! (thin ones too), shared libraries, executables, and standalone `.fatbin`/`.cubin` files.
 
-mod archive;
+pub mod archive;
 mod elf;
 
 use std::path::{Path, PathBuf};

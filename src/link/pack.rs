@@ -245,39 +245,26 @@ fn rewrite_input(
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let shown = origin_of(&p.path);
-            let ar = ArchiveFile::parse(&*map).map_err(|e| anyhow!("{shown}: bad archive: {e}"))?;
             let mut members = Vec::new();
-            for m in ar.members() {
-                let m = m.map_err(|e| anyhow!("{shown}: bad archive member: {e}"))?;
-                let name = String::from_utf8_lossy(m.name()).into_owned();
-                let origin = format!("{shown}({name})");
-                let member_map;
-                let (bytes, file, range): (&[u8], PathBuf, (u64, u64)) = if m.is_thin() {
-                    let mp = p.path.parent().unwrap_or(Path::new(".")).join(&name);
-                    member_map = inputs::map_file(&mp)?;
-                    (&member_map, mp, (0, u64::MAX))
-                } else {
-                    let (off, size) = m.file_range();
-                    let d = m.data(&*map).map_err(|e| anyhow!("{origin}: {e}"))?;
-                    (d, p.path.clone(), (off, off + size))
-                };
+            for m in inputs::archive::members(&p.path, &shown, &map)? {
                 // This member's sections, by where their bytes are (names can repeat in an archive).
                 let mut secs: Vec<DeviceSection> = p
                     .sections
                     .iter()
                     .filter(|s| {
-                        s.file == file && range.0 <= s.file_offset && s.file_offset < range.1
+                        s.file == m.file && m.range.0 <= s.file_offset && s.file_offset < m.range.1
                     })
                     .cloned()
                     .collect();
                 // Stores record the short origin (see origin_of).
                 for s in &mut secs {
-                    s.origin = origin.clone();
+                    s.origin = m.origin.clone();
                 }
+                let (name, origin, bytes) = (m.name, m.origin, m.bytes);
                 let data = if secs.is_empty() {
                     bytes.to_vec()
                 } else {
-                    let (b, ex) = rewrite_object(&origin, bytes, &secs, &mut name_for)?;
+                    let (b, ex) = rewrite_object(&origin, &bytes, &secs, &mut name_for)?;
                     extracted.extend(ex);
                     b
                 };

@@ -156,23 +156,11 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
         FileKind::Archive | FileKind::ThinArchive => {
             let scanned = inputs::scan_bytes(input, data)?;
             check_present(input, keep, &present_in(&scanned))?;
-            let ar = object::read::archive::ArchiveFile::parse(data)
-                .map_err(|e| anyhow!("{shown}: bad archive: {e}"))?;
             let mut members = Vec::new();
-            for m in ar.members() {
-                let m = m.map_err(|e| anyhow!("{shown}: bad archive member: {e}"))?;
-                let name = String::from_utf8_lossy(m.name()).into_owned();
-                let origin = format!("{shown}({name})");
-                let member_map;
-                let bytes: &[u8] = if m.is_thin() {
-                    member_map =
-                        inputs::map_file(&input.parent().unwrap_or(Path::new(".")).join(&name))?;
-                    &member_map
-                } else {
-                    m.data(data).map_err(|e| anyhow!("{origin}: {e}"))?
-                };
-                let pruned = if inputs::sniff(bytes) == FileKind::Object {
-                    prune_object(&origin, bytes, keep, &mut report)?
+            for m in inputs::archive::members(input, &shown, data)? {
+                let (name, origin, bytes) = (m.name, m.origin, m.bytes);
+                let pruned = if inputs::sniff(&bytes) == FileKind::Object {
+                    prune_object(&origin, &bytes, keep, &mut report)?
                 } else {
                     bytes.to_vec()
                 };
