@@ -254,6 +254,27 @@ fn thirty_two_racing_threads_load_once() {
 }
 
 #[test]
+fn fork_after_load_is_safe() {
+    let app = std_app();
+    let r = run(&app.exe, "fork", Some("86"), &[]);
+    r.assert_clean();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "parent_before=0",
+            "child_A=0",
+            "child_B=0",
+            "child_exit=0",
+            "parent_B=0"
+        ],
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
 fn info_log_reports_each_choice() {
     let app = std_app();
     let r = run(

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "stubs.h"
 
@@ -148,6 +150,22 @@ int main(int argc, char **argv) {
         /* What nvcc's __nv_init_managed_rt does on host access to a __managed__ variable. */
         char ok = __cudaInitModule(hA);
         printf("initmodule=%d managed=%s\n", ok, mvarA ? "set" : "null");
+    } else if (!strcmp(mode, "fork")) {
+        /* Fork after a module is loaded: the child uses the loaded module and loads another
+         * (no lock may be left held, no state half-made); so does the parent afterwards. */
+        launch("parent_before", kernA);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            launch("child_A", kernA);
+            launch("child_B", kernB);
+            fflush(stdout);
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        printf("child_exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        launch("parent_B", kernB);
     } else if (!strcmp(mode, "race")) {
         pthread_t t[32];
         pthread_barrier_init(&barrier, NULL, 32);
