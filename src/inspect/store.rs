@@ -35,7 +35,7 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
             entries.push(payload_report(
                 kind,
                 meta.arch_name(),
-                "zstd",
+                &e.codec().to_string(),
                 &raw,
                 e.stored_len(),
             ));
