@@ -70,7 +70,14 @@ pub(super) fn decompress(e: &Entry) -> Result<Cow<'_, [u8]>, DecompressError> {
                 stored: e.stored.len(),
             })?;
     let want = e.uncompressed_len;
-    if want > MAX_UNCOMPRESSED {
+    // No codec inflates a byte into more than this (LZ4's bound is 255:1; zstd's frames of
+    // real cubins stay far below 1000:1): a larger claim is corruption, refused before any
+    // allocation.
+    let max_ratio: u64 = match codec {
+        Compression::Lz4 => 255,
+        _ => 1 << 16,
+    };
+    if want > MAX_UNCOMPRESSED || want > (data.len() as u64 + 64).saturating_mul(max_ratio) {
         return Err(DecompressError::SizeTooLarge { arch, size: want });
     }
     let corrupt = |message: String| DecompressError::Corrupt {
@@ -83,8 +90,19 @@ pub(super) fn decompress(e: &Entry) -> Result<Cow<'_, [u8]>, DecompressError> {
             use std::io::Read;
             // Bounded read: a frame that inflates past the declared size is an error, not
             // an allocation of whatever the frame claims.
+            // The frame says how large it is; a frame and a header that disagree are corrupt.
+            if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(data) {
+                if n != want {
+                    return Err(DecompressError::SizeMismatch {
+                        arch,
+                        got: usize::try_from(n).unwrap_or(usize::MAX),
+                        want,
+                    });
+                }
+            }
             let dec = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt(e.to_string()))?;
-            let mut out = Vec::with_capacity(want as usize);
+            // Grown as the data arrives, so a lie costs nothing up front.
+            let mut out = Vec::with_capacity(want.min(1 << 26) as usize);
             dec.take(want + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| corrupt(e.to_string()))?;

@@ -224,6 +224,35 @@ mod tests {
         assert!(parse_all(&data).is_err());
     }
 
+    /// Found by the fuzzer: a header claiming gigabytes of zstd output made the decoder
+    /// allocate them before reading a byte.
+    #[test]
+    fn implausible_uncompressed_sizes_are_refused_before_allocating() {
+        let data = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/regressions/fatbin-oom.bin"
+        ))
+        .unwrap();
+        let fbs = parse_all(&data).unwrap();
+        let big: Vec<_> = fbs
+            .iter()
+            .flat_map(|f| &f.entries)
+            .filter(|e| e.raw_len() >= 1 << 26)
+            .collect();
+        assert!(!big.is_empty());
+        for e in big {
+            assert!(
+                matches!(
+                    e.payload(),
+                    Err(super::super::DecompressError::SizeTooLarge { .. }
+                        | super::super::DecompressError::SizeMismatch { .. })
+                ),
+                "{:?}",
+                e.payload().map(|p| p.len())
+            );
+        }
+    }
+
     #[test]
     fn every_prefix_of_a_real_fatbin_is_an_error_or_a_prefix_parse() {
         let data = std::fs::read(concat!(
