@@ -51,4 +51,25 @@ print(f"store: {len(r['modules'])} modules, {n} entries, {raw/2**30:.2f} GiB raw
 assert raw > 2**31, "less than 2 GiB of device code"
 PY
 ./app_packed
+rm -f app_packed
+
+echo "== fatpack ld --fatpack-mode=tail (no store, no runtime)"
+t4=$(t)
+gcc -Bwrap -Wl,--fatpack-mode=tail -o app_tail $objs $libs
+t5=$(t)
+echo "tail mode linked in $(echo "$t5 - $t4" | bc) s"
+# .nv_fatbin starts a segment of its own, above .bss.
+readelf -SW app_tail | python3 -c '
+import sys
+sec = {}
+for line in sys.stdin:
+    f = line.replace("[ ", "[").split()
+    if len(f) > 5 and f[0].startswith("[") and f[0] != "[Nr]":
+        sec[f[1]] = (int(f[3], 16), int(f[5], 16))
+fat, bss = sec[".nv_fatbin"], sec[".bss"]
+assert fat[0] >= bss[0] + bss[1], (fat, bss)
+print(f".nv_fatbin at {fat[0]:#x} ({fat[1] / 2**30:.2f} GiB), after .bss at {bss[0]:#x}")
+'
+./app_tail
+rm -f app_tail
 echo "over-2gib: OK"
