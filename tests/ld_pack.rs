@@ -319,29 +319,46 @@ fn shared_library_is_packed_and_response_files_work() {
 }
 
 #[test]
-fn gold_links_packed_outputs_too() {
+fn gold_and_lld_link_packed_outputs_too() {
     let Some(cuda) = cuda_lib() else { return };
-    if !Path::new("/usr/bin/ld.gold").exists() {
-        eprintln!("note: ld.gold not installed");
-        return;
-    }
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("app");
-    let (code, _, err) = gxx(
-        Some(w.path()),
-        &exe,
-        &fixture_objs(),
-        &cuda,
-        &["-fuse-ld=gold"],
-    );
-    assert_eq!(code, 0, "{err}");
-    let (_, comment, _) = run(Command::new("readelf")
-        .args(["-p", ".note.gnu.gold-version"])
-        .arg(&exe));
-    assert!(comment.contains("gold"), "not linked by gold");
-    assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
-    assert_eq!(run(&mut Command::new(&exe)).0, 0);
+    for (name, flags, marker_args, marker) in [
+        (
+            "gold",
+            vec!["-fuse-ld=gold"],
+            ["-p", ".note.gnu.gold-version"],
+            "gold",
+        ),
+        (
+            "lld",
+            vec!["-fuse-ld=lld", "-Wl,--gc-sections"],
+            ["-p", ".comment"],
+            "LLD",
+        ),
+    ] {
+        if !Path::new(&format!("/usr/bin/ld.{name}")).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install ld.{name}"
+            );
+            eprintln!("note: ld.{name} not installed");
+            continue;
+        }
+        let exe = dir.path().join(format!("app-{name}"));
+        let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &flags);
+        assert_eq!(code, 0, "{name}: {err}");
+        let (_, text, _) = run(Command::new("readelf").args(marker_args).arg(&exe));
+        assert!(text.contains(marker), "not linked by {name}");
+        let r = inspect_json(&exe);
+        assert_eq!(r["packed"]["digest_matches"], true, "{name}");
+        assert_eq!(module_names(&r).len(), 3, "{name}");
+        assert_eq!(
+            run(&mut Command::new(&exe)).1,
+            "fixture main ok\n",
+            "{name}"
+        );
+    }
 }
 
 #[test]
