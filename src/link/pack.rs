@@ -206,15 +206,57 @@ fn plan(line: &LinkLine) -> Result<Vec<Planned>> {
 
 /// A module's origin as recorded in the store: the path as the command line gave it when
 /// relative, else its file name, so that the store (and its digest) does not depend on the
-/// build folder. Names stay unique: [`Names`] numbers repeats.
+/// build folder; nvcc's temporary-file prefix (`tmpxft_00002b42_00000000-6_`, which holds a
+/// process id) is dropped for the same reason. Names stay unique: [`Names`] numbers repeats.
 fn origin_of(p: &Path) -> String {
-    if p.is_relative() {
+    let shown = if p.is_relative() {
         p.display().to_string()
     } else {
         p.file_name().map_or_else(
             || p.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         )
+    };
+    strip_nvcc_temp_prefix(&shown)
+}
+
+/// `tmpxft_<hex>_<hex>-<n>_rest` → `rest` (in the last path component).
+fn strip_nvcc_temp_prefix(s: &str) -> String {
+    let (dir, base) = match s.rfind('/') {
+        Some(i) => (&s[..=i], &s[i + 1..]),
+        None => ("", s),
+    };
+    let stripped = base.strip_prefix("tmpxft_").and_then(|rest| {
+        let (pid, rest) = rest.split_once('_')?;
+        let (ctr, rest) = rest.split_once('-')?;
+        let (n, rest) = rest.split_once('_')?;
+        let hex = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit());
+        (hex(pid)
+            && hex(ctr)
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !rest.is_empty())
+        .then_some(rest)
+    });
+    match stripped {
+        Some(rest) => format!("{dir}{rest}"),
+        None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nvcc_temp_prefix_is_dropped() {
+        let f = super::strip_nvcc_temp_prefix;
+        assert_eq!(
+            f("tmpxft_00002b42_00000000-6_nv_rdc_dlink.o"),
+            "nv_rdc_dlink.o"
+        );
+        assert_eq!(f("sub/tmpxft_1a_2-10_x.o"), "sub/x.o");
+        assert_eq!(f("tmpxft_zz_00-6_x.o"), "tmpxft_zz_00-6_x.o");
+        assert_eq!(f("kernels.o"), "kernels.o");
+        assert_eq!(f("tmpxft_1_2-3_"), "tmpxft_1_2-3_");
     }
 }
 
