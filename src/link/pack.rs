@@ -244,22 +244,6 @@ fn strip_nvcc_temp_prefix(s: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn nvcc_temp_prefix_is_dropped() {
-        let f = super::strip_nvcc_temp_prefix;
-        assert_eq!(
-            f("tmpxft_00002b42_00000000-6_nv_rdc_dlink.o"),
-            "nv_rdc_dlink.o"
-        );
-        assert_eq!(f("sub/tmpxft_1a_2-10_x.o"), "sub/x.o");
-        assert_eq!(f("tmpxft_zz_00-6_x.o"), "tmpxft_zz_00-6_x.o");
-        assert_eq!(f("kernels.o"), "kernels.o");
-        assert_eq!(f("tmpxft_1_2-3_"), "tmpxft_1_2-3_");
-    }
-}
-
 /// Write the rewritten copy of one planned input into `dir`; returns its path.
 fn rewrite_input(
     p: &Planned,
@@ -502,4 +486,20 @@ fn tail_link(line: &LinkLine, real: &Path) -> Result<i32> {
         &["-T".into(), script.into_os_string()],
     )?;
     Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nvcc_temp_prefix_is_dropped() {
+        let f = super::strip_nvcc_temp_prefix;
+        assert_eq!(
+            f("tmpxft_00002b42_00000000-6_nv_rdc_dlink.o"),
+            "nv_rdc_dlink.o"
+        );
+        assert_eq!(f("sub/tmpxft_1a_2-10_x.o"), "sub/x.o");
+        assert_eq!(f("tmpxft_zz_00-6_x.o"), "tmpxft_zz_00-6_x.o");
+        assert_eq!(f("kernels.o"), "kernels.o");
+        assert_eq!(f("tmpxft_1_2-3_"), "tmpxft_1_2-3_");
+    }
 }
