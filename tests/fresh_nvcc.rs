@@ -58,4 +58,43 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
             assert_eq!(&again, fb);
         }
     }
+    // nvcc itself as the link driver (-rdc: nvcc device-links into a temp object first),
+    // through the wrapper: packed, reproducible run to run, and it runs.
+    let Some(cuda) = cuda_lib() else { return };
+    let w = wrapper_dir();
+    let exe = dir.path().join("app");
+    let mut builds = Vec::new();
+    for _ in 0..2 {
+        let (code, _, err) = run(Command::new(&nvcc)
+            .args([
+                "-rdc=true",
+                "-gencode",
+                "arch=compute_75,code=sm_75",
+                "-gencode",
+                "arch=compute_90,code=[sm_90,compute_90]",
+            ])
+            .arg(format!("-Xcompiler=-B{}", w.path().display()))
+            .arg(format!("-L{}", cuda.display()))
+            .arg("-o")
+            .arg(&exe)
+            .arg(&objs[3])
+            .arg(fixture("other.o"))
+            .arg(fixture("main.o")));
+        assert_eq!(code, 0, "nvcc link: {err}");
+        builds.push(std::fs::read(&exe).unwrap());
+    }
+    assert_eq!(builds[0], builds[1], "nvcc-driven packed links differ");
+    let r = inspect_json(&exe);
+    assert_eq!(r["packed"]["digest_matches"], true);
+    let names: Vec<&str> = r["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["origin"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("app_dlink.o#0")),
+        "{names:?}"
+    );
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
 }
