@@ -329,17 +329,18 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     if line.is_info_only() {
         return plain(&line);
     }
-    let mut cache = search::DefaultsCache::new();
-    search::resolve_with(&mut line, &real, &mut cache)?;
     let opts = PackOptions::from_line(&line)?;
     // A partial link keeps device code as it is: its output is an input to a later link,
     // which packs it (several containers per section are handled there).
     if line.kind == OutputKind::Relocatable {
         return plain(&line);
     }
+    // Tail mode reads no input: it needs neither the library search nor a scan.
     if opts.mode == Mode::Tail {
         return tail_link(&line, &real);
     }
+    let mut cache = search::DefaultsCache::new();
+    search::resolve_with(&mut line, &real, &mut cache)?;
     let progress = Progress::new();
     progress.step("scanning inputs");
     let t0 = Instant::now();
