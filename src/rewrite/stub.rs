@@ -1,11 +1,13 @@
 //! The stub that takes a fatbin container's place in a rewritten object: it names the store
-//! module the runtime must load (format in docs/DESIGN.md).
+//! module the runtime must load (format in docs/DESIGN.md). The format itself is defined
+//! once, in the runtime's source file, which is included here.
 
-pub const STUB_MAGIC: u32 = 0x4B50_4146; // bytes "FAPK"
-pub const STUB_VERSION: u16 = 1;
-pub const STUB_HEADER_LEN: usize = 16;
-/// Flag bit: the container came from `__nv_relfatbin` (relocatable device code).
-pub const FLAG_RELOCATABLE: u32 = 1;
+// The runtime's `parse` (borrowed names, String errors) is not used on this side.
+#[allow(dead_code)]
+#[path = "../../runtime/src/stub.rs"]
+mod format;
+
+pub use format::{FLAG_RELOCATABLE, STUB_HEADER_LEN, STUB_MAGIC, STUB_VERSION};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stub {
@@ -21,51 +23,47 @@ pub enum StubError {
     Truncated(usize),
     #[error("offset {0:#x}: unsupported fatpack stub version {1}")]
     Version(usize, u16),
+    #[error("offset {0:#x}: {1}")]
+    Invalid(usize, String),
     #[error("offset {0:#x}: module name is not UTF-8")]
     Name(usize),
 }
 
 impl Stub {
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&STUB_MAGIC.to_le_bytes());
-        out.extend_from_slice(&STUB_VERSION.to_le_bytes());
-        out.extend_from_slice(&(STUB_HEADER_LEN as u16).to_le_bytes());
-        out.extend_from_slice(&(self.module.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(self.module.as_bytes());
-        let len = out.len() - start;
-        out.resize(start + len.div_ceil(8) * 8, 0);
+        out.extend_from_slice(&format::encode(&self.module, self.flags));
     }
 
     pub fn is_stub(bytes: &[u8]) -> bool {
-        bytes.len() >= 4
-            && u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) == STUB_MAGIC
+        format::is_stub(bytes)
     }
 
     /// Decode one stub at the start of `b`; returns it and its padded length.
     pub fn decode(b: &[u8], at: usize) -> Result<(Stub, usize), StubError> {
-        if b.len() < STUB_HEADER_LEN {
-            return Err(StubError::Truncated(at));
-        }
-        if !Self::is_stub(b) {
+        let head: &[u8; STUB_HEADER_LEN] = b
+            .get(..STUB_HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(StubError::Truncated(at))?;
+        if !format::is_stub(head) {
             return Err(StubError::BadMagic(at));
         }
-        let version = u16::from_le_bytes([b[4], b[5]]);
+        let version = u16::from_le_bytes([head[4], head[5]]);
         if version != STUB_VERSION {
             return Err(StubError::Version(at, version));
         }
-        let hlen = u16::from_le_bytes([b[6], b[7]]) as usize;
-        let n = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize;
-        let flags = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
-        let end = hlen
-            .checked_add(n)
-            .filter(|&e| e <= b.len() && hlen >= STUB_HEADER_LEN);
-        let end = end.ok_or(StubError::Truncated(at))?;
-        let module = std::str::from_utf8(&b[hlen..end])
+        let h = format::parse_header(head).map_err(|e| StubError::Invalid(at, e))?;
+        let end = h.header_len + h.name_len;
+        let name = b.get(h.header_len..end).ok_or(StubError::Truncated(at))?;
+        let module = std::str::from_utf8(name)
             .map_err(|_| StubError::Name(at))?
             .to_string();
-        Ok((Stub { module, flags }, end.div_ceil(8) * 8))
+        Ok((
+            Stub {
+                module,
+                flags: h.flags,
+            },
+            end.div_ceil(8) * 8,
+        ))
     }
 
     /// Every stub in a section (the linker concatenates them, maybe with zero padding).
