@@ -93,16 +93,7 @@ fn a_tampered_store_is_reported() {
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("app");
-    let mut c = Command::new("g++");
-    c.arg(format!("-B{}", w.path().display()))
-        .arg("-o")
-        .arg(&exe);
-    for n in ["main.o", "kernels.o", "other.o"] {
-        c.arg(fixture(n));
-    }
-    c.arg(format!("-L{}", cuda.display()))
-        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
-    assert_eq!(run(&mut c).0, 0);
+    assert_eq!(gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &[]).0, 0);
     let data = std::fs::read(&exe).unwrap();
     let (off, len) = fatpack::link::output::store_range(&data).unwrap();
     // A byte in the middle of the blobs: the digest check on read catches it.

@@ -8,33 +8,6 @@ use std::process::Command;
 
 use common::*;
 
-fn gxx(
-    wrapper: Option<&Path>,
-    out: &Path,
-    inputs: &[PathBuf],
-    cuda: &Path,
-    extra: &[&str],
-) -> (i32, String, String) {
-    let mut c = Command::new("g++");
-    if let Some(w) = wrapper {
-        c.arg(format!("-B{}", w.display()));
-    }
-    c.arg("-o")
-        .arg(out)
-        .args(inputs)
-        .arg(format!("-L{}", cuda.display()))
-        .args(extra);
-    c.args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
-    run(&mut c)
-}
-
-fn fixture_objs() -> Vec<PathBuf> {
-    ["main.o", "kernels.o", "other.o"]
-        .iter()
-        .map(|n| fixture(n))
-        .collect()
-}
-
 fn module_names(report: &serde_json::Value) -> Vec<String> {
     report["modules"]
         .as_array()

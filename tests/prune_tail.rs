@@ -112,23 +112,12 @@ fn pruned_packed_program_keeps_running_with_a_smaller_store() {
     let dir = tempfile::tempdir().unwrap();
     for side in [false, true] {
         let exe = dir.path().join(format!("app{side}"));
-        let mut c = Command::new("g++");
-        c.arg(format!("-B{}", w.path().display()))
-            .arg("-o")
-            .arg(&exe);
-        for n in ["main.o", "kernels.o", "other.o"] {
-            c.arg(fixture(n));
-        }
-        if side {
-            c.arg("-Wl,--fatpack-side-file");
-        }
-        c.arg(format!("-L{}", cuda.display())).args([
-            "-lcudart_static",
-            "-ldl",
-            "-lpthread",
-            "-lrt",
-        ]);
-        let (code, _, err) = run(&mut c);
+        let extra: &[&str] = if side {
+            &["-Wl,--fatpack-side-file"]
+        } else {
+            &[]
+        };
+        let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, extra);
         assert_eq!(code, 0, "{err}");
         let out = dir.path().join(format!("pruned{side}"));
         let (code, err) = prune(&exe, &out, "sm_90,compute_90");
@@ -160,18 +149,9 @@ fn tail_link(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, i32, Str
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("app");
     let cuda = cuda_lib().unwrap();
-    let mut c = Command::new("g++");
-    c.arg(format!("-B{}", w.path().display()))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-Wl,--fatpack-mode=tail")
-        .args(extra);
-    for n in ["main.o", "kernels.o", "other.o"] {
-        c.arg(fixture(n));
-    }
-    c.arg(format!("-L{}", cuda.display()))
-        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
-    let (code, _, err) = run(&mut c);
+    let mut flags = vec!["-Wl,--fatpack-mode=tail"];
+    flags.extend_from_slice(extra);
+    let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &flags);
     std::mem::forget(w);
     (dir, exe, code, err)
 }

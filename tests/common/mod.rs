@@ -155,3 +155,32 @@ pub fn inspect_json(file: &Path) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v[0].clone()
 }
+
+/// `g++ [-B<wrapper>] -o OUT INPUTS -L<cuda> EXTRA -lcudart_static ...`: a CUDA host link.
+pub fn gxx(
+    wrapper: Option<&Path>,
+    out: &Path,
+    inputs: &[PathBuf],
+    cuda: &Path,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let mut c = Command::new("g++");
+    if let Some(w) = wrapper {
+        c.arg(format!("-B{}", w.display()));
+    }
+    c.arg("-o")
+        .arg(out)
+        .args(inputs)
+        .arg(format!("-L{}", cuda.display()))
+        .args(extra);
+    c.args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
+    run(&mut c)
+}
+
+/// The fixture program's objects: main.o, kernels.o, other.o.
+pub fn fixture_objs() -> Vec<PathBuf> {
+    ["main.o", "kernels.o", "other.o"]
+        .iter()
+        .map(|n| fixture(n))
+        .collect()
+}
