@@ -2,37 +2,8 @@
 
 use std::fmt;
 
-/// What an entry's raw bytes are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EntryKind {
-    /// An ELF cubin (SASS for one architecture).
-    Sass,
-    /// PTX text (JIT-compiled by the driver).
-    Ptx,
-    /// Anything else, tagged by the caller (e.g. an unrecognised fatbin entry kind).
-    Other(u16),
-}
-
-/// Architecture suffix: `sm_90` vs `sm_90a` vs `sm_100f`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum ArchVariant {
-    #[default]
-    Plain,
-    /// Architecture-specific features (`sm_90a`): runs only on exactly that arch.
-    Specific,
-    /// Family-specific features (`sm_100f`): runs on the family.
-    Family,
-}
-
-impl ArchVariant {
-    pub fn suffix(self) -> &'static str {
-        match self {
-            ArchVariant::Plain => "",
-            ArchVariant::Specific => "a",
-            ArchVariant::Family => "f",
-        }
-    }
-}
+// The kinds and arch names are the ones the CLI and the runtime use (fatpack-format).
+pub use fatpack_format::arch::{arch_name, parse_arch_name, EntryKind, Variant as ArchVariant};
 
 /// Metadata of one entry as given to [`crate::StoreWriter::add_entry`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,40 +31,6 @@ impl EntryMeta {
     pub fn arch_name(&self) -> String {
         arch_name(self.kind, self.arch, self.variant)
     }
-}
-
-/// Formats an architecture name; shared by [`EntryMeta`] and the reader's views.
-pub fn arch_name(kind: EntryKind, arch: u32, variant: ArchVariant) -> String {
-    let suffix = variant.suffix();
-    match kind {
-        EntryKind::Sass => format!("sm_{arch}{suffix}"),
-        EntryKind::Ptx => format!("compute_{arch}{suffix}"),
-        EntryKind::Other(k) => format!("kind{k}:sm_{arch}{suffix}"),
-    }
-}
-
-/// Parses `sm_90`, `sm_90a`, `compute_100f`, ... into (kind, arch, variant).
-///
-/// Returns `None` for anything else; `Other` kinds are not parsed back.
-pub fn parse_arch_name(name: &str) -> Option<(EntryKind, u32, ArchVariant)> {
-    let (kind, rest) = if let Some(r) = name.strip_prefix("sm_") {
-        (EntryKind::Sass, r)
-    } else if let Some(r) = name.strip_prefix("compute_") {
-        (EntryKind::Ptx, r)
-    } else {
-        return None;
-    };
-    let (digits, variant) = if let Some(d) = rest.strip_suffix('a') {
-        (d, ArchVariant::Specific)
-    } else if let Some(d) = rest.strip_suffix('f') {
-        (d, ArchVariant::Family)
-    } else {
-        (rest, ArchVariant::Plain)
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((kind, digits.parse().ok()?, variant))
 }
 
 /// How a blob's stored bytes encode its raw bytes.

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::header::flags;
+use super::flags;
 use super::Entry;
 
 /// Refuse to inflate past this: a corrupt size field must not make us allocate terabytes.
@@ -63,13 +63,13 @@ pub(super) fn decompress(e: &Entry) -> Result<Cow<'_, [u8]>, DecompressError> {
     let arch = e.arch_name();
     let data =
         e.stored
-            .get(..e.compressed_len as usize)
+            .get(..e.header.compressed_len as usize)
             .ok_or(DecompressError::CompressedTooLong {
                 arch: arch.clone(),
-                compressed: e.compressed_len,
+                compressed: e.header.compressed_len,
                 stored: e.stored.len(),
             })?;
-    let want = e.uncompressed_len;
+    let want = e.header.uncompressed_len;
     // No codec inflates a byte into more than this (LZ4's bound is 255:1; zstd's frames of
     // real cubins stay far below 1000:1): a larger claim is corruption, refused before any
     // allocation.

@@ -1,50 +1,19 @@
 //! The CUDA fatbin container as nvcc 13 writes it, read into a model and written back.
 //!
-//! Layout (little-endian), learned from nvcc 13.0 output and checked against `cuobjdump`:
-//! a 16-byte container header (`magic 0xBA55ED50, u16 version 1, u16 header size 16,
-//! u64 size of the entries that follow`), then entries, each a header of at least 64 bytes
-//! (see [`header`]) followed by its payload padded to 8 bytes. A section can hold several
-//! containers back to back (a linked executable concatenates one per translation unit).
+//! The wire layout is fatpack-format's ([`fatpack_format::fatbin`], shared with the runtime);
+//! this module is the CLI's model over it: containers and entries read into owned values,
+//! nvcc's zstd/LZ4 payloads decoded, and written back byte for byte.
 
 mod compress;
-pub mod header;
 mod parse;
 mod write;
 
 pub use compress::Compression;
+pub use fatpack_format::arch::EntryKind;
+pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
 pub use parse::{parse_all, parse_all_at, parse_one, span_one, spans};
 
-use crate::arch::{Arch, CodeKind, Target, Variant};
-use header::flags;
-
-pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
-pub const CONTAINER_HEADER_LEN: usize = 16;
-
-/// What an entry's payload is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EntryKind {
-    Ptx,
-    /// An ELF cubin (SASS), linked or relocatable.
-    Elf,
-    Other(u16),
-}
-
-impl EntryKind {
-    pub fn from_code(code: u16) -> Self {
-        match code {
-            1 => EntryKind::Ptx,
-            2 => EntryKind::Elf,
-            c => EntryKind::Other(c),
-        }
-    }
-    pub fn code(self) -> u16 {
-        match self {
-            EntryKind::Ptx => 1,
-            EntryKind::Elf => 2,
-            EntryKind::Other(c) => c,
-        }
-    }
-}
+use crate::arch::{Arch, CodeKind, Target};
 
 /// One fatbin container: what one `__cudaRegisterFatBinary` call registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,34 +22,17 @@ pub struct Fatbin {
     pub entries: Vec<Entry>,
 }
 
-/// One entry: a cubin or PTX for one arch, with its header fields kept so that it can be
-/// written back exactly.
+/// One entry: a cubin or PTX for one arch, with its header kept so that it can be written
+/// back exactly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    pub kind: EntryKind,
-    /// Entry header format version (0x0101 in every nvcc seen).
-    pub format_version: u16,
-    /// PTX ISA version (`major << 16 | minor`) for PTX; ELF format version for cubins.
-    pub code_version: u32,
-    /// Compute capability number, `90` for sm_90.
-    pub arch_number: u32,
-    pub flags: u64,
-    /// The 64-bit word at offset 48 (zero in every nvcc output seen); kept for round trips.
-    pub reserved: u64,
+    /// The fixed header as read; `header_len` and `payload_len` are recomputed on writing.
+    pub header: EntryHeader,
     /// Header bytes past the fixed 64 (identifier, ptxas options, compatibility table).
     /// Offsets inside the fixed header point into this, so it is kept opaque.
     pub header_tail: Vec<u8>,
-    /// Offset (from the entry start) of the options block, 0 if none.
-    pub options_offset: u32,
-    /// Offset and length (from the entry start) of the identifier string, 0 if none.
-    pub ident_offset: u32,
-    pub ident_len: u32,
     /// The payload as stored, padding included.
     pub stored: Vec<u8>,
-    /// For compressed entries: length of the compressed data inside `stored`.
-    pub compressed_len: u32,
-    /// For compressed entries: the decompressed size.
-    pub uncompressed_len: u64,
 }
 
 impl Entry {
@@ -93,48 +45,33 @@ impl Entry {
     ) -> Self {
         let mut stored = payload.to_vec();
         stored.resize(payload.len().div_ceil(8) * 8, 0);
-        let mut f = flags::ADDR_64 | flags::HOST_LINUX;
-        match arch.variant {
-            Variant::Plain => {}
-            Variant::Specific => f |= flags::ARCH_SPECIFIC,
-            Variant::Family => f |= flags::ARCH_FAMILY,
-        }
         Entry {
-            kind,
-            format_version: 0x0101,
-            code_version,
-            arch_number: arch.number,
-            flags: f,
-            reserved: 0,
+            header: EntryHeader::new(kind, arch, code_version, stored.len() as u64),
             header_tail: Vec::new(),
-            options_offset: 0,
-            ident_offset: 0,
-            ident_len: 0,
             stored,
-            compressed_len: 0,
-            uncompressed_len: 0,
         }
+    }
+
+    pub fn kind(&self) -> EntryKind {
+        self.header.entry_kind()
+    }
+
+    pub fn flags(&self) -> u64 {
+        self.header.flags
     }
 
     pub fn compression(&self) -> Compression {
-        Compression::from_flags(self.flags)
+        Compression::from_flags(self.header.flags)
     }
 
     pub fn arch(&self) -> Arch {
-        let variant = if self.flags & flags::ARCH_SPECIFIC != 0 {
-            Variant::Specific
-        } else if self.flags & flags::ARCH_FAMILY != 0 {
-            Variant::Family
-        } else {
-            Variant::Plain
-        };
-        Arch::with_variant(self.arch_number, variant)
+        self.header.arch()
     }
 
     pub fn target(&self) -> Option<Target> {
-        let kind = match self.kind {
+        let kind = match self.kind() {
             EntryKind::Ptx => CodeKind::Ptx,
-            EntryKind::Elf => CodeKind::Sass,
+            EntryKind::Sass => CodeKind::Sass,
             EntryKind::Other(_) => return None,
         };
         Some(Target {
@@ -145,14 +82,14 @@ impl Entry {
 
     /// `sm_90a` for cubins, `compute_90` for PTX.
     pub fn arch_name(&self) -> String {
-        match self.kind {
+        match self.kind() {
             EntryKind::Ptx => self.arch().compute_name(),
             _ => self.arch().sm_name(),
         }
     }
 
     pub fn header_len(&self) -> usize {
-        header::FIXED_LEN + self.header_tail.len()
+        EntryHeader::LEN + self.header_tail.len()
     }
 
     /// Bytes this entry occupies in the container (header and padded payload).
@@ -164,7 +101,7 @@ impl Entry {
     pub fn raw_len(&self) -> u64 {
         match self.compression() {
             Compression::None => self.stored.len() as u64,
-            _ => self.uncompressed_len,
+            _ => self.header.uncompressed_len,
         }
     }
 
@@ -172,7 +109,7 @@ impl Entry {
     pub fn stored_len(&self) -> u64 {
         match self.compression() {
             Compression::None => self.stored.len() as u64,
-            _ => u64::from(self.compressed_len),
+            _ => u64::from(self.header.compressed_len),
         }
     }
 
@@ -186,27 +123,26 @@ impl Entry {
         if self.compression() == Compression::None {
             return Ok(self.clone());
         }
-        let raw = self.payload()?.into_owned();
-        let mut e = self.clone();
-        e.flags &= !(flags::COMPRESSED_LZ4 | flags::COMPRESSED_ZSTD);
-        e.compressed_len = 0;
-        e.uncompressed_len = 0;
-        e.stored = raw;
-        e.stored.resize(e.stored.len().div_ceil(8) * 8, 0);
-        Ok(e)
+        let mut stored = self.payload()?.into_owned();
+        stored.resize(stored.len().div_ceil(8) * 8, 0);
+        Ok(Entry {
+            header: self.header.uncompressed(stored.len() as u64),
+            header_tail: self.header_tail.clone(),
+            stored,
+        })
     }
 
     /// The identifier nvcc records for debug builds (the source file name), if any.
     pub fn identifier(&self) -> Option<String> {
-        self.tail_str(self.ident_offset, self.ident_len)
+        self.tail_str(self.header.ident_offset, self.header.ident_len)
     }
 
     /// The ptxas/JIT options recorded in the options block, if they are text.
     pub fn options(&self) -> Option<String> {
-        if self.options_offset == 0 {
+        if self.header.options_offset == 0 {
             return None;
         }
-        let at = (self.options_offset as usize).checked_sub(header::FIXED_LEN)?;
+        let at = (self.header.options_offset as usize).checked_sub(EntryHeader::LEN)?;
         let word = |i: usize| -> Option<u32> {
             let b = self.header_tail.get(at + 4 * i..at + 4 * i + 4)?;
             Some(u32::from_le_bytes(b.try_into().ok()?))
@@ -223,7 +159,7 @@ impl Entry {
         if len == 0 {
             return None;
         }
-        let start = (offset as usize).checked_sub(header::FIXED_LEN)?;
+        let start = (offset as usize).checked_sub(EntryHeader::LEN)?;
         let bytes = self
             .header_tail
             .get(start..start.checked_add(len as usize)?)?;

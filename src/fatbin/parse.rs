@@ -1,7 +1,7 @@
 //! Reading fatbin containers from bytes. Every length is checked against what is there.
 
-use super::header::{self, FIXED_LEN};
-use super::{Entry, EntryKind, Fatbin, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
+use super::{Entry, EntryHeader, Fatbin, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
+use fatpack_format::fatbin::ContainerHeader;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FatbinError {
@@ -29,16 +29,6 @@ pub enum FatbinError {
     },
 }
 
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
-}
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
-}
-
 /// Parse the one container that starts at `bytes[0]`; returns it and the bytes it used.
 /// `base` is added to offsets in errors, so they point into the enclosing section.
 pub fn parse_one(bytes: &[u8], base: usize) -> Result<(Fatbin, usize), FatbinError> {
@@ -51,38 +41,33 @@ pub fn span_one(bytes: &[u8], base: usize) -> Result<usize, FatbinError> {
 }
 
 fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), FatbinError> {
-    if bytes.len() < CONTAINER_HEADER_LEN {
+    let Some(head) = ContainerHeader::read(bytes) else {
         return Err(FatbinError::Truncated {
             offset: base,
             what: "container header",
             need: CONTAINER_HEADER_LEN as u64,
             have: bytes.len(),
         });
-    }
-    let magic = u32_at(bytes, 0);
-    if magic != FATBIN_MAGIC {
+    };
+    if head.magic != FATBIN_MAGIC {
         return Err(FatbinError::BadMagic {
             offset: base,
-            found: magic,
+            found: head.magic,
         });
     }
-    let version = u16_at(bytes, 4);
-    let hsize = u16_at(bytes, 6);
+    let hsize = head.header_len;
     if (hsize as usize) < CONTAINER_HEADER_LEN {
         return Err(FatbinError::BadContainerHeader {
             offset: base,
             size: hsize,
         });
     }
-    let body = u64_at(bytes, 8);
-    let total = (hsize as u64)
-        .checked_add(body)
-        .filter(|&t| t <= bytes.len() as u64);
+    let total = head.total_len().filter(|&t| t <= bytes.len() as u64);
     let Some(total) = total else {
         return Err(FatbinError::Truncated {
             offset: base,
             what: "container",
-            need: (hsize as u64).saturating_add(body),
+            need: u64::from(hsize).saturating_add(head.body_len),
             have: bytes.len(),
         });
     };
@@ -96,20 +81,26 @@ fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), Fa
         }
         p += used;
     }
-    Ok((Fatbin { version, entries }, total))
+    Ok((
+        Fatbin {
+            version: head.version,
+            entries,
+        },
+        total,
+    ))
 }
 
 fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, usize), FatbinError> {
-    if b.len() < FIXED_LEN {
+    let Some(header) = EntryHeader::read(b) else {
         return Err(FatbinError::Truncated {
             offset: at,
             what: "entry header",
-            need: FIXED_LEN as u64,
+            need: EntryHeader::LEN as u64,
             have: b.len(),
         });
-    }
-    let hlen = u32_at(b, 4);
-    if (hlen as usize) < FIXED_LEN {
+    };
+    let hlen = header.header_len;
+    if (hlen as usize) < EntryHeader::LEN {
         return Err(FatbinError::BadEntryHeader {
             offset: at,
             size: hlen,
@@ -124,25 +115,15 @@ fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, us
     if hlen as usize > b.len() {
         return Err(past("header size", hlen.into()));
     }
-    let psize = u64_at(b, 8);
-    let used = (hlen as u64)
+    let psize = header.payload_len;
+    let used = u64::from(hlen)
         .checked_add(psize)
         .filter(|&u| u <= b.len() as u64)
         .ok_or_else(|| past("payload size", psize))? as usize;
-    let compressed_len = u32_at(b, 16);
     let entry = Entry {
-        kind: EntryKind::from_code(u16_at(b, 0)),
-        format_version: u16_at(b, 2),
-        options_offset: u32_at(b, 20),
-        code_version: u32_at(b, 24),
-        arch_number: u32_at(b, 28),
-        ident_offset: u32_at(b, 32),
-        ident_len: u32_at(b, 36),
-        flags: u64_at(b, 40),
-        reserved: u64_at(b, 48),
-        uncompressed_len: u64_at(b, 56),
+        header,
         header_tail: if keep {
-            b[FIXED_LEN..hlen as usize].to_vec()
+            b[EntryHeader::LEN..hlen as usize].to_vec()
         } else {
             Vec::new()
         },
@@ -151,12 +132,12 @@ fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, us
         } else {
             Vec::new()
         },
-        compressed_len,
     };
-    if entry.compression() != super::Compression::None && compressed_len as u64 > psize {
-        return Err(past("compressed size", compressed_len.into()));
+    if entry.compression() != super::Compression::None
+        && u64::from(header.compressed_len) > psize
+    {
+        return Err(past("compressed size", header.compressed_len.into()));
     }
-    debug_assert_eq!(header::FIXED_LEN, 64);
     Ok((entry, used))
 }
 

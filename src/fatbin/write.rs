@@ -1,23 +1,16 @@
 //! Writing the model back as bytes nvcc's own tools accept.
 
-use super::{Entry, Fatbin, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
+use super::{Entry, EntryHeader, Fatbin};
+use fatpack_format::fatbin::ContainerHeader;
 
 impl Entry {
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        let hlen = self.header_len() as u32;
-        out.extend_from_slice(&self.kind.code().to_le_bytes());
-        out.extend_from_slice(&self.format_version.to_le_bytes());
-        out.extend_from_slice(&hlen.to_le_bytes());
-        out.extend_from_slice(&(self.stored.len() as u64).to_le_bytes());
-        out.extend_from_slice(&self.compressed_len.to_le_bytes());
-        out.extend_from_slice(&self.options_offset.to_le_bytes());
-        out.extend_from_slice(&self.code_version.to_le_bytes());
-        out.extend_from_slice(&self.arch_number.to_le_bytes());
-        out.extend_from_slice(&self.ident_offset.to_le_bytes());
-        out.extend_from_slice(&self.ident_len.to_le_bytes());
-        out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&self.reserved.to_le_bytes());
-        out.extend_from_slice(&self.uncompressed_len.to_le_bytes());
+        let h = EntryHeader {
+            header_len: self.header_len() as u32,
+            payload_len: self.stored.len() as u64,
+            ..self.header
+        };
+        out.extend_from_slice(&h.to_bytes());
         out.extend_from_slice(&self.header_tail);
         out.extend_from_slice(&self.stored);
     }
@@ -26,10 +19,11 @@ impl Entry {
 impl Fatbin {
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let body: usize = self.entries.iter().map(Entry::encoded_len).sum();
-        out.extend_from_slice(&FATBIN_MAGIC.to_le_bytes());
-        out.extend_from_slice(&self.version.to_le_bytes());
-        out.extend_from_slice(&(CONTAINER_HEADER_LEN as u16).to_le_bytes());
-        out.extend_from_slice(&(body as u64).to_le_bytes());
+        let h = ContainerHeader {
+            version: self.version,
+            ..ContainerHeader::new(body as u64)
+        };
+        out.extend_from_slice(&h.to_bytes());
         for e in &self.entries {
             e.write_to(out);
         }

@@ -118,7 +118,7 @@ fn kernels_of(names: Vec<String>) -> Vec<Kernel> {
 fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::Ptx => "ptx",
-        EntryKind::Elf => "sass",
+        EntryKind::Sass => "sass",
         EntryKind::Other(_) => "other",
     }
 }
@@ -126,7 +126,7 @@ fn kind_name(k: EntryKind) -> &'static str {
 /// Describe one payload's contents (kernel names, relocatable or not).
 fn describe_payload(kind: EntryKind, payload: &[u8]) -> (bool, Vec<Kernel>) {
     match kind {
-        EntryKind::Elf => match cubin::read(payload) {
+        EntryKind::Sass => match cubin::read(payload) {
             Ok(info) => (info.relocatable, kernels_of(info.kernels)),
             Err(_) => (false, Vec::new()),
         },
@@ -136,10 +136,10 @@ fn describe_payload(kind: EntryKind, payload: &[u8]) -> (bool, Vec<Kernel>) {
 }
 
 fn entry_report(e: &Entry, payload: &[u8]) -> EntryReport {
-    let (relocatable, kernels) = describe_payload(e.kind, payload);
+    let (relocatable, kernels) = describe_payload(e.kind(), payload);
     EntryReport {
         arch: e.arch_name(),
-        kind: kind_name(e.kind).to_string(),
+        kind: kind_name(e.kind()).to_string(),
         relocatable,
         compression: e.compression().name().to_string(),
         raw_size: e.raw_len(),

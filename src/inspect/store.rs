@@ -1,14 +1,13 @@
 //! Inspecting a fatpack store: its modules and entries, straight from the index, with each
 //! blob decompressed (and so digest-checked) to count its kernels.
 
-use cubin_store::{EntryKind as StoreKind, Store};
+use cubin_store::Store;
 
 use std::path::Path;
 
 use super::report::{
     payload_report, summarise, FileReport, InspectError, ModuleReport, PackedInfo,
 };
-use crate::fatbin::EntryKind;
 use crate::inputs::FileKind;
 use crate::link::output;
 
@@ -27,13 +26,8 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
         for e in m.entries() {
             let raw = store.read_entry(&e).map_err(store_err(path))?;
             let meta = e.meta();
-            let kind = match meta.kind {
-                StoreKind::Sass => EntryKind::Elf,
-                StoreKind::Ptx => EntryKind::Ptx,
-                StoreKind::Other(c) => EntryKind::Other(c),
-            };
             entries.push(payload_report(
-                kind,
+                meta.kind,
                 meta.arch_name(),
                 &e.codec().to_string(),
                 &raw,

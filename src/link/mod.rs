@@ -1,8 +1,7 @@
 //! The final link: `fatpack ld`, the glue object, and work on the linked output.
 
-/// The contract with the runtime (names, `--wrap` list), shared with it as one source file.
-#[path = "../../runtime/src/abi.rs"]
-pub mod abi;
+/// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
+pub use fatpack_format::link as abi;
 pub mod args;
 pub mod glue;
 pub mod output;

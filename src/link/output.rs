@@ -9,9 +9,8 @@ use object::{Object, ObjectSection};
 
 use super::glue::DIGEST_SECTION;
 use crate::inputs::{map_file, DEVICE_SECTIONS};
-use crate::rewrite::Stub;
 
-pub use super::abi::STORE_SECTION;
+pub use fatpack_format::link::STORE_SECTION;
 /// Alignment of the store in the file, so that it can be mapped on its own.
 const STORE_ALIGN: u64 = 4096;
 
@@ -40,8 +39,9 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
     }
 }
 
-/// The stubs in the linked output, in link order: the modules the link really used.
-pub fn linked_stubs(path: &Path) -> Result<Vec<Stub>, OutputError> {
+/// The module names of the stubs in the linked output, in link order: the modules the link
+/// really used.
+pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
     let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
     let file = object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
     let mut out = Vec::new();
@@ -52,13 +52,13 @@ pub fn linked_stubs(path: &Path) -> Result<Vec<Stub>, OutputError> {
         let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
         // Anything but stubs here is device code that escaped rewriting: refuse rather than
         // ship a binary that registers it unpacked.
-        let stubs = Stub::decode_all(data).map_err(|e| {
+        let stubs = fatpack_format::stub::parse_all(data).map_err(|e| {
             bad(
                 path,
                 format!("section {name} holds device code that was not packed ({e})"),
             )
         })?;
-        out.extend(stubs);
+        out.extend(stubs.into_iter().map(|s| s.module.to_owned()));
     }
     Ok(out)
 }

@@ -414,14 +414,14 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         return Ok(real_ld::exit_code(status));
     }
     progress.step("writing the store");
-    let used = output::linked_stubs(&tmp_out)?;
+    let used = output::linked_modules(&tmp_out)?;
     let by_name: HashMap<&str, &Extracted> =
         extracted.iter().map(|e| (e.module.as_str(), e)).collect();
     let mut modules = Vec::with_capacity(used.len());
     for s in &used {
         let m = by_name
-            .get(s.module.as_str())
-            .ok_or_else(|| anyhow!("{}: links a fatpack module `{}` that this link did not pack (a packed object from another link?)", line.output.display(), s.module))?;
+            .get(s.as_str())
+            .ok_or_else(|| anyhow!("{}: links a fatpack module `{}` that this link did not pack (a packed object from another link?)", line.output.display(), s))?;
         modules.push(*m);
     }
     let wopts = WriteOptions {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 
 /// Names the real linker (a path, or a name looked up on PATH); overrides everything else.
-pub const REAL_LD_ENV: &str = "FATPACK_REAL_LD";
+pub const REAL_LD_ENV: &str = fatpack_format::link::ENV_REAL_LD;
 /// How many fatpack wrappers are above this process; set on every linker we start.
 pub const DEPTH_ENV: &str = "FATPACK_LD_DEPTH";
 /// A wrapper that finds more than this many wrappers above it refuses to run a linker.

@@ -3,7 +3,5 @@
 pub mod archive;
 pub mod elf_edit;
 pub mod object;
-pub mod stub;
 
 pub use object::{rewrite_object, Extracted, RewriteError};
-pub use stub::Stub;

@@ -3,7 +3,7 @@
 //! remaps the relocation so that each wrapper points at its container's stub.
 
 use super::elf_edit::{replace_sections, ElfEditError, Replacement};
-use super::stub::{Stub, FLAG_RELOCATABLE};
+use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use std::path::PathBuf;
 
 use crate::inputs::{DeviceSection, RELFATBIN_SECTION};
@@ -50,11 +50,7 @@ pub fn rewrite_object(
                 0
             };
             offsets.push((old, stub_bytes.len() as u64));
-            Stub {
-                module: module.clone(),
-                flags,
-            }
-            .encode(&mut stub_bytes);
+            stub::encode_into(&module, flags, &mut stub_bytes);
             extracted.push(Extracted {
                 module,
                 origin: origin.to_string(),

@@ -4,13 +4,9 @@
 
 use std::io::{Seek, Write};
 
-use cubin_store::{
-    ArchVariant, EntryKind as StoreKind, EntryMeta, NewEntry, StoreSummary, StoreWriter,
-    WriteOptions,
-};
+use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
-use crate::arch::Variant;
-use crate::fatbin::{DecompressError, Entry, EntryKind};
+use crate::fatbin::{DecompressError, Entry};
 use crate::rewrite::Extracted;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,16 +28,6 @@ pub enum PackError {
 
 /// The store entry metadata for a fatbin entry.
 pub fn entry_meta(e: &Entry) -> EntryMeta {
-    let kind = match e.kind {
-        EntryKind::Elf => StoreKind::Sass,
-        EntryKind::Ptx => StoreKind::Ptx,
-        EntryKind::Other(c) => StoreKind::Other(c),
-    };
-    let variant = match e.arch().variant {
-        Variant::Plain => ArchVariant::Plain,
-        Variant::Specific => ArchVariant::Specific,
-        Variant::Family => ArchVariant::Family,
-    };
     let mut attrs = Vec::with_capacity(e.header_len());
     // The header as written for the stored (uncompressed) payload.
     let plain = Entry {
@@ -50,9 +36,9 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
     };
     plain.write_to(&mut attrs);
     EntryMeta {
-        kind,
-        arch: e.arch_number,
-        variant,
+        kind: e.kind(),
+        arch: e.header.arch_number,
+        variant: e.arch().variant,
         attrs,
     }
 }

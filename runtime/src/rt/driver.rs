@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_uint, c_void, CStr};
 use std::sync::OnceLock;
 
-use crate::select;
+use fatpack_format::select;
 
 /// A device as the driver numbers it (CUDA_VISIBLE_DEVICES applied), with its capability.
 #[derive(Debug, Clone, Copy)]

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use cubin_store::Store;
 
-use crate::{elf, DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
+use crate::elf;
+use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
 
 extern "C" {
     /// 32 bytes in the glue object's allocated section `.fatpack_digest`, hidden, patched

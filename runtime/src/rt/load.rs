@@ -12,8 +12,9 @@ use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
     CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
 };
-use crate::fatbin::{self, Aligned, EntryInput};
-use crate::select::{self, capability_string, Candidate};
+use super::container::{self, Aligned};
+use fatpack_format::fatbin::EntryInput;
+use fatpack_format::select::{self, capability_string, Candidate};
 
 /// What cudart holds for a loaded module: its handle and the memory it points into.
 pub(crate) struct Loaded {
@@ -36,7 +37,7 @@ const MAX_PRELINKED: usize = 1 << 20;
 
 /// `FATPACK_ARCH`, parsed. Err: the value is not an arch name.
 fn forced_arch() -> Result<Option<Candidate>, String> {
-    let Some(v) = super::log::env(c"FATPACK_ARCH") else {
+    let Some(v) = super::log::env(fatpack_format::link::ENV_ARCH) else {
         return Ok(None);
     };
     let v = std::str::from_utf8(v).unwrap_or_default().trim();
@@ -144,7 +145,7 @@ impl Plan {
                 payload: data,
             })
             .collect();
-        fatbin::encode(&inputs).map_err(|e| format!("module {:?}: {e}", self.name))
+        container::encode(&inputs).map_err(|e| format!("module {:?}: {e}", self.name))
     }
 }
 

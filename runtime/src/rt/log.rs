@@ -24,7 +24,7 @@ pub(crate) fn level() -> u8 {
     if l != UNSET {
         return l;
     }
-    let l = match env(c"FATPACK_LOG") {
+    let l = match env(fatpack_format::link::ENV_LOG) {
         Some(b"debug" | b"DEBUG" | b"2") => DEBUG,
         Some(b"info" | b"INFO" | b"1") => INFO,
         _ => 0,

@@ -7,6 +7,7 @@
 #[macro_use]
 pub(crate) mod log;
 mod abi;
+mod container;
 mod driver;
 mod image;
 mod load;
@@ -17,7 +18,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, RwLock};
 
-use crate::stub;
+use fatpack_format::stub;
 
 pub(crate) type CudaError = c_int;
 pub(crate) type Handle = *mut *mut c_void;
@@ -184,7 +185,7 @@ pub(crate) unsafe fn stub_at(p: *const u8) -> Option<Result<&'static str, String
     }
     let h = match stub::parse_header(head) {
         Ok(h) => h,
-        Err(e) => return Some(Err(e)),
+        Err(e) => return Some(Err(e.to_string())),
     };
     // SAFETY: the stub header says this many name bytes follow it in the same section.
     let name = unsafe { std::slice::from_raw_parts(p.add(h.header_len), h.name_len) };
@@ -274,7 +275,7 @@ impl Module {
             unsafe { abi::real_register_end(h) };
         }
         drop(g);
-        if matches!(log::env(c"FATPACK_EAGER"), Some(b"1")) {
+        if matches!(log::env(fatpack_format::link::ENV_EAGER), Some(b"1")) {
             let _ = self.ensure();
         }
     }

@@ -12,7 +12,7 @@
 //!
 //! Entries of any other kind (LTO IR, unknown) are never chosen.
 
-use cubin_store::{arch_name, parse_arch_name, ArchVariant, EntryKind};
+use crate::arch::{arch_name, parse_arch_name, EntryKind, Variant};
 
 /// One entry as far as selection is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,11 +20,11 @@ pub struct Candidate {
     pub kind: EntryKind,
     /// `major * 10 + minor`.
     pub arch: u32,
-    pub variant: ArchVariant,
+    pub variant: Variant,
 }
 
 impl Candidate {
-    pub const fn new(kind: EntryKind, arch: u32, variant: ArchVariant) -> Self {
+    pub const fn new(kind: EntryKind, arch: u32, variant: Variant) -> Self {
         Candidate {
             kind,
             arch,
@@ -58,10 +58,10 @@ pub fn capability_string(cap: u32) -> String {
 pub fn runs_on(c: &Candidate, cap: u32) -> bool {
     let same_major = c.arch / 10 == cap / 10;
     match (c.kind, c.variant) {
-        (EntryKind::Sass | EntryKind::Ptx, ArchVariant::Specific) => c.arch == cap,
-        (EntryKind::Sass, ArchVariant::Plain | ArchVariant::Family) => same_major && c.arch <= cap,
-        (EntryKind::Ptx, ArchVariant::Family) => same_major && c.arch <= cap,
-        (EntryKind::Ptx, ArchVariant::Plain) => c.arch <= cap,
+        (EntryKind::Sass | EntryKind::Ptx, Variant::Specific) => c.arch == cap,
+        (EntryKind::Sass, Variant::Plain | Variant::Family) => same_major && c.arch <= cap,
+        (EntryKind::Ptx, Variant::Family) => same_major && c.arch <= cap,
+        (EntryKind::Ptx, Variant::Plain) => c.arch <= cap,
         (EntryKind::Other(_), _) => false,
     }
 }
@@ -70,9 +70,9 @@ pub fn runs_on(c: &Candidate, cap: u32) -> bool {
 pub fn select(cap: u32, entries: &[Candidate]) -> Option<usize> {
     let rank = |c: &Candidate| {
         let variant = match c.variant {
-            ArchVariant::Plain => 0u8,
-            ArchVariant::Family => 1,
-            ArchVariant::Specific => 2,
+            Variant::Plain => 0u8,
+            Variant::Family => 1,
+            Variant::Specific => 2,
         };
         // Any runnable SASS beats any PTX; the highest runnable arch is the closest one.
         (matches!(c.kind, EntryKind::Sass), c.arch, variant)
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn other_kinds_never_chosen() {
-        let e = [Candidate::new(EntryKind::Other(4), 90, ArchVariant::Plain)];
+        let e = [Candidate::new(EntryKind::Other(4), 90, Variant::Plain)];
         assert_eq!(select(90, &e), None);
     }
 

@@ -1,6 +1,8 @@
-//! The link-time contract between `fatpack ld` and this runtime: symbol and section names,
-//! the `--wrap` list. Dependency-free, so the fatpack CLI includes this file as its own
-//! module (`#[path]`) instead of linking the runtime.
+//! The link-time contract between `fatpack ld` and the runtime it links into every packed
+//! output: the `--wrap` list, section, symbol and file names, and the environment variables
+//! both sides read.
+
+use std::ffi::CStr;
 
 /// Symbols `fatpack ld` must pass as `--wrap=SYM`. Every one has a `__wrap_SYM` here that
 /// calls `__real_SYM` (i.e. cudart's SYM), so all of them must exist in the cudart the
@@ -87,13 +89,21 @@ pub const DIGEST_SECTION: &str = ".fatpack_digest";
 /// Hidden symbol at the start of [`DIGEST_SECTION`]; the runtime reads the digest through it.
 pub const DIGEST_SYMBOL: &str = "__fatpack_store_digest";
 
+/// Environment variable: a runtime archive to link instead of the one fatpack carries.
+pub const ENV_RUNTIME: &str = "FATPACK_RUNTIME";
+/// Environment variable: the real linker to run (else the one of fatpack's own name on PATH).
+pub const ENV_REAL_LD: &str = "FATPACK_REAL_LD";
+/// Environment variable: `1` makes `fatpack ld` report what it did (as `--fatpack-verbose`).
+pub const ENV_VERBOSE: &str = "FATPACK_VERBOSE";
+// The runtime reads these with getenv (no allocation, safe before main), hence C strings.
+
 /// Environment variable: `info` or `debug` logs choices to stderr.
-pub const ENV_LOG: &str = "FATPACK_LOG";
+pub const ENV_LOG: &CStr = c"FATPACK_LOG";
 /// Environment variable: `sm_80`, `compute_90`, ... forces that entry for every module.
-pub const ENV_ARCH: &str = "FATPACK_ARCH";
+pub const ENV_ARCH: &CStr = c"FATPACK_ARCH";
 /// Environment variable: `1` loads each module when its registration ends (at program or
 /// library load) instead of at first use.
-pub const ENV_EAGER: &str = "FATPACK_EAGER";
+pub const ENV_EAGER: &CStr = c"FATPACK_EAGER";
 
 /// Linker arguments (for `ld` itself; prefix each with `-Wl,` for a compiler driver): one
 /// `--wrap=SYM` per [`WRAPPED_SYMBOLS`], plus `--exclude-libs=libfatpack_rt.a` when the output
@@ -113,4 +123,19 @@ pub fn link_args(shared_output: bool) -> Vec<String> {
         v.push(format!("--exclude-libs={RUNTIME_ARCHIVE}"));
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_symbols_are_unique() {
+        let mut v = WRAPPED_SYMBOLS.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        assert_eq!(v.len(), WRAPPED_SYMBOLS.len());
+        assert_eq!(link_args(true).len(), WRAPPED_SYMBOLS.len() + 1);
+        assert_eq!(link_args(false).len(), WRAPPED_SYMBOLS.len());
+    }
 }

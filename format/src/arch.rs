@@ -1,14 +1,13 @@
-//! GPU architecture names: `sm_90`, `sm_90a`, `compute_100f`, and the CMake spellings users already
-//! write in `CMAKE_CUDA_ARCHITECTURES` (`80`, `90a-real`, `86-virtual`).
+//! GPU architecture names, the one definition shared by the CLI, the store and the runtime:
+//! `sm_90`, `sm_90a`, `compute_100f`, and the CMake spellings users already write in
+//! `CMAKE_CUDA_ARCHITECTURES` (`80`, `90a-real`, `86-virtual`).
 
 use std::fmt;
 
-use serde::Serialize;
-
 /// Whether code is tied to one exact chip (`a`), to a family (`f`), or forward compatible.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Variant {
+    #[default]
     Plain,
     /// `sm_90a`: runs only on exactly this compute capability.
     Specific,
@@ -24,6 +23,61 @@ impl Variant {
             Variant::Family => "f",
         }
     }
+}
+
+/// What an entry's bytes are: the fatbin entry kind, the store's entry kind and what
+/// selection looks at are this one type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryKind {
+    /// An ELF cubin (SASS for one architecture), linked or relocatable.
+    Sass,
+    /// PTX text (JIT-compiled by the driver).
+    Ptx,
+    /// Anything else (LTO IR, kinds nvcc may add), kept by its fatbin kind code.
+    Other(u16),
+}
+
+impl EntryKind {
+    /// The kind as a fatbin entry header codes it (1 PTX, 2 ELF).
+    pub fn fatbin_code(self) -> u16 {
+        match self {
+            EntryKind::Ptx => crate::fatbin::KIND_PTX,
+            EntryKind::Sass => crate::fatbin::KIND_ELF,
+            EntryKind::Other(c) => c,
+        }
+    }
+
+    pub fn from_fatbin_code(code: u16) -> Self {
+        match code {
+            crate::fatbin::KIND_PTX => EntryKind::Ptx,
+            crate::fatbin::KIND_ELF => EntryKind::Sass,
+            c => EntryKind::Other(c),
+        }
+    }
+}
+
+/// `sm_90a` for SASS, `compute_90` for PTX, `kind4:sm_90` for anything else.
+pub fn arch_name(kind: EntryKind, arch: u32, variant: Variant) -> String {
+    let suffix = variant.suffix();
+    match kind {
+        EntryKind::Sass => format!("sm_{arch}{suffix}"),
+        EntryKind::Ptx => format!("compute_{arch}{suffix}"),
+        EntryKind::Other(k) => format!("kind{k}:sm_{arch}{suffix}"),
+    }
+}
+
+/// Parses `sm_90`, `sm_90a`, `compute_100f`, ... into (kind, arch, variant); `None` for
+/// anything else (`Other` kinds are not parsed back).
+pub fn parse_arch_name(name: &str) -> Option<(EntryKind, u32, Variant)> {
+    let (kind, rest) = if let Some(r) = name.strip_prefix("sm_") {
+        (EntryKind::Sass, r)
+    } else if let Some(r) = name.strip_prefix("compute_") {
+        (EntryKind::Ptx, r)
+    } else {
+        return None;
+    };
+    let a = parse_number_variant(rest)?;
+    Some((kind, a.number, a.variant))
 }
 
 /// A compute capability as nvcc numbers it: `90` is 9.0, `121` is 12.1.

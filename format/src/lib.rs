@@ -1,0 +1,15 @@
+//! What the `fatpack` CLI and the runtime it links into packed outputs must agree on, defined
+//! once: the fatbin container layout ([`fatbin`]), the stub that replaces a container in a
+//! rewritten object ([`stub`]), GPU arch names and their parsing ([`arch`]), which entry a
+//! GPU runs ([`select`]), and the link contract: wrapped symbols, section, symbol and
+//! environment names ([`link`]).
+//!
+//! No I/O and no unsafe code: both sides read these definitions over bytes they hold.
+
+#![forbid(unsafe_code)]
+
+pub mod arch;
+pub mod fatbin;
+pub mod link;
+pub mod select;
+pub mod stub;

@@ -1,0 +1,45 @@
+//! The one-module fatbin container handed to cudart, built in memory aligned as nvcc's
+//! `.nv_fatbin` is. The layout itself is fatpack-format's; this file only owns the memory.
+
+use std::fmt;
+
+use fatpack_format::fatbin::{plan_container, write_container, EncodeError, EntryInput};
+
+/// A byte buffer aligned to 16, so cudart sees the container as nvcc's `.nv_fatbin` would be.
+pub(crate) struct Aligned {
+    words: Vec<u128>,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Self {
+        Aligned {
+            words: vec![0u128; len.div_ceil(16)],
+            len,
+        }
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment needs,
+        // and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.words.as_ptr().cast()
+    }
+}
+
+impl fmt::Debug for Aligned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Aligned({} bytes)", self.len)
+    }
+}
+
+/// One uncompressed container holding `entries`, in order.
+pub(crate) fn encode(entries: &[EntryInput<'_>]) -> Result<Aligned, EncodeError> {
+    let (headers, len) = plan_container(entries)?;
+    let mut out = Aligned::zeroed(len);
+    write_container(entries, &headers, out.as_bytes_mut());
+    Ok(out)
+}
