@@ -28,7 +28,7 @@ fn nvcc_repack(dir: &Path, idx: usize, fb: &Fatbin, flags: &[&str]) -> u64 {
     ];
     for (j, e) in fb.entries.iter().enumerate() {
         let payload = e.payload().expect("decompress");
-        let (kind, ext) = match e.kind {
+        let (kind, ext) = match e.kind() {
             EntryKind::Ptx => ("ptx", "ptx"),
             _ => ("elf", "cubin"),
         };

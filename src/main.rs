@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -133,7 +133,20 @@ fn main() -> ExitCode {
     if base == Some(name.as_os_str()) {
         return ld(argv0.as_deref(), argv.collect());
     }
-    let cli = Cli::parse();
+    // `--version` also names the runtime packed links would use (embedded or FATPACK_RUNTIME).
+    let version: &'static str = Box::leak(
+        format!(
+            "{}\nruntime: {}",
+            env!("CARGO_PKG_VERSION"),
+            fatpack::link::runtime::describe()
+        )
+        .into_boxed_str(),
+    );
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Inspect {
             files,

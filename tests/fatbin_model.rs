@@ -36,7 +36,7 @@ fn our_list(fbs: &[Fatbin]) -> Vec<(String, String)> {
     fbs.iter()
         .flat_map(|f| &f.entries)
         .map(|e| {
-            let kind = if e.kind == EntryKind::Ptx {
+            let kind = if e.kind() == EntryKind::Ptx {
                 "PTX"
             } else {
                 "ELF"
@@ -116,7 +116,7 @@ fn compressed_payloads_decompress_to_the_uncompressed_build() {
     let sass = lz[0]
         .entries
         .iter()
-        .find(|e| e.kind == EntryKind::Elf)
+        .find(|e| e.kind() == EntryKind::Sass)
         .unwrap();
     assert_eq!(sass.compression(), Compression::Lz4);
     let p80 = plain.iter().find(|e| e.arch_name() == "sm_80").unwrap();
@@ -198,8 +198,8 @@ fn kernel_names_from_sass_and_ptx() {
     let fbs = containers("kernels_none.o");
     for e in &fbs[0].entries {
         let payload = e.payload().unwrap();
-        let mut names = match e.kind {
-            EntryKind::Elf => fatpack::cubin::read(&payload).unwrap().kernels,
+        let mut names = match e.kind() {
+            EntryKind::Sass => fatpack::cubin::read(&payload).unwrap().kernels,
             EntryKind::Ptx => fatpack::ptx::kernels(&payload),
             _ => unreachable!(),
         };

@@ -36,13 +36,11 @@ fn tool(name: &str, install: &str) -> Option<PathBuf> {
 /// Runs a script with this build's fatpack and runtime and the CUDA toolchain; asserts it
 /// succeeds, returns its stdout.
 fn run_script(script: &str, args: &[&str], cuda_lib: &Path, nvcc: Option<&Path>) -> String {
-    let rt = ensure_runtime();
     let mut cmd = Command::new("bash");
     cmd.arg(root().join(script))
         .args(args)
         .current_dir(root())
         .env("FATPACK_BIN", fatpack_bin())
-        .env("FATPACK_RUNTIME", &rt)
         .env("CUDA_HOME", cuda_lib.parent().unwrap());
     if let Some(nvcc) = nvcc {
         // nvcc first on PATH: the scripts then use this toolchain as it is.

@@ -7,7 +7,8 @@ use std::process::Command;
 
 use common::*;
 use fatpack::inputs;
-use fatpack::rewrite::{archive, rewrite_object, Stub};
+use fatpack::format::stub;
+use fatpack::rewrite::{archive, rewrite_object};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 fn rewrite(name: &str) -> (Vec<u8>, Vec<String>) {
@@ -47,7 +48,7 @@ fn rewritten_object_keeps_every_other_section_and_symbol() {
             if inputs::DEVICE_SECTIONS.contains(&na.as_str()) {
                 assert!(zb < za, "{name}: {na} did not shrink");
                 let stub = b.section_by_name(nb).unwrap();
-                let stubs = Stub::decode_all(stub.data().unwrap()).unwrap();
+                let stubs = stub::parse_all(stub.data().unwrap()).unwrap();
                 assert_eq!(stubs.len(), 1);
                 assert_eq!(stubs[0].module, modules[0]);
             } else {
@@ -121,7 +122,7 @@ fn rewritten_objects_and_archive_link_with_the_real_linker() {
     let data = std::fs::read(&exe).unwrap();
     let f = object::File::parse(&*data).unwrap();
     let sec = f.section_by_name(".nv_fatbin").unwrap();
-    let stubs = Stub::decode_all(sec.data().unwrap()).unwrap();
+    let stubs = stub::parse_all(sec.data().unwrap()).unwrap();
     let mut names: Vec<_> = stubs.into_iter().map(|s| s.module).collect();
     names.sort();
     assert_eq!(names, ["kernels.o#0", "main.o#0", "other.o#0"]);
@@ -163,11 +164,11 @@ fn a_section_with_two_containers_is_remapped() {
         targets.push(sym.address() as i64 + rel.addend());
     }
     targets.sort();
-    let (s0, len0) = Stub::decode(stub_bytes, 0).unwrap();
+    let (s0, len0) = stub::parse(stub_bytes).unwrap();
     assert_eq!(targets, vec![0, len0 as i64]);
     assert_eq!(s0.module, "combined.o#0");
     assert_eq!(
-        Stub::decode(&stub_bytes[len0..], len0).unwrap().0.module,
+        stub::parse(&stub_bytes[len0..]).unwrap().0.module,
         "combined.o#1"
     );
 }

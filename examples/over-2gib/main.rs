@@ -31,7 +31,7 @@ fn main() -> anyhow::Result<()> {
         let s = fatpack::inputs::scan(std::path::Path::new(src))?;
         for fb in s.sections.into_iter().flat_map(|s| s.containers) {
             for e in fb.entries {
-                if e.kind == EntryKind::Elf {
+                if e.kind() == EntryKind::Sass {
                     cubins.push(e.to_uncompressed()?);
                 }
             }

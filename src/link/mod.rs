@@ -7,4 +7,5 @@ pub mod glue;
 pub mod output;
 pub mod pack;
 pub mod real_ld;
+pub mod runtime;
 pub mod search;

@@ -12,11 +12,10 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use cubin_store::WriteOptions;
-use object::read::archive::ArchiveFile;
 
 use super::abi;
 use super::args::{InputFileKind, InputId, LinkLine, OutputKind};
-use super::{glue, output, real_ld, search};
+use super::{glue, output, real_ld, runtime, search};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::rewrite::{archive, rewrite_object, Extracted};
 
@@ -78,35 +77,6 @@ impl PackOptions {
             level,
         })
     }
-}
-
-/// The fatpack runtime archive: `$FATPACK_RUNTIME`, else `../lib/fatpack/` from the fatpack
-/// executable (the installed layout, which scripts/build.sh also makes in `target/`), else
-/// next to it (a plain `cargo build`).
-pub fn runtime_archive() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("FATPACK_RUNTIME") {
-        let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
-        }
-        bail!("FATPACK_RUNTIME={}: no such file", p.display());
-    }
-    let exe = std::env::current_exe().context("locating the fatpack executable")?;
-    let exe = exe.canonicalize().unwrap_or(exe);
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [
-        dir.join("../lib/fatpack").join(abi::RUNTIME_ARCHIVE),
-        dir.join(abi::RUNTIME_ARCHIVE),
-    ] {
-        if cand.is_file() {
-            return Ok(cand);
-        }
-    }
-    bail!(
-        "cannot find {} next to {} (build it with `cargo build --release`, or set FATPACK_RUNTIME)",
-        abi::RUNTIME_ARCHIVE,
-        exe.display()
-    )
 }
 
 /// One input that carries device code, and what to do with it.
@@ -306,15 +276,7 @@ fn rewrite_input(
 
 fn e_machine(path: &Path) -> Option<u16> {
     let map = inputs::map_file(path).ok()?;
-    let data: &[u8] = &map;
-    if data.starts_with(b"\x7fELF") && data.len() > 20 {
-        return Some(u16::from_le_bytes([data[18], data[19]]));
-    }
-    // An archive: the first ELF member.
-    let ar = ArchiveFile::parse(data).ok()?;
-    let m = ar.members().flatten().find(|m| !m.is_thin())?;
-    let d = m.data(data).ok()?;
-    (d.starts_with(b"\x7fELF") && d.len() > 20).then(|| u16::from_le_bytes([d[18], d[19]]))
+    inputs::elf_machine(&map).or_else(|| runtime::archive_machine(&map))
 }
 
 /// Run `fatpack ld ARGS`; returns the exit code.
@@ -339,6 +301,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     if opts.mode == Mode::Tail {
         return tail_link(&line, &real);
     }
+    // Before any work: a bad FATPACK_RUNTIME is the first thing to hear about.
+    let runtime_source = runtime::Source::from_env()?;
     let mut cache = search::DefaultsCache::new();
     search::resolve_with(&mut line, &real, &mut cache)?;
     let progress = Progress::new();
@@ -382,7 +346,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     })?;
     let glue_path = work.path().join("fatpack-glue.o");
     std::fs::write(&glue_path, glue::glue_object(arch)?)?;
-    let runtime = runtime_archive()?;
+    let runtime = runtime_source.materialise(work.path(), machine)?;
     // The output is linked to a temp name beside it and renamed when complete: a failed
     // link leaves nothing behind. ld takes the last -o.
     // ld creates the file itself, so it gets the modes a plain link would give it.
@@ -459,7 +423,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
             link_s,
             t0.elapsed().as_secs_f64()
         );
-        eprintln!("fatpack:   runtime {}", runtime.display());
+        eprintln!("fatpack:   runtime: {}", runtime_source.what());
         for p in &planned {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }

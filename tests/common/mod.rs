@@ -75,40 +75,8 @@ pub fn fatpack_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fatpack"))
 }
 
-/// Make sure the runtime archive sits next to the fatpack test binary (cargo builds it as a
-/// workspace member, but `cargo test -p fatpack` alone does not produce the staticlib).
-pub fn ensure_runtime() -> PathBuf {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    let exe = fatpack_bin();
-    let rt = exe.parent().unwrap().join("libfatpack_rt.a");
-    ONCE.call_once(|| {
-        let profile = exe
-            .parent()
-            .unwrap()
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "fatpack-rt"]);
-        if profile == "release" {
-            cmd.arg("--release");
-        }
-        let st = cmd
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo");
-        assert!(st.success(), "building the runtime failed");
-    });
-    assert!(rt.exists(), "{} missing", rt.display());
-    // Tests link with the runtime of this very build, never an installed or stale one.
-    std::env::set_var("FATPACK_RUNTIME", &rt);
-    rt
-}
-
 /// A folder with `ld` (and `ld.gold`, `ld.bfd`) linked to fatpack, for `gcc -B<dir>`.
 pub fn wrapper_dir() -> tempfile::TempDir {
-    ensure_runtime();
     let dir = tempfile::tempdir().unwrap();
     for name in ["ld", "ld.gold", "ld.bfd", "ld.lld"] {
         std::os::unix::fs::symlink(fatpack_bin(), dir.path().join(name)).unwrap();

@@ -330,7 +330,7 @@ echo "build.sh: checking the outputs"
 # A fake libcuda.so.1 (the runtime's test double: device capabilities only) lets the checks
 # watch the runtime choose entries and read the store with no GPU.
 fake_dir=""
-fake_src="$root/runtime/tests/fake/fakecuda.c"
+fake_src="$root/tests/fake/fakecuda.c"
 if [ -f "$fake_src" ] && mkdir -p "$work/fakecuda" &&
     gcc -shared -fPIC -O2 -o "$work/fakecuda/libcuda.so.1" "$fake_src" >"$work/logs/fakecuda.log" 2>&1; then
     fake_dir="$work/fakecuda"

@@ -183,7 +183,7 @@ for name, st in status.items():
             run_nogpu([exe, "--continue"], d, {"FATPACK_LOG": "debug"},
                       want_lines=[r"^FAIL device", r"^suite: 0 passed, \d+ failed", r"^FAIL dlclose_dyn"])
 
-# --- with a fake libcuda.so.1 (runtime/tests/fake/fakecuda.c: device capabilities only) -------
+# --- with a fake libcuda.so.1 (tests/fake/fakecuda.c: device capabilities only) -------
 # cudart still fails (the fake has no real driver API), but the fatpack runtime gets far
 # enough to choose entries, open and check the store, and log it all.
 fake = sys.argv[3] if len(sys.argv) > 3 else ""

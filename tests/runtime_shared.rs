@@ -1,12 +1,12 @@
 //! Packed shared libraries: each packed output carries its own hidden runtime copy, digest
 //! and store, and finds its own file (also when dlopen'ed by a relative path).
 
-mod common;
+mod rt_harness;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::*;
+use rt_harness::*;
 
 struct Pair {
     linked: PathBuf,
@@ -22,8 +22,8 @@ fn build_pair() -> Pair {
     std::fs::create_dir_all(&maindir).unwrap();
     let stubs = format!(
         "#define STUB_L {}\n#define STUB_M {}\n",
-        c_array(&fatpack_rt::stub::encode("lib#L", 0)),
-        c_array(&fatpack_rt::stub::encode("main#M", 0))
+        c_array(&fatpack::format::stub::encode("lib#L", 0)),
+        c_array(&fatpack::format::stub::encode("main#M", 0))
     );
     std::fs::write(dir.join("stubs.h"), stubs).unwrap();
     let cc = |src: &str, out: &PathBuf, extra: &[&str]| {

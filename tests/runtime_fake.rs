@@ -1,13 +1,12 @@
 //! End-to-end tests of libfatpack_rt.a without a GPU: a packed "nvcc-like" program linked
 //! with --wrap against a fake cudart, run against a fake libcuda.so.1.
 
-mod common;
+mod rt_harness;
 
 use std::process::Command;
 
-use common::*;
+use rt_harness::*;
 use cubin_store::Store;
-use fatpack_rt::fatbin::{self, FLAG_COMPRESSED_LZ4, FLAG_COMPRESSED_ZSTD};
 
 fn one_module(r: &Run) -> Vec<String> {
     let regs = r.registered();
@@ -114,7 +113,7 @@ fn registered_container_is_well_formed() {
     let r = run(&app.exe, "launchA", Some("90,120"), &[]);
     r.assert_clean();
     let bytes = std::fs::read(r.dump.join("reg-1.bin")).unwrap();
-    let (version, entries) = fatbin::parse(&bytes).expect("a valid container");
+    let (version, entries) = parse_container(&bytes).expect("a valid container");
     assert_eq!(version, 1);
     assert_eq!(entries.len(), 2);
     for (e, arch) in entries.iter().zip(["sm_90a", "compute_90"]) {
@@ -122,10 +121,10 @@ fn registered_container_is_well_formed() {
         let raw = payload("app#A", arch);
         let orig = nvcc_header(&c, raw.len());
         assert_eq!(e.arch, c.arch);
-        assert_eq!(e.flags & (FLAG_COMPRESSED_LZ4 | FLAG_COMPRESSED_ZSTD), 0);
+        assert_eq!(e.flags & (COMPRESSED_LZ4 | COMPRESSED_ZSTD), 0);
         assert_eq!(
             e.flags,
-            u64::from_le_bytes(orig[40..48].try_into().unwrap()) & !FLAG_COMPRESSED_ZSTD
+            u64::from_le_bytes(orig[40..48].try_into().unwrap()) & !COMPRESSED_ZSTD
         );
         assert_eq!(&e.header[..8], &orig[..8]);
         assert_eq!(&e.header[20..40], &orig[20..40]);
@@ -417,8 +416,7 @@ fn device_linked_module_passes_prelinked_inputs_only_when_needed() {
 
 /// Byte offset of `.fatpack` in a file, and the store inside it.
 fn store_section(bytes: &[u8]) -> std::ops::Range<usize> {
-    fatpack_rt::elf::find_section(bytes, ".fatpack")
-        .unwrap()
+    find_section(bytes, ".fatpack")
         .expect("a .fatpack section")
 }
 
@@ -555,12 +553,12 @@ fn archive_defines_exactly_the_wrapped_symbols() {
         .collect();
     defined.sort_unstable();
     defined.dedup();
-    let mut want = fatpack_rt::WRAPPED_SYMBOLS.to_vec();
+    let mut want = fatpack::format::link::WRAPPED_SYMBOLS.to_vec();
     want.sort_unstable();
     assert_eq!(defined, want);
     let out = sh(Command::new("nm").arg("-u").arg(archive()));
     let nm = String::from_utf8_lossy(&out.stdout);
-    for s in fatpack_rt::WRAPPED_SYMBOLS {
+    for s in fatpack::format::link::WRAPPED_SYMBOLS {
         assert!(
             nm.contains(&format!("U __real_{s}\n")),
             "__real_{s} not referenced"

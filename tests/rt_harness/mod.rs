@@ -1,6 +1,6 @@
 //! Shared harness for the runtime's integration tests: builds the fake CUDA libraries, a
 //! store, the glue object and a packed program, then runs it against the fakes.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -10,11 +10,16 @@ use std::sync::OnceLock;
 
 use cubin_store::ArchVariant;
 use cubin_store::{EntryKind, EntryMeta, StoreWriter, WriteOptions};
-use fatpack_rt::fatbin::{
-    FLAG_ADDR_64, FLAG_ARCH_FAMILY, FLAG_ARCH_SPECIFIC, FLAG_COMPRESSED_ZSTD, FLAG_HOST_LINUX,
-    KIND_ELF, KIND_PTX,
+use fatpack::format::fatbin::flags::{
+    ADDR_64 as FLAG_ADDR_64, ARCH_FAMILY as FLAG_ARCH_FAMILY,
+    ARCH_SPECIFIC as FLAG_ARCH_SPECIFIC, COMPRESSED_ZSTD as FLAG_COMPRESSED_ZSTD,
+    HOST_LINUX as FLAG_HOST_LINUX,
 };
-use fatpack_rt::select::Candidate;
+use fatpack::format::fatbin::{KIND_ELF, KIND_PTX};
+pub use fatpack::format::fatbin::flags::{
+    ARCH_FAMILY, ARCH_SPECIFIC, COMPRESSED_LZ4, COMPRESSED_ZSTD,
+};
+pub use fatpack::format::select::Candidate;
 
 pub const FAKE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake");
 
@@ -77,17 +82,53 @@ pub fn fakes() -> &'static Path {
     })
 }
 
-/// libfatpack_rt.a: `FATPACK_RT_ARCHIVE` if set (e.g. the `rt` profile build), else the one
-/// cargo built next to this test binary.
+/// libfatpack_rt.a: `FATPACK_RT_ARCHIVE` if set (another build of the runtime), else the one
+/// this fatpack carries (build.rs's one recipe), written out once per test process.
 pub fn archive() -> PathBuf {
     if let Some(p) = std::env::var_os("FATPACK_RT_ARCHIVE") {
         return PathBuf::from(p);
     }
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap();
-    let a = dir.join("libfatpack_rt.a");
-    assert!(a.exists(), "{} not built", a.display());
-    a
+    static A: OnceLock<PathBuf> = OnceLock::new();
+    A.get_or_init(|| {
+        let a = scratch("runtime").join("libfatpack_rt.a");
+        std::fs::write(&a, fatpack::link::runtime::EMBEDDED).unwrap();
+        a
+    })
+    .clone()
+}
+
+/// One entry of a container, as the tests look at it.
+#[derive(Debug)]
+pub struct Parsed<'a> {
+    pub kind: u16,
+    pub arch: u32,
+    pub flags: u64,
+    pub header: &'a [u8],
+    pub payload: &'a [u8],
+}
+
+/// The container at the start of `b` (fatpack-format's reader); None if malformed.
+pub fn parse_container(b: &[u8]) -> Option<(u16, Vec<Parsed<'_>>)> {
+    let (c, entries, _) = fatpack::format::fatbin::read_container(b)?;
+    let v = entries
+        .into_iter()
+        .map(|e| Parsed {
+            kind: e.header.kind,
+            arch: e.header.arch_number,
+            flags: e.header.flags,
+            header: e.header_bytes,
+            payload: e.payload,
+        })
+        .collect();
+    Some((c.version, v))
+}
+
+/// The file byte range of section `name` of an ELF file.
+pub fn find_section(bytes: &[u8], name: &str) -> Option<std::ops::Range<usize>> {
+    use object::{Object, ObjectSection};
+    let f = object::File::parse(bytes).ok()?;
+    let (off, len) = f.section_by_name(name)?.file_range()?;
+    Some(off as usize..(off + len) as usize)
 }
 
 pub fn cand(name: &str) -> Candidate {
@@ -180,14 +221,14 @@ pub fn glue(dir: &Path, digest: &[u8; 32]) -> PathBuf {
 pub fn link(driver: &str, objects: &[PathBuf], out: &Path, extra: &[&str]) {
     let mut cmd = Command::new(driver);
     cmd.arg("-o").arg(out).args(objects);
-    for a in fatpack_rt::link_args(extra.contains(&"-shared")) {
+    for a in fatpack::format::link::link_args(extra.contains(&"-shared")) {
         cmd.arg(format!("-Wl,{a}"));
     }
     cmd.arg(archive());
     cmd.arg(format!("-L{}", fakes().display()))
         .arg("-lfakecudart")
         .arg(format!("-Wl,-rpath,{}", fakes().display()));
-    cmd.args(fatpack_rt::SYSTEM_LIBS).args(extra);
+    cmd.args(fatpack::format::link::SYSTEM_LIBS).args(extra);
     sh(&mut cmd);
 }
 
@@ -217,13 +258,13 @@ pub fn build_app(at: StoreAt, glue_digest: Option<[u8; 32]>) -> App {
         ("STUB_R", "app#R"),
     ] {
         let flags = if name == "app#R" {
-            fatpack_rt::stub::FLAG_RELOCATABLE
+            fatpack::format::stub::FLAG_RELOCATABLE
         } else {
             0
         };
         h += &format!(
             "#define {macro_} {}\n",
-            c_array(&fatpack_rt::stub::encode(name, flags))
+            c_array(&fatpack::format::stub::encode(name, flags))
         );
     }
     std::fs::write(dir.join("stubs.h"), h).unwrap();
