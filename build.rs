@@ -5,8 +5,8 @@
 //! Python wheel and the Nix package all get it from here. It is a nested cargo build of
 //! `runtime/` with the workspace's `rt` profile (LTO, size-optimised, panic=abort) into a
 //! target folder of its own (so it never waits on the outer build's lock), then stripped of
-//! debug info. The archive's blake3 digest is recorded so that fatpack can check what it
-//! writes out at link time, and `fatpack --version` can name it.
+//! debug info. The archives' blake3 digests are recorded so that fatpack can check what it
+//! writes out at link time, and `fatpack --version` can name them.
 
 use std::env;
 use std::ffi::OsString;
@@ -30,16 +30,39 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=FATPACK_RT_OBJCOPY");
+    println!("cargo:rerun-if-env-changed=FATPACK_RT_EXTRA_TARGETS");
 
-    let built = build_runtime(&root, &out, &target);
-    let dest = out.join(ARCHIVE);
-    strip_debug(&built, &dest, &target);
-    let bytes = std::fs::read(&dest).unwrap_or_else(|e| panic!("reading {}: {e}", dest.display()));
-    println!(
-        "cargo:rustc-env=FATPACK_RT_BLAKE3={}",
-        blake3::hash(&bytes).to_hex()
-    );
-    println!("cargo:rustc-env=FATPACK_RT_TARGET={target}");
+    // The runtime for the target fatpack runs on, then any others asked for (cross links:
+    // `FATPACK_RT_EXTRA_TARGETS=aarch64-unknown-linux-gnu`, with that Rust target and a C
+    // cross compiler for zstd installed).
+    let mut targets = vec![target.clone()];
+    for t in env::var("FATPACK_RT_EXTRA_TARGETS")
+        .unwrap_or_default()
+        .split(',')
+    {
+        let t = t.trim();
+        if !t.is_empty() && !targets.iter().any(|have| have == t) {
+            targets.push(t.to_owned());
+        }
+    }
+    let mut table = String::from("&[\n");
+    for t in &targets {
+        let built = build_runtime(&root, &out, t);
+        let dir = out.join(t);
+        std::fs::create_dir_all(&dir).expect("creating OUT_DIR/<target>");
+        let dest = dir.join(ARCHIVE);
+        strip_debug(&built, &dest, t);
+        let bytes =
+            std::fs::read(&dest).unwrap_or_else(|e| panic!("reading {}: {e}", dest.display()));
+        table += &format!(
+            "    Embedded {{ target: {t:?}, blake3: {:?}, bytes: include_bytes!({:?}) }},\n",
+            blake3::hash(&bytes).to_hex().as_str(),
+            dest.display().to_string()
+        );
+    }
+    table += "]\n";
+    let gen = out.join("embedded_runtimes.rs");
+    std::fs::write(&gen, table).unwrap_or_else(|e| panic!("writing {}: {e}", gen.display()));
 }
 
 /// Where the nested build keeps its files: beside the outer build's profile folders (so a

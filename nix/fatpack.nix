@@ -1,5 +1,5 @@
-# fatpack as a Nix package: the CLI, its runtime archive where the CLI looks for it
-# ($out/lib/fatpack/libfatpack_rt.a), and a setup hook (./setup-hook.sh) that makes every
+# fatpack as a Nix package: the CLI, which carries its runtime archive (build.rs builds it,
+# the same recipe as every other build), and a setup hook (./setup-hook.sh) that makes every
 # link of a derivation with fatpack in nativeBuildInputs go through `fatpack ld`.
 # Written without Nix at hand and never built: see README.md.
 #   fatpack = pkgs.callPackage ./nix/fatpack.nix { };
@@ -14,7 +14,9 @@ rustPlatform.buildRustPackage {
     fileset = lib.fileset.unions [
       ../Cargo.toml
       ../Cargo.lock
+      ../build.rs
       ../src
+      ../format
       ../cubin-store
       ../runtime
       ../benches
@@ -23,15 +25,9 @@ rustPlatform.buildRustPackage {
   };
   cargoLock.lockFile = ../Cargo.lock;
 
+  # build.rs runs a nested `cargo build -p fatpack-rt --profile rt` (vendored sources, as
+  # cargoSetupHook configures them) and strips it with stdenv's objcopy.
   cargoBuildFlags = [ "-p" "fatpack" ];
-  # The runtime archive, built as scripts/build.sh does it (size-optimised `rt` profile).
-  postBuild = ''
-    cargo build --offline --locked --profile rt -p fatpack-rt
-  '';
-  postInstall = ''
-    install -Dm644 target/rt/libfatpack_rt.a $out/lib/fatpack/libfatpack_rt.a
-    objcopy --strip-debug $out/lib/fatpack/libfatpack_rt.a
-  '';
 
   # The tests need nvcc 13 and its fixtures (scripts/test.sh); not run in the sandbox.
   doCheck = false;
@@ -44,7 +40,8 @@ rustPlatform.buildRustPackage {
   meta = {
     description = "Capability-aware fat-binary packager and linker wrapper for CUDA";
     license = with lib.licenses; [ mit asl20 ];
-    platforms = [ "x86_64-linux" ];
+    # Both link and carry a runtime for their own machine; cross links need FATPACK_RUNTIME.
+    platforms = [ "x86_64-linux" "aarch64-linux" ];
     mainProgram = "fatpack";
   };
 }

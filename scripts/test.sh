@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, and every test against real nvcc 13 output.
+# The whole test suite: formatting, lints, the three install paths (cargo install, cargo
+# build, the Python wheel), and every test against real nvcc 13 output.
 # Installs the CUDA toolchain from PyPI on first use (scripts/cuda-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/cuda-env.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+bash scripts/check-install.sh
 cargo test --workspace --locked

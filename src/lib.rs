@@ -4,9 +4,9 @@
 //! (with [`cubin`] and [`ptx`] reading the payloads) → the store (`cubin-store` crate) →
 //! rewritten objects → final link → runtime. [`inspect`] reports on any of them.
 
+pub use fatpack_format as format;
 /// GPU arch names and targets: fatpack-format's, shared with the runtime and the store.
 pub use fatpack_format::arch;
-pub use fatpack_format as format;
 pub mod cubin;
 pub mod fatbin;
 pub mod inputs;

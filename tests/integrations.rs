@@ -3,8 +3,8 @@
 //! through fatpack in every documented way) and `nix/test-hook.sh` (the Nix setup hook's
 //! shell logic, and links through it, without Nix).
 //!
-//! Needs cmake, nvcc 13 and cudart (scripts/cuda-env.sh), g++, python3. Without them the
-//! tests say so and pass over; under CI (env CI set) a missing tool is a failure.
+//! Needs cmake, nvcc 13 and cudart (scripts/cuda-env.sh), g++, python3; a missing one fails
+//! the test (scripts/test.sh and .ci/run install them).
 
 mod common;
 
@@ -17,20 +17,15 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `name` on PATH, else a note (or, under CI, a failure).
-fn tool(name: &str, install: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        if std::env::var_os("CI").is_some() {
-            panic!("{name} not found: CI must install it ({install})");
-        }
-        eprintln!("note: {name} not found ({install}); skipping this check");
-    }
-    found
+/// `name` on PATH; a missing one fails the test (.ci/run installs them all).
+fn tool(name: &str, install: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: {install} (.ci/run does)"))
 }
 
 /// Runs a script with this build's fatpack and runtime and the CUDA toolchain; asserts it
@@ -60,16 +55,10 @@ fn run_script(script: &str, args: &[&str], cuda_lib: &Path, nvcc: Option<&Path>)
 
 #[test]
 fn cmake_example_links_through_fatpack() {
-    let (Some(_cmake), Some(_py)) = (
-        tool("cmake", "apt-get install cmake"),
-        tool("python3", "apt-get install python3"),
-    ) else {
-        return;
-    };
-    let Some(nvcc) = cuda_tool("nvcc") else {
-        return;
-    };
-    let Some(lib) = cuda_lib() else { return };
+    tool("cmake", "apt-get install cmake");
+    tool("python3", "apt-get install python3");
+    let nvcc = cuda_tool("nvcc");
+    let lib = cuda_lib();
     let out = run_script("examples/cmake/run.sh", &[], &lib, Some(&nvcc));
     eprintln!("{out}");
     assert!(out.contains("== cmake example: all"), "{out}");
@@ -88,13 +77,9 @@ fn cmake_example_links_through_fatpack() {
 
 #[test]
 fn nix_setup_hook() {
-    let (Some(_gxx), Some(_py)) = (
-        tool("g++", "apt-get install g++"),
-        tool("python3", "apt-get install python3"),
-    ) else {
-        return;
-    };
-    let Some(lib) = cuda_lib() else { return };
+    tool("g++", "apt-get install g++");
+    tool("python3", "apt-get install python3");
+    let lib = cuda_lib();
     let out = run_script("nix/test-hook.sh", &[], &lib, None);
     eprintln!("{out}");
     assert!(out.contains("nix hook tests: all "), "{out}");

@@ -45,11 +45,15 @@ fn executable(p: &Path, script: &str) {
     fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
+/// A binutils tool on PATH; a missing one fails the test (binutils come with every gcc).
+fn tool(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: install binutils"))
 }
 
 /// A 64-byte ELF header: enough for ld's (and our) compatibility test.
@@ -909,10 +913,7 @@ fn linker_scripts_as_inputs() {
 /// Our `-l` resolution against the real ld's own `--verbose` trace.
 #[test]
 fn search_agrees_with_real_ld() {
-    let (Some(ld), Some(asm), Some(ar)) = (tool("ld"), tool("as"), tool("ar")) else {
-        eprintln!("note: binutils not found; skipping");
-        return;
-    };
+    let (ld, asm, ar) = (tool("ld"), tool("as"), tool("ar"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("f.s"), ".globl f\nf: ret\n").unwrap();
@@ -997,10 +998,7 @@ fn search_agrees_with_real_ld() {
 /// option arguments could pass for file names.
 #[test]
 fn inputs_agree_with_real_ld_trace() {
-    let (Some(_), Some(asm)) = (tool("ld"), tool("as")) else {
-        eprintln!("note: binutils not found; skipping");
-        return;
-    };
+    let (_, asm) = (tool("ld"), tool("as"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("a.s"), ".globl _start\n_start: ret\n").unwrap();
@@ -1409,10 +1407,7 @@ fn depth_probe() {
 /// Links a trivial object with the real ld through the API; a failing link gives ld's code.
 #[test]
 fn end_to_end_link_with_real_ld() {
-    let (Some(ld), Some(asm)) = (tool("ld"), tool("as")) else {
-        eprintln!("note: binutils not found; skipping");
-        return;
-    };
+    let (ld, asm) = (tool("ld"), tool("as"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("start.s"), ".globl _start\n_start:\n  ret\n").unwrap();

@@ -6,8 +6,8 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use fatpack::inputs;
 use fatpack::format::stub;
+use fatpack::inputs;
 use fatpack::rewrite::{archive, rewrite_object};
 use object::{Object, ObjectSection, ObjectSymbol};
 

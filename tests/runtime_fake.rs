@@ -5,8 +5,8 @@ mod rt_harness;
 
 use std::process::Command;
 
-use rt_harness::*;
 use cubin_store::Store;
+use rt_harness::*;
 
 fn one_module(r: &Run) -> Vec<String> {
     let regs = r.registered();
@@ -416,8 +416,7 @@ fn device_linked_module_passes_prelinked_inputs_only_when_needed() {
 
 /// Byte offset of `.fatpack` in a file, and the store inside it.
 fn store_section(bytes: &[u8]) -> std::ops::Range<usize> {
-    find_section(bytes, ".fatpack")
-        .expect("a .fatpack section")
+    find_section(bytes, ".fatpack").expect("a .fatpack section")
 }
 
 #[test]

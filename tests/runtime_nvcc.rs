@@ -8,9 +8,9 @@ mod rt_harness;
 use std::path::PathBuf;
 use std::process::Command;
 
-use rt_harness::*;
 use cubin_store::{ArchVariant, EntryKind, EntryMeta, StoreWriter, WriteOptions};
 use fatpack::format::fatbin::KIND_PTX;
+use rt_harness::*;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -27,8 +27,7 @@ struct Packed {
 fn pack() -> Packed {
     let dir = scratch("nvcc");
     let obj = std::fs::read(FIXTURE).unwrap();
-    let sec = find_section(&obj, ".nv_fatbin")
-        .unwrap();
+    let sec = find_section(&obj, ".nv_fatbin").unwrap();
     let (_, parsed) = parse_container(&obj[sec]).expect("one nvcc fatbin container");
     let mut entries = Vec::new();
     let mut w =

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The over-2gib case for aarch64, link only (Debian's cross binutils; nothing runs):
 # plain ld must fail with `relocation truncated to fit: R_AARCH64_PREL32`, fatpack ld must
-# link it (packed, with an aarch64 build of the runtime) and so must tail mode.
+# link it (packed, with the aarch64 runtime fatpack carries) and so must tail mode.
 #   bash examples/over-2gib/run-aarch64.sh [TOTAL_MIB=2300] [OBJECTS=24] [WORKDIR]
 # Needs: apt-get install binutils-aarch64-linux-gnu gcc-aarch64-linux-gnu, and the Rust
 # target: rustup target add aarch64-unknown-linux-gnu.
@@ -10,11 +10,11 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 total="${1:-2300}"; objects="${2:-24}"
 work="${3:-$(mktemp -d)}"
 cd "$root"
-bash scripts/build.sh
-cargo build --release --locked -q --example over-2gib
+# A fatpack that carries an aarch64 runtime besides its own (build.rs, the one recipe).
 CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
-    cargo rustc --profile rt --locked -q -p fatpack-rt --target aarch64-unknown-linux-gnu --crate-type staticlib
-rt="$root/target/aarch64-unknown-linux-gnu/rt/libfatpack_rt.a"
+    FATPACK_RT_EXTRA_TARGETS=aarch64-unknown-linux-gnu \
+    cargo build --release --locked -q -p fatpack --example over-2gib
+"$root/target/release/fatpack" --version
 mkdir -p "$work"
 echo "== generating ${total} MiB over ${objects} aarch64 objects in $work"
 OVER2GIB_ARCH=aarch64 ./target/release/examples/over-2gib "$work" "$total" "$objects" \
@@ -29,7 +29,7 @@ fi
 grep -m1 'relocation truncated to fit: R_AARCH64_PREL32' plain.err
 echo "plain ld failed as expected ($(grep -c 'relocation truncated' plain.err) truncated relocations)"
 echo "== fatpack ld -shared (packed)"
-FATPACK_REAL_LD=aarch64-linux-gnu-ld FATPACK_RUNTIME="$rt" \
+FATPACK_REAL_LD=aarch64-linux-gnu-ld \
     "$root/target/release/fatpack" ld --fatpack-verbose -shared -o libbig_packed.so $objs 2> packed.err || { cat packed.err; exit 1; }
 ! grep 'R_AARCH64_PREL32' packed.err
 grep '^fatpack: libbig' packed.err

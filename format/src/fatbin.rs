@@ -255,7 +255,12 @@ pub fn entry_header(e: &EntryInput<'_>, padded_len: usize) -> Result<Vec<u8>, En
             .to_bytes()
             .to_vec());
     }
-    let bad = |what: String| Err(EncodeError(format!("{}: stored entry header {what}", c.name())));
+    let bad = |what: String| {
+        Err(EncodeError(format!(
+            "{}: stored entry header {what}",
+            c.name()
+        )))
+    };
     let Some(h) = EntryHeader::read(e.attrs) else {
         return bad(format!(
             "is {} bytes (a fatbin entry header has at least {ENTRY_HEADER_LEN})",
@@ -339,7 +344,8 @@ pub struct RawEntry<'a> {
 pub fn read_container(b: &[u8]) -> Option<(ContainerHeader, Vec<RawEntry<'_>>, usize)> {
     let c = ContainerHeader::read(b)?;
     let end = usize::try_from(c.total_len()?).ok()?;
-    if c.magic != FATBIN_MAGIC || usize::from(c.header_len) < CONTAINER_HEADER_LEN || end > b.len() {
+    if c.magic != FATBIN_MAGIC || usize::from(c.header_len) < CONTAINER_HEADER_LEN || end > b.len()
+    {
         return None;
     }
     let mut out = Vec::new();
@@ -395,7 +401,10 @@ mod tests {
         assert_eq!(h.arch(), Arch::with_variant(90, Variant::Specific));
         assert_eq!(h.entry_kind(), EntryKind::Sass);
         let u = h.uncompressed(48);
-        assert_eq!((u.compressed_len, u.uncompressed_len, u.payload_len), (0, 0, 48));
+        assert_eq!(
+            (u.compressed_len, u.uncompressed_len, u.payload_len),
+            (0, 0, 48)
+        );
         assert_eq!(u.flags, h.flags);
 
         let c = ContainerHeader::new(0x3000);
@@ -460,10 +469,13 @@ mod tests {
         let h2 = nvcc_header(KIND_PTX, 90, 0x11 | flags::COMPRESSED);
         let p1 = b"\x7fELF-cubin-for-sm_90a";
         let p2 = b".version 9.0\n.target sm_90\0";
-        let b = encode_container(&[input("sm_90a", &h1, p1), input("compute_90", &h2, p2)])
-            .unwrap();
+        let b =
+            encode_container(&[input("sm_90a", &h1, p1), input("compute_90", &h2, p2)]).unwrap();
         let (c, entries, used) = read_container(&b).unwrap();
-        assert_eq!((c.version, used, c.body_len as usize), (1, b.len(), b.len() - 16));
+        assert_eq!(
+            (c.version, used, c.body_len as usize),
+            (1, b.len(), b.len() - 16)
+        );
         assert_eq!(entries.len(), 2);
         for (e, (h, p)) in entries.iter().zip([(&h1, &p1[..]), (&h2, &p2[..])]) {
             assert_eq!(e.header_bytes.len(), 80);

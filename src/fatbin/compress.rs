@@ -61,14 +61,13 @@ pub(super) fn decompress(e: &Entry) -> Result<Cow<'_, [u8]>, DecompressError> {
         return Ok(Cow::Borrowed(&e.stored));
     }
     let arch = e.arch_name();
-    let data =
-        e.stored
-            .get(..e.header.compressed_len as usize)
-            .ok_or(DecompressError::CompressedTooLong {
-                arch: arch.clone(),
-                compressed: e.header.compressed_len,
-                stored: e.stored.len(),
-            })?;
+    let data = e.stored.get(..e.header.compressed_len as usize).ok_or(
+        DecompressError::CompressedTooLong {
+            arch: arch.clone(),
+            compressed: e.header.compressed_len,
+            stored: e.stored.len(),
+        },
+    )?;
     let want = e.header.uncompressed_len;
     // No codec inflates a byte into more than this (LZ4's bound is 255:1; zstd's frames of
     // real cubins stay far below 1000:1): a larger claim is corruption, refused before any

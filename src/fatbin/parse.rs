@@ -133,9 +133,7 @@ fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, us
             Vec::new()
         },
     };
-    if entry.compression() != super::Compression::None
-        && u64::from(header.compressed_len) > psize
-    {
+    if entry.compression() != super::Compression::None && u64::from(header.compressed_len) > psize {
         return Err(past("compressed size", header.compressed_len.into()));
     }
     Ok((entry, used))

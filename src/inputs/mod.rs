@@ -181,7 +181,8 @@ pub fn sniff(data: &[u8]) -> FileKind {
 
 /// The ELF `e_machine` of an ELF file (little-endian, as every target fatpack links).
 pub fn elf_machine(data: &[u8]) -> Option<u16> {
-    (data.starts_with(b"\x7fELF") && data.len() > 20).then(|| u16::from_le_bytes([data[18], data[19]]))
+    (data.starts_with(b"\x7fELF") && data.len() > 20)
+        .then(|| u16::from_le_bytes([data[18], data[19]]))
 }
 
 /// Find all device code in the file at `path`.

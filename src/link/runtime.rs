@@ -12,12 +12,24 @@ use object::read::archive::ArchiveFile;
 
 use super::abi::{ENV_RUNTIME, RUNTIME_ARCHIVE};
 
-/// The archive build.rs made (LTO'd, debug info stripped).
-pub static EMBEDDED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libfatpack_rt.a"));
-/// blake3 of [`EMBEDDED`] as build.rs wrote it.
-pub const EMBEDDED_BLAKE3: &str = env!("FATPACK_RT_BLAKE3");
-/// The Rust target [`EMBEDDED`] was built for.
-pub const EMBEDDED_TARGET: &str = env!("FATPACK_RT_TARGET");
+/// One runtime archive build.rs made (LTO'd, debug info stripped).
+#[derive(Debug)]
+pub struct Embedded {
+    /// The Rust target it was built for.
+    pub target: &'static str,
+    /// blake3 of `bytes` as build.rs wrote them.
+    pub blake3: &'static str,
+    pub bytes: &'static [u8],
+}
+
+/// Every runtime this fatpack carries: the one for the target fatpack was built for first,
+/// then those `FATPACK_RT_EXTRA_TARGETS` asked for at build time.
+pub static EMBEDDED: &[Embedded] = include!(concat!(env!("OUT_DIR"), "/embedded_runtimes.rs"));
+
+/// The runtime for the target fatpack itself was built for.
+pub fn host() -> &'static Embedded {
+    &EMBEDDED[0]
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -30,20 +42,24 @@ pub enum RuntimeError {
         source: std::io::Error,
     },
     #[error(
-        "the runtime archive inside this fatpack is damaged (blake3 {found}, built as \
-         {EMBEDDED_BLAKE3}): reinstall fatpack"
+        "the {target} runtime archive inside this fatpack is damaged (blake3 {found}, built \
+         as {want}): reinstall fatpack"
     )]
-    Damaged { found: String },
+    Damaged {
+        target: &'static str,
+        found: String,
+        want: &'static str,
+    },
     #[error("{what}: not an ar archive of ELF objects, so not a fatpack runtime archive")]
     NotArchive { what: String },
     #[error(
         "{what} is for {runtime}, but this link is for {link}: set {ENV_RUNTIME} to a runtime \
-         archive built for {link} (`cargo build --target <{link} triple>` of fatpack makes one), \
-         or use --fatpack-mode=tail, which needs none"
+         archive built for {link}, or build fatpack with FATPACK_RT_EXTRA_TARGETS=<{link} Rust \
+         target> so that it carries one, or use --fatpack-mode=tail, which needs none"
     )]
     Machine {
         what: String,
-        runtime: &'static str,
+        runtime: String,
         link: &'static str,
     },
 }
@@ -75,54 +91,67 @@ impl Source {
     /// Which archive this is, for messages.
     pub fn what(&self) -> String {
         match self {
-            Source::Embedded => format!("the runtime built into fatpack ({EMBEDDED_TARGET})"),
+            Source::Embedded => {
+                let targets: Vec<&str> = EMBEDDED.iter().map(|e| e.target).collect();
+                format!("the runtime built into fatpack ({})", targets.join(", "))
+            }
             Source::Path(p) => format!("{ENV_RUNTIME}={}", p.display()),
         }
     }
 
     /// The archive as a file the real linker can read: `FATPACK_RUNTIME` as it is, or the
-    /// embedded one written (after its digest check) into `dir` under the name
-    /// `--exclude-libs` matches. `link_machine` is the link's ELF `e_machine`.
+    /// embedded one for the link's machine (`link_machine`, an ELF `e_machine`) written,
+    /// after its digest check, into `dir` under the name `--exclude-libs` matches.
     pub fn materialise(&self, dir: &Path, link_machine: u16) -> Result<PathBuf, RuntimeError> {
-        let what = self.what();
-        let (path, bytes);
+        let link = machine_name(link_machine);
         match self {
-            Source::Embedded => {
-                let found = blake3::hash(EMBEDDED).to_hex();
-                if found.as_str() != EMBEDDED_BLAKE3 {
-                    return Err(RuntimeError::Damaged {
-                        found: found.to_string(),
+            Source::Path(p) => {
+                let bytes = std::fs::read(p).map_err(|source| RuntimeError::Io {
+                    path: p.clone(),
+                    source,
+                })?;
+                let machine = archive_machine(&bytes)
+                    .ok_or_else(|| RuntimeError::NotArchive { what: self.what() })?;
+                if machine != link_machine {
+                    return Err(RuntimeError::Machine {
+                        what: self.what(),
+                        runtime: machine_name(machine).to_owned(),
+                        link,
                     });
                 }
-                path = dir.join(RUNTIME_ARCHIVE);
-                bytes = std::borrow::Cow::Borrowed(EMBEDDED);
+                Ok(p.clone())
             }
-            Source::Path(p) => {
-                path = p.clone();
-                bytes = std::borrow::Cow::Owned(std::fs::read(p).map_err(|source| {
-                    RuntimeError::Io {
-                        path: p.clone(),
-                        source,
-                    }
-                })?);
+            Source::Embedded => {
+                let Some(e) = EMBEDDED
+                    .iter()
+                    .find(|e| archive_machine(e.bytes) == Some(link_machine))
+                else {
+                    let have: Vec<&str> = EMBEDDED
+                        .iter()
+                        .map(|e| archive_machine(e.bytes).map_or("?", machine_name))
+                        .collect();
+                    return Err(RuntimeError::Machine {
+                        what: self.what(),
+                        runtime: have.join(", "),
+                        link,
+                    });
+                };
+                let found = blake3::hash(e.bytes).to_hex();
+                if found.as_str() != e.blake3 {
+                    return Err(RuntimeError::Damaged {
+                        target: e.target,
+                        found: found.to_string(),
+                        want: e.blake3,
+                    });
+                }
+                let path = dir.join(RUNTIME_ARCHIVE);
+                std::fs::write(&path, e.bytes).map_err(|source| RuntimeError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(path)
             }
         }
-        let machine =
-            archive_machine(&bytes).ok_or_else(|| RuntimeError::NotArchive { what: what.clone() })?;
-        if machine != link_machine {
-            return Err(RuntimeError::Machine {
-                what,
-                runtime: machine_name(machine),
-                link: machine_name(link_machine),
-            });
-        }
-        if *self == Source::Embedded {
-            std::fs::write(&path, &*bytes).map_err(|source| RuntimeError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        }
-        Ok(path)
     }
 }
 
@@ -148,18 +177,22 @@ pub fn machine_name(m: u16) -> &'static str {
 
 /// What `fatpack --version` says about the runtime a packed link would use now.
 pub fn describe() -> String {
-    let embedded = format!(
-        "embedded, {EMBEDDED_TARGET}, {} bytes, blake3 {}",
-        EMBEDDED.len(),
-        &EMBEDDED_BLAKE3[..16]
-    );
+    let embedded: Vec<String> = EMBEDDED
+        .iter()
+        .map(|e| {
+            format!(
+                "{} ({} bytes, blake3 {})",
+                e.target,
+                e.bytes.len(),
+                &e.blake3[..16]
+            )
+        })
+        .collect();
+    let embedded = format!("embedded: {}", embedded.join(", "));
     match Source::from_env() {
         Ok(Source::Embedded) => embedded,
-        Ok(Source::Path(p)) => format!(
-            "{ENV_RUNTIME}={} (overrides the {embedded} one)",
-            p.display()
-        ),
-        Err(e) => format!("{e} (the {embedded} one is not used while it is set)"),
+        Ok(Source::Path(p)) => format!("{ENV_RUNTIME}={} (overrides {embedded})", p.display()),
+        Err(e) => format!("{e} (a packed link fails while it is set; {embedded})"),
     }
 }
 
@@ -168,38 +201,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn embedded_archive_is_for_the_target_fatpack_was_built_for() {
-        assert_eq!(
-            blake3::hash(EMBEDDED).to_hex().as_str(),
-            EMBEDDED_BLAKE3,
-            "digest"
-        );
-        let m = archive_machine(EMBEDDED).expect("an ar archive of ELF objects");
-        let want = if EMBEDDED_TARGET.starts_with("x86_64") {
-            object::elf::EM_X86_64
-        } else if EMBEDDED_TARGET.starts_with("aarch64") {
-            object::elf::EM_AARCH64
-        } else {
-            m
-        };
-        assert_eq!(m, want);
+    fn embedded_archives_are_intact_and_for_their_targets() {
+        assert!(!EMBEDDED.is_empty());
+        for e in EMBEDDED {
+            assert_eq!(
+                blake3::hash(e.bytes).to_hex().as_str(),
+                e.blake3,
+                "{}",
+                e.target
+            );
+            let m = archive_machine(e.bytes).expect("an ar archive of ELF objects");
+            let arch = e.target.split('-').next().unwrap();
+            let want = match arch {
+                "x86_64" => object::elf::EM_X86_64,
+                "aarch64" => object::elf::EM_AARCH64,
+                _ => m,
+            };
+            assert_eq!(m, want, "{}", e.target);
+        }
+        assert_eq!(host().target, EMBEDDED[0].target);
     }
 
     #[test]
     fn a_foreign_machine_is_refused_before_anything_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let m = archive_machine(EMBEDDED).unwrap();
-        let other = if m == object::elf::EM_AARCH64 {
-            object::elf::EM_X86_64
-        } else {
-            object::elf::EM_AARCH64
-        };
-        let e = Source::Embedded.materialise(dir.path(), other).unwrap_err();
+        let m = archive_machine(host().bytes).unwrap();
+        let e = Source::Embedded
+            .materialise(dir.path(), object::elf::EM_RISCV)
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::Machine { .. }), "{e}");
         assert!(e.to_string().contains("FATPACK_RUNTIME"), "{e}");
+        assert!(e.to_string().contains("for riscv"), "{e}");
         assert!(!dir.path().join(RUNTIME_ARCHIVE).exists());
         let p = Source::Embedded.materialise(dir.path(), m).unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), EMBEDDED);
+        assert_eq!(std::fs::read(&p).unwrap(), host().bytes);
+        // A named archive of the wrong machine, and a file that is no archive.
+        let named = dir.path().join("named.a");
+        std::fs::write(&named, host().bytes).unwrap();
+        let e = Source::Path(named.clone())
+            .materialise(dir.path(), object::elf::EM_RISCV)
+            .unwrap_err();
+        assert!(e.to_string().contains("FATPACK_RUNTIME="), "{e}");
+        assert_eq!(
+            Source::Path(named.clone())
+                .materialise(dir.path(), m)
+                .unwrap(),
+            named
+        );
         let not = dir.path().join("not.a");
         std::fs::write(&not, b"!<arch>\n").unwrap();
         let e = Source::Path(not).materialise(dir.path(), m).unwrap_err();

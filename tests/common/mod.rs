@@ -14,26 +14,24 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// A CUDA tool from PATH or the repo's `.cuda` venv. Under CI a missing tool fails the test
 /// (CI installs it); on a developer machine without it the test says so and passes over it.
-pub fn cuda_tool(name: &str) -> Option<PathBuf> {
+/// A CUDA tool (the repo's `.cuda` venv first, then PATH); a missing one fails the test:
+/// scripts/test.sh installs the toolchain (scripts/cuda-env.sh).
+pub fn cuda_tool(name: &str) -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/bin")
         .join(name);
     if venv.exists() {
-        return Some(venv);
+        return venv;
     }
     if let Ok(path) = std::env::var("PATH") {
         for dir in std::env::split_paths(&path) {
             let p = dir.join(name);
             if p.exists() {
-                return Some(p);
+                return p;
             }
         }
     }
-    if std::env::var_os("CI").is_some() {
-        panic!("{name} not found: CI must install the CUDA toolchain (scripts/cuda-env.sh)");
-    }
-    eprintln!("note: {name} not found; run `source scripts/cuda-env.sh` to enable this check");
-    None
+    panic!("{name} not found: run the tests through scripts/test.sh, or `source scripts/cuda-env.sh` first")
 }
 
 /// `(kind, name)` pairs from `cuobjdump --list-elf --list-ptx`, e.g. `("ELF", "sm_90a")`, in order.
@@ -85,7 +83,8 @@ pub fn wrapper_dir() -> tempfile::TempDir {
 }
 
 /// `$CUDA_HOME/lib` with cudart, from the repo's `.cuda` venv or CUDA_HOME.
-pub fn cuda_lib() -> Option<PathBuf> {
+/// `$CUDA_HOME/lib` with cudart; missing, the test fails (see [`cuda_tool`]).
+pub fn cuda_lib() -> PathBuf {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/lib");
     let cand = std::env::var_os("CUDA_HOME")
@@ -94,14 +93,10 @@ pub fn cuda_lib() -> Option<PathBuf> {
         .chain([venv]);
     for c in cand {
         if c.join("libcudart_static.a").exists() {
-            return Some(c);
+            return c;
         }
     }
-    if std::env::var_os("CI").is_some() {
-        panic!("cudart not found: CI must install the CUDA toolchain (scripts/cuda-env.sh)");
-    }
-    eprintln!("note: cudart not found; run `source scripts/cuda-env.sh` to enable this check");
-    None
+    panic!("cudart not found: run the tests through scripts/test.sh, or `source scripts/cuda-env.sh` first")
 }
 
 /// Run a command, returning (status code, stdout, stderr).

@@ -6,8 +6,8 @@
 #   bash tests/gpu/build.sh [OUTDIR]          (default: tests/gpu/out, git-ignored)
 #
 # Environment:
-#   FATPACK=/path/to/fatpack   default target/release/fatpack, else target/debug/fatpack;
-#                              libfatpack_rt.a must sit next to it (or set FATPACK_RUNTIME).
+#   FATPACK=/path/to/fatpack   default target/release/fatpack, else target/debug/fatpack
+#                              (it carries its runtime; FATPACK_RUNTIME overrides).
 #   GPU_BUILD_DIR=DIR          intermediates (default: tests/gpu/build, git-ignored)
 #   JOBS=N                     parallel compiles (default: nproc)
 #   SKIP_BENCH=1               do not build first_kernel (the slow part: ~40 heavy compiles)
@@ -28,26 +28,17 @@ jobs_max="${JOBS:-$(nproc)}"
 source "$root/scripts/cuda-env.sh" || { echo "build.sh: cannot set up nvcc (scripts/cuda-env.sh)" >&2; exit 1; }
 
 # --- fatpack: copied, so that a concurrent cargo build cannot swap it mid-way ---------------
+# It carries its runtime (build.rs); FATPACK_RUNTIME, if set, is passed on as an override.
 fp_src="${FATPACK:-}"
 if [ -z "$fp_src" ]; then
     for cand in "$root/target/release/fatpack" "$root/target/debug/fatpack"; do
-        if [ -x "$cand" ] && [ -f "$(dirname "$cand")/libfatpack_rt.a" ]; then fp_src="$cand"; break; fi
+        if [ -x "$cand" ]; then fp_src="$cand"; break; fi
     done
 fi
 if [ -z "$fp_src" ] || [ ! -x "$fp_src" ]; then
-    echo "build.sh: no fatpack binary with libfatpack_rt.a next to it; run" >&2
-    echo "  cargo build --release -p fatpack -p fatpack-rt   (or set FATPACK=...)" >&2
+    echo "build.sh: no fatpack binary; run \`cargo build --release\` (or set FATPACK=...)" >&2
     exit 1
 fi
-# The runtime archive, searched as fatpack does: the installed (stripped, size-optimised)
-# layout <bin>/../lib/fatpack/ first, then next to the binary.
-rt_src="${FATPACK_RUNTIME:-}"
-if [ -z "$rt_src" ]; then
-    for cand in "$(dirname "$fp_src")/../lib/fatpack/libfatpack_rt.a" "$(dirname "$fp_src")/libfatpack_rt.a"; do
-        if [ -f "$cand" ]; then rt_src="$(realpath "$cand")"; break; fi
-    done
-fi
-[ -n "$rt_src" ] && [ -f "$rt_src" ] || { echo "build.sh: runtime archive libfatpack_rt.a not found for $fp_src" >&2; exit 1; }
 
 # Everything is rebuilt, except the benchmark objects when their inputs are unchanged (below).
 if [ -d "$work" ]; then
@@ -56,12 +47,10 @@ fi
 rm -rf "$out" "$out.tar.xz"
 mkdir -p "$work/logs" "$work/fp" "$out"
 cp "$fp_src" "$work/fp/fatpack"
-cp "$rt_src" "$work/fp/libfatpack_rt.a"
 ln -s fatpack "$work/fp/ld"        # gcc -B$work/fp finds it as its linker
 FP="$work/fp/fatpack"
-export FATPACK_RUNTIME="$work/fp/libfatpack_rt.a"   # exactly this copy, whatever fatpack's search finds
 
-echo "build.sh: fatpack $("$FP" --version 2>/dev/null | head -1) from $fp_src, runtime $rt_src ($(stat -c %s "$rt_src") bytes)"
+echo "build.sh: $("$FP" --version 2>/dev/null | tr '\n' ' ')from $fp_src"
 echo "build.sh: $(nvcc --version | tail -2 | head -1)"
 echo "build.sh: output $out, intermediates $work"
 

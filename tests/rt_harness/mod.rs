@@ -11,14 +11,13 @@ use std::sync::OnceLock;
 use cubin_store::ArchVariant;
 use cubin_store::{EntryKind, EntryMeta, StoreWriter, WriteOptions};
 use fatpack::format::fatbin::flags::{
-    ADDR_64 as FLAG_ADDR_64, ARCH_FAMILY as FLAG_ARCH_FAMILY,
-    ARCH_SPECIFIC as FLAG_ARCH_SPECIFIC, COMPRESSED_ZSTD as FLAG_COMPRESSED_ZSTD,
-    HOST_LINUX as FLAG_HOST_LINUX,
+    ADDR_64 as FLAG_ADDR_64, ARCH_FAMILY as FLAG_ARCH_FAMILY, ARCH_SPECIFIC as FLAG_ARCH_SPECIFIC,
+    COMPRESSED_ZSTD as FLAG_COMPRESSED_ZSTD, HOST_LINUX as FLAG_HOST_LINUX,
 };
-use fatpack::format::fatbin::{KIND_ELF, KIND_PTX};
 pub use fatpack::format::fatbin::flags::{
     ARCH_FAMILY, ARCH_SPECIFIC, COMPRESSED_LZ4, COMPRESSED_ZSTD,
 };
+use fatpack::format::fatbin::{KIND_ELF, KIND_PTX};
 pub use fatpack::format::select::Candidate;
 
 pub const FAKE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake");
@@ -91,7 +90,7 @@ pub fn archive() -> PathBuf {
     static A: OnceLock<PathBuf> = OnceLock::new();
     A.get_or_init(|| {
         let a = scratch("runtime").join("libfatpack_rt.a");
-        std::fs::write(&a, fatpack::link::runtime::EMBEDDED).unwrap();
+        std::fs::write(&a, fatpack::link::runtime::host().bytes).unwrap();
         a
     })
     .clone()

@@ -418,12 +418,15 @@ wrap_host!(__wrap_cudaGetSymbolSize => __real_cudaGetSymbolSize(
 wrap_host!(__wrap_cudaGraphAddKernelNode => __real_cudaGraphAddKernelNode(
     graph_node: *mut *mut c_void, graph: *mut c_void, dependencies: *const *mut c_void,
     num_dependencies: usize, node_params: *const c_void)
+    // SAFETY: the caller passes cudart a valid cudaKernelNodeParams (or null) for the call.
     key unsafe { kernel_params_func(node_params) });
 wrap_host!(__wrap_cudaGraphKernelNodeSetParams => __real_cudaGraphKernelNodeSetParams(
     node: *mut c_void, node_params: *const c_void)
+    // SAFETY: the caller passes cudart a valid cudaKernelNodeParams (or null) for the call.
     key unsafe { kernel_params_func(node_params) });
 wrap_host!(__wrap_cudaGraphExecKernelNodeSetParams => __real_cudaGraphExecKernelNodeSetParams(
     graph_exec: *mut c_void, node: *mut c_void, node_params: *const c_void)
+    // SAFETY: the caller passes cudart a valid cudaKernelNodeParams (or null) for the call.
     key unsafe { kernel_params_func(node_params) });
 wrap_host!(__wrap_cudaGraphAddMemcpyNodeToSymbol => __real_cudaGraphAddMemcpyNodeToSymbol(
     graph_node: *mut *mut c_void, graph: *mut c_void, dependencies: *const *mut c_void,
@@ -453,9 +456,13 @@ wrap_host!(__wrap_cudaGraphExecMemcpyNodeSetParamsFromSymbol =>
 wrap_host!(__wrap_cudaGraphAddNode => __real_cudaGraphAddNode(
     graph_node: *mut *mut c_void, graph: *mut c_void, dependencies: *const *mut c_void,
     dependency_data: *const c_void, num_dependencies: usize, node_params: *mut c_void)
+    // SAFETY: the caller passes cudart a valid cudaGraphNodeParams (or null) for the call.
     key unsafe { node_params_func(node_params) });
 wrap_host!(__wrap_cudaGraphNodeSetParams => __real_cudaGraphNodeSetParams(
-    node: *mut c_void, node_params: *mut c_void) key unsafe { node_params_func(node_params) });
+    node: *mut c_void, node_params: *mut c_void)
+    // SAFETY: the caller passes cudart a valid cudaGraphNodeParams (or null) for the call.
+    key unsafe { node_params_func(node_params) });
 wrap_host!(__wrap_cudaGraphExecNodeSetParams => __real_cudaGraphExecNodeSetParams(
     graph_exec: *mut c_void, node: *mut c_void, node_params: *mut c_void)
+    // SAFETY: the caller passes cudart a valid cudaGraphNodeParams (or null) for the call.
     key unsafe { node_params_func(node_params) });

@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use cubin_store::{EntryKind, EntryView, Store};
 
+use super::container::{self, Aligned};
 use super::driver::{self, Device};
 use super::image;
 use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
     CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
 };
-use super::container::{self, Aligned};
 use fatpack_format::fatbin::EntryInput;
 use fatpack_format::select::{self, capability_string, Candidate};
 

@@ -111,6 +111,7 @@ pub(crate) struct Module {
 // SAFETY: the raw pointers are addresses of static data in the binary (wrapper, strings,
 // host stubs), immutable and valid for as long as this runtime copy is mapped.
 unsafe impl Send for Module {}
+// SAFETY: as for Send; the mutable state is behind the Mutex and the AtomicBool.
 unsafe impl Sync for Module {}
 
 struct Registry {
