@@ -125,7 +125,7 @@ fn main() -> ExitCode {
     let mut argv = std::env::args_os();
     let argv0 = argv.next();
     // Invoked through an `ld` link (gcc -B<dir>, -fuse-ld): be the linker.
-    let name = fatpack::link::real_ld::linker_name(argv0.as_deref());
+    let name = fatpack::ld::real::linker_name(argv0.as_deref());
     let base = argv0
         .as_deref()
         .map(std::path::Path::new)

@@ -95,7 +95,7 @@ fn a_tampered_store_is_reported() {
     let exe = dir.path().join("app");
     assert_eq!(gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &[]).0, 0);
     let data = std::fs::read(&exe).unwrap();
-    let (off, len) = fatpack::link::output::store_range(&data).unwrap();
+    let (off, len) = fatpack::packed::store_range(&data).unwrap();
     // A byte in the middle of the blobs: the digest check on read catches it.
     let mut bad = data.clone();
     bad[(off + len / 2) as usize] ^= 0xff;

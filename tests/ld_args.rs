@@ -1,5 +1,5 @@
-//! The ld command-line model (`link::args`), library search (`link::search`) and the real
-//! linker (`link::real_ld`): parsing as GNU ld parses, re-emitting byte for byte, finding
+//! The ld command-line model (`ld`), library search (`ld::search`) and the real
+//! linker (`ld::real`): parsing as GNU ld parses, re-emitting byte for byte, finding
 //! files where ld finds them, and running the linker without running ourselves.
 
 use std::collections::BTreeMap;
@@ -10,11 +10,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fatpack::link::args::{
+use fatpack::ld::real::{self as real_ld, Finder, RealLdError};
+use fatpack::ld::{self as search, LinkerDefaults, SearchPath};
+use fatpack::ld::{
     ArgsError, InfoRequest, InputFileKind, InputId, InputKind, LinkLine, OutputKind,
 };
-use fatpack::link::real_ld::{self, Finder, RealLdError};
-use fatpack::link::search::{self, LinkerDefaults, SearchPath};
 
 fn parse(args: &[&str]) -> LinkLine {
     LinkLine::parse(args.iter().copied()).unwrap()
@@ -206,14 +206,12 @@ fn folding_a_long_line_into_a_response_file() {
     let dir = tempfile::tempdir().unwrap();
     let args = os(&["-o", "out", "with space.o", "q'uote.o", ""]);
     let folded =
-        fatpack::link::args::fold_into_response_file(args.clone(), dir.path(), "link.rsp", 4)
-            .unwrap();
+        fatpack::ld::fold_into_response_file(args.clone(), dir.path(), "link.rsp", 4).unwrap();
     assert_eq!(folded.len(), 1);
     let back = LinkLine::parse(folded).unwrap();
     assert_eq!(back.expanded_args(), args);
     let kept =
-        fatpack::link::args::fold_into_response_file(args.clone(), dir.path(), "x.rsp", 1 << 20)
-            .unwrap();
+        fatpack::ld::fold_into_response_file(args.clone(), dir.path(), "x.rsp", 1 << 20).unwrap();
     assert_eq!(kept, args);
 }
 

@@ -135,6 +135,22 @@ pub struct Target {
     pub kind: CodeKind,
 }
 
+impl Target {
+    /// The target an entry of `kind` for `arch` with `variant` is; `None` for kinds that are
+    /// neither SASS nor PTX.
+    pub fn of(kind: EntryKind, arch: u32, variant: Variant) -> Option<Target> {
+        let kind = match kind {
+            EntryKind::Sass => CodeKind::Sass,
+            EntryKind::Ptx => CodeKind::Ptx,
+            EntryKind::Other(_) => return None,
+        };
+        Some(Target {
+            arch: Arch::with_variant(arch, variant),
+            kind,
+        })
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {

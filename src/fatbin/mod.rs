@@ -13,7 +13,7 @@ pub use fatpack_format::arch::EntryKind;
 pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
 pub use parse::{parse_all, parse_all_at, parse_one, span_one, spans};
 
-use crate::arch::{Arch, CodeKind, Target};
+use crate::arch::{Arch, Target};
 
 /// One fatbin container: what one `__cudaRegisterFatBinary` call registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,15 +69,7 @@ impl Entry {
     }
 
     pub fn target(&self) -> Option<Target> {
-        let kind = match self.kind() {
-            EntryKind::Ptx => CodeKind::Ptx,
-            EntryKind::Sass => CodeKind::Sass,
-            EntryKind::Other(_) => return None,
-        };
-        Some(Target {
-            arch: self.arch(),
-            kind,
-        })
+        Target::of(self.kind(), self.header.arch_number, self.header.variant())
     }
 
     /// `sm_90a` for cubins, `compute_90` for PTX.

@@ -20,6 +20,8 @@ pub enum InspectError {
         #[source]
         source: DecompressError,
     },
+    #[error(transparent)]
+    Packed(#[from] crate::packed::OutputError),
     #[error("{path}: {source}")]
     Store {
         path: String,

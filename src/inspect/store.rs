@@ -9,7 +9,7 @@ use super::report::{
     payload_report, summarise, FileReport, InspectError, ModuleReport, PackedInfo,
 };
 use crate::inputs::FileKind;
-use crate::link::output;
+use crate::packed;
 
 fn store_err(path: &str) -> impl Fn(cubin_store::StoreError) -> InspectError + '_ {
     move |source| InspectError::Store {
@@ -61,33 +61,12 @@ pub(super) fn inspect_packed(
     kind: FileKind,
     data: &[u8],
 ) -> Result<Option<FileReport>, InspectError> {
-    let Some(recorded) = output::recorded_digest(data) else {
+    let located = packed::locate(path, data)?;
+    let Some(p) = located else {
         return Ok(None);
     };
-    let side;
-    let (store_bytes, store_name): (&[u8], String) = match output::store_range(data) {
-        Some((off, len)) => {
-            let bytes = usize::try_from(off)
-                .ok()
-                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
-                .ok_or_else(|| InspectError::Store {
-                    path: shown.to_string(),
-                    source: cubin_store::StoreError::Truncated {
-                        what: "store section",
-                        need: off.saturating_add(len),
-                        have: data.len() as u64,
-                    },
-                })?;
-            (bytes, format!("{} section", output::STORE_SECTION))
-        }
-        None => {
-            let mut p = path.as_os_str().to_owned();
-            p.push(".fatpack");
-            let side_path = std::path::PathBuf::from(p);
-            side = crate::inputs::map_file(&side_path)?;
-            (&side[..], side_path.display().to_string())
-        }
-    };
+    let (store_bytes, store_name) = (p.store.bytes(), p.store.describe());
+    let recorded = p.recorded_digest;
     let label = format!("{shown} [{store_name}]");
     let modules = modules(&label, store_bytes)?;
     let store = Store::parse(store_bytes).map_err(store_err(&label))?;

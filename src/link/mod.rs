@@ -2,10 +2,6 @@
 
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
-pub mod args;
 pub mod glue;
-pub mod output;
 pub mod pack;
-pub mod real_ld;
 pub mod runtime;
-pub mod search;

@@ -14,9 +14,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use cubin_store::WriteOptions;
 
 use super::abi;
-use super::args::{InputFileKind, InputId, LinkLine, OutputKind};
-use super::{glue, output, real_ld, runtime, search};
+use super::{glue, runtime};
 use crate::inputs::{self, DeviceSection, FileKind};
+use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
+use crate::packed;
 use crate::rewrite::{archive, rewrite_object, Extracted};
 
 /// How device code is kept out of the way of the host code's relocations.
@@ -303,8 +304,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
     }
     // Before any work: a bad FATPACK_RUNTIME is the first thing to hear about.
     let runtime_source = runtime::Source::from_env()?;
-    let mut cache = search::DefaultsCache::new();
-    search::resolve_with(&mut line, &real, &mut cache)?;
+    let mut cache = ld::DefaultsCache::new();
+    ld::resolve_with(&mut line, &real, &mut cache)?;
     let progress = Progress::new();
     progress.step("scanning inputs");
     let t0 = Instant::now();
@@ -378,7 +379,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         return Ok(real_ld::exit_code(status));
     }
     progress.step("writing the store");
-    let used = output::linked_modules(&tmp_out)?;
+    let used = packed::linked_modules(&tmp_out)?;
     let by_name: HashMap<&str, &Extracted> =
         extracted.iter().map(|e| (e.module.as_str(), e)).collect();
     let mut modules = Vec::with_capacity(used.len());
@@ -393,20 +394,18 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
         dictionary: None,
     };
     let summary = if opts.side_file {
-        let mut side = line.output.clone().into_os_string();
-        side.push(abi::SIDE_FILE_SUFFIX);
-        let w = cubin_store::StoreWriter::create_atomic(PathBuf::from(&side), wopts)?;
+        let w = cubin_store::StoreWriter::create_atomic(packed::side_path(&line.output), wopts)?;
         let mut w = w;
         for m in &modules {
             crate::store::add_module(&mut w, m)?;
         }
         w.commit()?
     } else {
-        output::append_store(&tmp_out, |w| -> Result<_> {
+        packed::append_store(&tmp_out, |w| -> Result<_> {
             Ok(crate::store::write_store(w, &modules, wopts)?.1)
         })?
     };
-    output::patch_digest(&tmp_out, &summary.digest)?;
+    packed::patch_digest(&tmp_out, &summary.digest)?;
     std::fs::rename(&tmp_out, &line.output)
         .with_context(|| format!("renaming the output to {}", line.output.display()))?;
     progress.done();

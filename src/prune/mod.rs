@@ -143,7 +143,7 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
     let mut side = None;
     match kind {
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
-            if crate::link::output::recorded_digest(data).is_some() =>
+            if crate::packed::recorded_digest(data).is_some() =>
         {
             side = packed::prune_packed(input, data, keep, tmp.path(), output, &mut report)?;
         }

@@ -3,37 +3,14 @@
 
 use std::collections::BTreeSet;
 use std::io::{Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
-use cubin_store::{ArchVariant, AtomicStoreFile, EntryKind, Store, StoreWriter, WriteOptions};
+use cubin_store::{AtomicStoreFile, Store, StoreWriter, WriteOptions};
 
 use super::{check_present, PruneReport};
-use crate::arch::{Arch, CodeKind, Target, Variant};
-use crate::link::{abi, output};
-
-fn target_of(kind: EntryKind, arch: u32, variant: ArchVariant) -> Option<Target> {
-    let kind = match kind {
-        EntryKind::Sass => CodeKind::Sass,
-        EntryKind::Ptx => CodeKind::Ptx,
-        EntryKind::Other(_) => return None,
-    };
-    let variant = match variant {
-        ArchVariant::Plain => Variant::Plain,
-        ArchVariant::Specific => Variant::Specific,
-        ArchVariant::Family => Variant::Family,
-    };
-    Some(Target {
-        arch: Arch::with_variant(arch, variant),
-        kind,
-    })
-}
-
-fn side_path(p: &Path) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(abi::SIDE_FILE_SUFFIX);
-    PathBuf::from(s)
-}
+use crate::arch::Target;
+use crate::packed::{self, side_path, DIGEST_SECTION};
 
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
@@ -48,7 +25,7 @@ fn write_pruned<W: Write + Seek>(
         for e in m.entries() {
             report.entries_before += 1;
             report.bytes_before += e.stored_len();
-            if target_of(e.kind(), e.arch(), e.variant()).is_some_and(|t| keep.contains(&t)) {
+            if Target::of(e.kind(), e.arch(), e.variant()).is_some_and(|t| keep.contains(&t)) {
                 let raw = store.read_entry(&e)?;
                 let r = w.add_entry(id, e.meta(), &raw)?;
                 report.entries_after += 1;
@@ -72,31 +49,18 @@ pub(super) fn prune_packed(
     report: &mut PruneReport,
 ) -> Result<Option<AtomicStoreFile>> {
     let shown = input.display().to_string();
-    let side_map;
-    let (store_bytes, embedded): (&[u8], bool) = match output::store_range(data) {
-        Some((off, len)) => (
-            usize::try_from(off)
-                .ok()
-                .and_then(|o| data.get(o..o.checked_add(len as usize)?))
-                .ok_or_else(|| {
-                    anyhow!("{shown}: the .fatpack section runs past the end of the file")
-                })?,
-            true,
-        ),
-        None => {
-            side_map = crate::inputs::map_file(&side_path(input))?;
-            (&side_map[..], false)
-        }
-    };
+    let located = packed::locate(input, data)?
+        .ok_or_else(|| anyhow!("{shown}: not a packed output (no {DIGEST_SECTION} slot)"))?;
+    let (store_bytes, embedded) = (located.store.bytes(), located.store.is_section());
     let store = Store::parse(store_bytes).map_err(|e| anyhow!("{shown}: store: {e}"))?;
     let present: BTreeSet<Target> = store
         .entries()
-        .filter_map(|e| target_of(e.kind(), e.arch(), e.variant()))
+        .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))
         .collect();
     check_present(input, keep, &present)?;
     std::fs::write(tmp_path, data).with_context(|| format!("writing {}", tmp_path.display()))?;
     let (summary, side) = if embedded {
-        let s = output::append_store(tmp_path, |w| -> Result<_> {
+        let s = packed::append_store(tmp_path, |w| -> Result<_> {
             Ok(write_pruned(&store, keep, w, report)?.1)
         })?;
         (s, None)
@@ -105,6 +69,6 @@ pub(super) fn prune_packed(
         let (w, summary) = write_pruned(&store, keep, w, report)?;
         (summary, Some(w))
     };
-    output::patch_digest(tmp_path, &summary.digest)?;
+    packed::patch_digest(tmp_path, &summary.digest)?;
     Ok(side)
 }

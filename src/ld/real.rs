@@ -65,9 +65,9 @@ pub fn linker_name(argv0: Option<&OsStr>) -> OsString {
 }
 
 /// Who we are, two ways: a copy or hard link has another path but may share the inode.
-struct SelfId {
-    canonical: Option<PathBuf>,
-    inode: Option<(u64, u64)>,
+pub(super) struct SelfId {
+    pub(super) canonical: Option<PathBuf>,
+    pub(super) inode: Option<(u64, u64)>,
 }
 
 impl SelfId {
@@ -90,7 +90,7 @@ impl SelfId {
     }
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(super) fn is_executable(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 

@@ -1,5 +1,5 @@
-//! Work on the linked output: which modules it holds (its stubs), appending the store as a
-//! non-allocated section, and patching the digest slot.
+//! Writing a packed output: the store appended as a non-allocated section (or replaced, by
+//! prune), and the digest slot patched.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -7,61 +7,11 @@ use std::path::Path;
 
 use object::{Object, ObjectSection};
 
-use super::glue::DIGEST_SECTION;
-use crate::inputs::{map_file, DEVICE_SECTIONS};
-
-pub use fatpack_format::link::STORE_SECTION;
+use super::{bad, io_err, OutputError};
+use crate::inputs::map_file;
+use fatpack_format::link::{DIGEST_SECTION, STORE_SECTION};
 /// Alignment of the store in the file, so that it can be mapped on its own.
 const STORE_ALIGN: u64 = 4096;
-
-#[derive(Debug, thiserror::Error)]
-pub enum OutputError {
-    #[error("{path}: {message}")]
-    Bad { path: String, message: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: io::Error,
-    },
-}
-
-fn bad(path: &Path, message: impl Into<String>) -> OutputError {
-    OutputError::Bad {
-        path: path.display().to_string(),
-        message: message.into(),
-    }
-}
-fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
-    move |source| OutputError::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
-/// The module names of the stubs in the linked output, in link order: the modules the link
-/// really used.
-pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
-    let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-    let file = object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
-    let mut out = Vec::new();
-    for name in DEVICE_SECTIONS {
-        let Some(sec) = file.section_by_name(name) else {
-            continue;
-        };
-        let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
-        // Anything but stubs here is device code that escaped rewriting: refuse rather than
-        // ship a binary that registers it unpacked.
-        let stubs = fatpack_format::stub::parse_all(data).map_err(|e| {
-            bad(
-                path,
-                format!("section {name} holds device code that was not packed ({e})"),
-            )
-        })?;
-        out.extend(stubs.into_iter().map(|s| s.module.to_owned()));
-    }
-    Ok(out)
-}
 
 /// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
 /// header) can write straight into the output file.
@@ -265,17 +215,4 @@ pub fn patch_digest(path: &Path, digest: &[u8; 32]) -> Result<(), OutputError> {
     f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
     f.write_all(digest).map_err(io_err(path))?;
     f.sync_all().map_err(io_err(path))
-}
-
-/// Where the store of a packed file is: `(offset, length)` of its `.fatpack` section.
-pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
-    let file = object::File::parse(data).ok()?;
-    file.section_by_name(STORE_SECTION)?.file_range()
-}
-
-/// The digest recorded in a packed file's `.fatpack_digest` slot.
-pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
-    let file = object::File::parse(data).ok()?;
-    let d = file.section_by_name(DIGEST_SECTION)?.data().ok()?;
-    d.get(..32)?.try_into().ok()
 }

@@ -1,0 +1,370 @@
+//! Where ld finds each input: `-l` search over the `-L` directories and the linker's own
+//! (from `ld --verbose`), sysroot prefixes, `-T` scripts, and implicit linker scripts such as
+//! `libc.so`.
+//!
+//! The order is ld's (checked against `ld --verbose` traces): every `-L` in command-line
+//! order, wherever it stands relative to the `-l`; the `SEARCH_DIR`s of `-T` scripts where
+//! those scripts stand; `-Y` directories; then the default script's directories, unless a
+//! `-T` script replaced that script or `-nostdlib` was given. In each directory `libNAME.so`
+//! (dynamic state, not `-r`) then `libNAME.a`; a file for another machine or ELF class is
+//! skipped as ld skips it ("skipping incompatible").
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{self};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use super::line::{InputFileKind, InputKind, LinkLine, ScriptEntry};
+use super::real::RealLdError;
+
+use super::defaults::*;
+use super::script::*;
+use super::target::*;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error(transparent)]
+    RealLd(#[from] RealLdError),
+}
+
+/// `=DIR` and `$SYSROOTDIR` name DIR inside the sysroot (plain `DIR` with no sysroot).
+pub fn sysroot_path(raw: &OsStr, sysroot: Option<&Path>) -> PathBuf {
+    let b = raw.as_bytes();
+    let rest = b.strip_prefix(b"=").or_else(|| b.strip_prefix(b"$SYSROOT"));
+    match rest {
+        None => PathBuf::from(raw),
+        Some(rest) => {
+            let mut v = sysroot
+                .map(|s| s.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default();
+            while v.len() > 1 && v.last() == Some(&b'/') {
+                v.pop();
+            }
+            if v == b"/" {
+                v.clear();
+            }
+            v.extend_from_slice(rest);
+            PathBuf::from(OsString::from_vec(v))
+        }
+    }
+}
+
+/// The directories ld searches, in order, and what decides which file it takes.
+#[derive(Debug, Clone, Default)]
+pub struct SearchPath {
+    pub dirs: Vec<PathBuf>,
+    pub sysroot: Option<PathBuf>,
+    pub target: Option<Target>,
+    /// `-r`: ld looks for no shared library.
+    pub relocatable: bool,
+}
+
+impl SearchPath {
+    /// The files ld tries for `-lNAME` (or `-l:NAME` when `verbatim`), in order.
+    pub fn library_candidates(
+        &self,
+        name: &OsStr,
+        verbatim: bool,
+        static_only: bool,
+    ) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let with = |pre: &str, suf: &str| {
+            let mut v = pre.as_bytes().to_vec();
+            v.extend_from_slice(name.as_bytes());
+            v.extend_from_slice(suf.as_bytes());
+            OsString::from_vec(v)
+        };
+        for d in &self.dirs {
+            if verbatim {
+                out.push(d.join(name));
+                continue;
+            }
+            if !static_only && !self.relocatable {
+                out.push(d.join(with("lib", ".so")));
+            }
+            out.push(d.join(with("lib", ".a")));
+        }
+        out
+    }
+
+    /// The file ld takes for `-lNAME`, if any.
+    pub fn find_library(&self, name: &OsStr, verbatim: bool, static_only: bool) -> Option<PathBuf> {
+        self.library_candidates(name, verbatim, static_only)
+            .into_iter()
+            .find(|c| {
+                fs::metadata(c).is_ok_and(|m| m.is_file()) && compatible(c, self.target.as_ref())
+            })
+    }
+
+    /// A `-T` script as ld looks for it: as named, then in `dirs` (those in force at that point).
+    fn find_script(name: &OsStr, dirs: &[PathBuf]) -> Option<PathBuf> {
+        let p = PathBuf::from(name);
+        if p.is_file() {
+            return Some(p);
+        }
+        dirs.iter().map(|d| d.join(name)).find(|c| c.is_file())
+    }
+}
+
+pub(super) fn is_under(path: &Path, root: Option<&Path>) -> bool {
+    let Some(root) = root.filter(|r| !r.as_os_str().is_empty() && *r != Path::new("/")) else {
+        return false;
+    };
+    match (fs::canonicalize(path), fs::canonicalize(root)) {
+        (Ok(p), Ok(r)) => p.starts_with(r),
+        _ => false,
+    }
+}
+
+/// Where ld finds a file named in an implicit script: a library by search; an absolute path
+/// as is (inside the sysroot if the script is); a relative one in the current directory, the
+/// script's directory, then the search path.
+pub(super) fn resolve_entry(
+    entry: &ScriptEntry,
+    script: &Path,
+    search: &SearchPath,
+    static_only: bool,
+) -> Option<PathBuf> {
+    if entry.library {
+        return search.find_library(&entry.name, entry.verbatim, static_only);
+    }
+    let b = entry.name.as_bytes();
+    if b.starts_with(b"=") || b.starts_with(b"$SYSROOT") {
+        return Some(sysroot_path(&entry.name, search.sysroot.as_deref())).filter(|p| p.exists());
+    }
+    let p = PathBuf::from(&entry.name);
+    if p.is_absolute() {
+        if is_under(script, search.sysroot.as_deref()) {
+            let inside = sysroot_path(
+                &OsString::from_vec([b"=", b].concat()),
+                search.sysroot.as_deref(),
+            );
+            if inside.exists() {
+                return Some(inside);
+            }
+        }
+        return p.exists().then_some(p);
+    }
+    let script_dir = script.parent().map(|d| d.join(&p));
+    std::iter::once(p.clone())
+        .chain(script_dir)
+        .chain(search.dirs.iter().map(|d| d.join(&p)))
+        .find(|c| c.is_file())
+}
+
+/// Fills in where every input of `line` comes from (`resolved`, `file_kind`, `script`) and
+/// each `-T` script, using the linker's defaults. Returns the search path it used.
+pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
+    let sysroot = line.sysroot.clone().or_else(|| defaults.sysroot.clone());
+    let sys = sysroot.as_deref();
+    let cmdline: Vec<PathBuf> = line
+        .library_dirs
+        .iter()
+        .filter(|d| !d.from_y)
+        .map(|d| sysroot_path(&d.raw, sys))
+        .collect();
+    let y_dirs: Vec<PathBuf> = line
+        .library_dirs
+        .iter()
+        .filter(|d| d.from_y)
+        .map(|d| sysroot_path(&d.raw, sys))
+        .collect();
+
+    // -L and -T SEARCH_DIRs go into one list in command-line order.
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut next_l = 0;
+    let mut replaces_default = false;
+    for script in line.scripts.iter_mut().filter(|s| !s.default_script) {
+        while next_l < script.library_dirs_before.min(cmdline.len()) {
+            dirs.push(cmdline[next_l].clone());
+            next_l += 1;
+        }
+        script.resolved = SearchPath::find_script(&script.name, &dirs);
+        script.info = script.resolved.as_deref().and_then(read_script);
+        match &script.info {
+            Some(info) => {
+                if !line.nostdlib {
+                    dirs.extend(info.search_dirs.iter().map(|d| sysroot_path(d, sys)));
+                }
+                replaces_default |= !info.has_insert;
+            }
+            None => {
+                line.diagnostics.push(format!(
+                    "cannot find linker script {}",
+                    script.name.to_string_lossy()
+                ));
+                replaces_default = true;
+            }
+        }
+    }
+    dirs.extend(cmdline[next_l..].iter().cloned());
+    dirs.extend(y_dirs);
+
+    if !replaces_default {
+        // The last -dT stands in for the built-in default script.
+        let dir_snapshot = dirs.clone();
+        let default_script = line.scripts.iter_mut().rev().find(|s| s.default_script);
+        let script_dirs = match default_script {
+            Some(s) => {
+                s.resolved = SearchPath::find_script(&s.name, &dir_snapshot);
+                s.info = s.resolved.as_deref().and_then(read_script);
+                s.info
+                    .as_ref()
+                    .map(|i| i.search_dirs.clone())
+                    .unwrap_or_default()
+            }
+            None => defaults.search_dirs.clone(),
+        };
+        if !line.nostdlib {
+            dirs.extend(script_dirs.iter().map(|d| sysroot_path(d, sys)));
+        }
+    }
+
+    let search = SearchPath {
+        dirs,
+        sysroot,
+        target: defaults
+            .output_format
+            .as_deref()
+            .and_then(Target::from_bfd_name),
+        relocatable: line.kind == super::line::OutputKind::Relocatable,
+    };
+
+    let mut notes = Vec::new();
+    for input in &mut line.inputs {
+        input.resolved = match input.kind {
+            InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
+            InputKind::Library { verbatim, .. } => {
+                let found = search.find_library(&input.name, verbatim, input.static_search);
+                if found.is_none() {
+                    let colon = if verbatim { ":" } else { "" };
+                    notes.push(format!(
+                        "cannot find -l{colon}{}",
+                        input.name.to_string_lossy()
+                    ));
+                }
+                found
+            }
+        };
+        input.file_kind = Some(match (&input.resolved, input.binary) {
+            (None, _) => InputFileKind::Missing,
+            (Some(p), true) if p.exists() => InputFileKind::Binary,
+            (Some(_), true) => InputFileKind::Missing,
+            (Some(p), false) => sniff(p),
+        });
+        if input.file_kind == Some(InputFileKind::Script) {
+            if let Some(p) = input.resolved.clone() {
+                input.script = read_script(&p).map(|mut info| {
+                    for e in &mut info.entries {
+                        e.resolved = resolve_entry(e, &p, &search, input.static_search);
+                    }
+                    info
+                });
+            }
+        }
+    }
+    line.diagnostics.extend(notes);
+    search
+}
+
+/// [`resolve`] with the defaults of the linker at `ld` (asked once per run through `cache`).
+pub fn resolve_with(
+    line: &mut LinkLine,
+    ld: &Path,
+    cache: &mut DefaultsCache,
+) -> Result<SearchPath, SearchError> {
+    let emulation = line.emulation.clone();
+    let defaults = cache.get(ld, emulation.as_deref())?.clone();
+    Ok(resolve(line, &defaults))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbose_output() {
+        let text = br#"OUTPUT_FORMAT("elf64-x86-64", "elf64-x86-64",
+              "elf64-x86-64")
+SEARCH_DIR("=/usr/local/lib/x86_64-linux-gnu"); SEARCH_DIR("=/lib/x86_64-linux-gnu"); SEARCH_DIR(/opt/x);"#;
+        let d = LinkerDefaults::from_verbose(text);
+        assert_eq!(
+            d.search_dirs,
+            vec![
+                "=/usr/local/lib/x86_64-linux-gnu",
+                "=/lib/x86_64-linux-gnu",
+                "/opt/x"
+            ]
+        );
+        assert_eq!(d.output_format.as_deref(), Some("elf64-x86-64"));
+    }
+
+    #[test]
+    fn sysroot_prefixes() {
+        let s = Some(Path::new("/sys/root/"));
+        assert_eq!(
+            sysroot_path(OsStr::new("=/usr/lib"), s),
+            Path::new("/sys/root/usr/lib")
+        );
+        assert_eq!(
+            sysroot_path(OsStr::new("$SYSROOT/lib"), s),
+            Path::new("/sys/root/lib")
+        );
+        assert_eq!(
+            sysroot_path(OsStr::new("=/usr/lib"), None),
+            Path::new("/usr/lib")
+        );
+        assert_eq!(
+            sysroot_path(OsStr::new("=/usr/lib"), Some(Path::new("/"))),
+            Path::new("/usr/lib")
+        );
+        assert_eq!(
+            sysroot_path(OsStr::new("/usr/lib"), s),
+            Path::new("/usr/lib")
+        );
+    }
+
+    #[test]
+    fn targets() {
+        let t = Target::from_bfd_name("elf64-x86-64").unwrap();
+        assert!(t.class64 && t.machine == object::elf::EM_X86_64);
+        assert_eq!(Target::from_bfd_name("elf64-x86-64-freebsd"), Some(t));
+        assert_eq!(
+            Target::from_bfd_name("elf64-powerpcle").map(|t| t.big_endian),
+            Some(false)
+        );
+        assert_eq!(
+            Target::from_bfd_name("elf64-powerpc").map(|t| t.big_endian),
+            Some(true)
+        );
+        assert_eq!(Target::from_bfd_name("pei-x86-64"), None);
+    }
+
+    #[test]
+    fn libc_style_script() {
+        let text = b"/* GNU ld script */\nOUTPUT_FORMAT(elf64-x86-64)\nGROUP ( /lib/x86_64-linux-gnu/libc.so.6 \
+/usr/lib/x86_64-linux-gnu/libc_nonshared.a  AS_NEEDED ( /lib64/ld-linux-x86-64.so.2 ) )\nINPUT(-lm, -l:x.a)\n";
+        let info = parse_script(text);
+        let names: Vec<_> = info
+            .entries
+            .iter()
+            .map(|e| (e.name.to_str().unwrap(), e.as_needed, e.library))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("/lib/x86_64-linux-gnu/libc.so.6", false, false),
+                ("/usr/lib/x86_64-linux-gnu/libc_nonshared.a", false, false),
+                ("/lib64/ld-linux-x86-64.so.2", true, false),
+                ("m", false, true),
+                ("x.a", false, true),
+            ]
+        );
+        assert!(info.entries[0].in_group && !info.entries[3].in_group && info.entries[4].verbatim);
+        assert!(!info.has_insert);
+        let info =
+            parse_script(b"SEARCH_DIR(\"/a b\") SECTIONS { .x : { *(.x) } } INSERT AFTER .text;");
+        assert_eq!(info.search_dirs, vec!["/a b"]);
+        assert!(info.has_insert);
+    }
+}

@@ -1,0 +1,170 @@
+//! The ELF flavour a link produces, and whether an input file is for it (ld skips an
+//! incompatible library and goes on searching).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::line::InputFileKind;
+
+/// The ELF flavour the link produces, to skip libraries built for another one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub class64: bool,
+    pub big_endian: bool,
+    pub machine: u16,
+}
+
+impl Target {
+    /// From a BFD target name (`elf64-x86-64`, `elf64-littleaarch64`, ...); `None` if unknown.
+    pub fn from_bfd_name(name: &str) -> Option<Target> {
+        use object::elf::*;
+        let t = |class64, big_endian, machine| {
+            Some(Target {
+                class64,
+                big_endian,
+                machine,
+            })
+        };
+        let table: &[(&str, Option<Target>)] = &[
+            ("elf64-x86-64", t(true, false, EM_X86_64)),
+            ("elf32-x86-64", t(false, false, EM_X86_64)),
+            ("elf32-i386", t(false, false, EM_386)),
+            ("elf32-iamcu", t(false, false, EM_IAMCU)),
+            ("elf64-littleaarch64", t(true, false, EM_AARCH64)),
+            ("elf64-bigaarch64", t(true, true, EM_AARCH64)),
+            ("elf32-littleaarch64", t(false, false, EM_AARCH64)),
+            ("elf32-littlearm", t(false, false, EM_ARM)),
+            ("elf32-bigarm", t(false, true, EM_ARM)),
+            ("elf64-powerpcle", t(true, false, EM_PPC64)),
+            ("elf64-powerpc", t(true, true, EM_PPC64)),
+            ("elf32-powerpc", t(false, true, EM_PPC)),
+            ("elf64-littleriscv", t(true, false, EM_RISCV)),
+            ("elf32-littleriscv", t(false, false, EM_RISCV)),
+            ("elf64-s390", t(true, true, EM_S390)),
+        ];
+        // Longest match first: `elf64-powerpcle` before `elf64-powerpc`; OS variants
+        // (`elf64-x86-64-freebsd`) share their base's flavour.
+        table
+            .iter()
+            .filter(|(n, _)| {
+                name == *n
+                    || name
+                        .strip_prefix(n)
+                        .is_some_and(|rest| rest.starts_with('-'))
+            })
+            .max_by_key(|(n, _)| n.len())
+            .and_then(|(_, t)| *t)
+    }
+
+    /// Whether an ELF file starting with `header` (at least 20 bytes) can go in this link.
+    pub fn accepts(&self, header: &[u8]) -> bool {
+        if header.len() < 20 {
+            return true;
+        }
+        let class64 = header[4] == object::elf::ELFCLASS64;
+        let big = header[5] == object::elf::ELFDATA2MSB;
+        let m = [header[18], header[19]];
+        let machine = if big {
+            u16::from_be_bytes(m)
+        } else {
+            u16::from_le_bytes(m)
+        };
+        class64 == self.class64 && big == self.big_endian && machine == self.machine
+    }
+}
+
+pub(super) fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// What `path` holds, by its first bytes. An empty or text file is a script, as ld takes it.
+pub fn sniff(path: &Path) -> InputFileKind {
+    // Opening a FIFO or a device could block; ld has no use for them either.
+    match fs::metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return InputFileKind::Other,
+        Err(_) => return InputFileKind::Missing,
+    }
+    let Ok(mut f) = File::open(path) else {
+        return InputFileKind::Missing;
+    };
+    let mut buf = [0u8; 512];
+    let Ok(n) = read_prefix(&mut f, &mut buf) else {
+        return InputFileKind::Missing;
+    };
+    let b = &buf[..n];
+    if b.starts_with(b"\x7fELF") {
+        InputFileKind::Elf
+    } else if b.starts_with(b"!<arch>\n") {
+        InputFileKind::Archive
+    } else if b.starts_with(b"!<thin>\n") {
+        InputFileKind::ThinArchive
+    } else if b.starts_with(b"BC\xc0\xde") || b.starts_with(b"\xde\xc0\x17\x0b") {
+        InputFileKind::Bitcode
+    } else if !b.contains(&0) {
+        InputFileKind::Script
+    } else {
+        InputFileKind::Other
+    }
+}
+
+/// The first 20 bytes of the first ELF member of a regular archive.
+pub(super) fn first_member_header(f: &mut File) -> io::Result<Option<[u8; 20]>> {
+    let len = f.metadata()?.len();
+    let mut pos = 8u64;
+    let mut hdr = [0u8; 60];
+    while pos + 60 <= len {
+        f.seek(SeekFrom::Start(pos))?;
+        if read_prefix(f, &mut hdr)? < 60 || &hdr[58..60] != b"`\n" {
+            return Ok(None);
+        }
+        let size: u64 = std::str::from_utf8(&hdr[48..58])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let name = &hdr[..16];
+        // Symbol tables and the long-name table are not objects.
+        let special =
+            name.starts_with(b"/ ") || name.starts_with(b"//") || name.starts_with(b"/SYM64/");
+        if !special && !name.starts_with(b"__.SYMDEF") {
+            let mut m = [0u8; 20];
+            if read_prefix(f, &mut m)? == 20 && m.starts_with(b"\x7fELF") {
+                return Ok(Some(m));
+            }
+        }
+        pos += 60 + size + (size & 1);
+    }
+    Ok(None)
+}
+
+/// Whether ld would take `path` for this target (an unknown target takes everything).
+pub fn compatible(path: &Path, target: Option<&Target>) -> bool {
+    let Some(target) = target else {
+        return true;
+    };
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    let mut buf = [0u8; 20];
+    let Ok(n) = read_prefix(&mut f, &mut buf) else {
+        return false;
+    };
+    if buf[..n].starts_with(b"\x7fELF") {
+        return target.accepts(&buf[..n]);
+    }
+    if buf[..n].starts_with(b"!<arch>\n") {
+        return match first_member_header(&mut f) {
+            Ok(Some(h)) => target.accepts(&h),
+            _ => true,
+        };
+    }
+    true
+}

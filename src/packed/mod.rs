@@ -1,0 +1,157 @@
+//! The packed-output format: what `fatpack ld` leaves in an output and where. The store is
+//! the non-allocated [`STORE_SECTION`] of the file (or the side file `<output>.fatpack`), its
+//! digest sits in the allocated [`DIGEST_SECTION`] slot the runtime reads, and each fatbin
+//! container's place holds a stub naming its store module.
+//!
+//! One definition of how to find them, used by `fatpack ld` (which writes them, [`write`]),
+//! `fatpack prune` and `fatpack inspect`.
+
+mod write;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection};
+
+pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
+pub use write::{append_store, patch_digest, OffsetWriter};
+
+use crate::inputs::{map_file, DEVICE_SECTIONS};
+
+/// A file mapped read-only.
+pub type Mapped = memmap2::Mmap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {message}")]
+    Bad { path: String, message: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn bad(path: &Path, message: impl Into<String>) -> OutputError {
+    OutputError::Bad {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// `<path>.fatpack`: where a side-file output keeps its store.
+pub fn side_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(SIDE_FILE_SUFFIX);
+    PathBuf::from(s)
+}
+
+/// Where a packed file's store is.
+pub enum StoreBytes<'a> {
+    /// Its [`STORE_SECTION`], borrowed from the file's bytes.
+    Section(&'a [u8]),
+    /// The side file, mapped.
+    SideFile { path: PathBuf, map: Mapped },
+}
+
+impl StoreBytes<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            StoreBytes::Section(b) => b,
+            StoreBytes::SideFile { map, .. } => map,
+        }
+    }
+
+    /// `.fatpack section` or the side file's path, for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreBytes::Section(_) => format!("{STORE_SECTION} section"),
+            StoreBytes::SideFile { path, .. } => path.display().to_string(),
+        }
+    }
+
+    pub fn is_section(&self) -> bool {
+        matches!(self, StoreBytes::Section(_))
+    }
+}
+
+/// A packed file: its store and the digest its glue slot records.
+pub struct Packed<'a> {
+    pub store: StoreBytes<'a>,
+    pub recorded_digest: [u8; 32],
+}
+
+/// The store and recorded digest of `data` (the bytes of the file at `path`); `None` if the
+/// file was not packed by `fatpack ld` (no digest slot).
+pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, OutputError> {
+    let Some(recorded_digest) = recorded_digest(data) else {
+        return Ok(None);
+    };
+    let store = match store_range(data) {
+        Some((off, len)) => StoreBytes::Section(
+            usize::try_from(off)
+                .ok()
+                .and_then(|o| data.get(o..o.checked_add(usize::try_from(len).ok()?)?))
+                .ok_or_else(|| {
+                    bad(
+                        path,
+                        format!("the {STORE_SECTION} section runs past the end of the file"),
+                    )
+                })?,
+        ),
+        None => {
+            let side = side_path(path);
+            let map = map_file(&side).map_err(|e| bad(path, e.to_string()))?;
+            StoreBytes::SideFile { path: side, map }
+        }
+    };
+    Ok(Some(Packed {
+        store,
+        recorded_digest,
+    }))
+}
+
+/// `(offset, length)` in the file of its [`STORE_SECTION`].
+pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
+    let file = object::File::parse(data).ok()?;
+    file.section_by_name(STORE_SECTION)?.file_range()
+}
+
+/// The digest recorded in a packed file's [`DIGEST_SECTION`] slot.
+pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
+    let file = object::File::parse(data).ok()?;
+    let d = file.section_by_name(DIGEST_SECTION)?.data().ok()?;
+    d.get(..32)?.try_into().ok()
+}
+
+/// The module names of the stubs in the linked output, in link order: the modules the link
+/// really used.
+pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
+    let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
+    let file = object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+    let mut out = Vec::new();
+    for name in DEVICE_SECTIONS {
+        let Some(sec) = file.section_by_name(name) else {
+            continue;
+        };
+        let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
+        // Anything but stubs here is device code that escaped rewriting: refuse rather than
+        // ship a binary that registers it unpacked.
+        let stubs = fatpack_format::stub::parse_all(data).map_err(|e| {
+            bad(
+                path,
+                format!("section {name} holds device code that was not packed ({e})"),
+            )
+        })?;
+        out.extend(stubs.into_iter().map(|s| s.module.to_owned()));
+    }
+    Ok(out)
+}
