@@ -4,12 +4,14 @@ use std::path::{Path, PathBuf};
 
 use object::read::archive::ArchiveFile;
 
-use super::{elf, map_file, sniff, Depth, DeviceSection, FileKind, InputError};
+use std::sync::Arc;
+
+use super::{elf, sniff, Depth, DeviceSection, FileKind, InputError, Maps};
 
 /// A member's bytes: inside the archive, or (thin archives) in a file of its own.
 pub enum MemberBytes<'a> {
     Inline(&'a [u8]),
-    Mapped(memmap2::Mmap),
+    Mapped(Arc<memmap2::Mmap>),
 }
 
 impl std::ops::Deref for MemberBytes<'_> {
@@ -34,11 +36,12 @@ pub struct Member<'a> {
 }
 
 /// The members of the archive `data` (read from `path`), in order. `shown` names the archive
-/// in origins.
+/// in origins; thin members' files are mapped through `maps`.
 pub fn members<'a>(
     path: &Path,
     shown: &str,
     data: &'a [u8],
+    maps: &Maps,
 ) -> Result<Vec<Member<'a>>, InputError> {
     let malformed = |message: String| InputError::Malformed {
         origin: path.display().to_string(),
@@ -53,7 +56,7 @@ pub fn members<'a>(
         let (bytes, file, range) = if member.is_thin() {
             // Thin members name their file relative to the archive's directory.
             let member_path = path.parent().unwrap_or(Path::new(".")).join(&name);
-            let map = map_file(&member_path)?;
+            let map = maps.get(&member_path)?;
             let len = map.len() as u64;
             (MemberBytes::Mapped(map), member_path, (0, len))
         } else {
@@ -82,10 +85,11 @@ pub(super) fn device_sections(
     path: &Path,
     data: &[u8],
     depth: Depth,
+    maps: &Maps,
 ) -> Result<Vec<DeviceSection>, InputError> {
     let shown = path.display().to_string();
     let mut out = Vec::new();
-    for m in members(path, &shown, data)? {
+    for m in members(path, &shown, data, maps)? {
         scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut out)?;
     }
     Ok(out)

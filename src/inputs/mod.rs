@@ -185,16 +185,36 @@ pub fn elf_machine(data: &[u8]) -> Option<u16> {
         .then(|| u16::from_le_bytes([data[18], data[19]]))
 }
 
+/// Every file one command maps, mapped once: a link reads each input (and each thin-archive
+/// member) through this, when it scans, rewrites and stores, and never maps a file twice.
+#[derive(Default)]
+pub struct Maps {
+    files: std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<memmap2::Mmap>>>,
+}
+
+impl Maps {
+    /// The mapping of `path`, made on first use.
+    pub fn get(&self, path: &Path) -> Result<std::sync::Arc<memmap2::Mmap>, InputError> {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = files.get(path) {
+            return Ok(m.clone());
+        }
+        let m = std::sync::Arc::new(map_file(path)?);
+        files.insert(path.to_path_buf(), m.clone());
+        Ok(m)
+    }
+}
+
 /// Find all device code in the file at `path`.
 pub fn scan(path: &Path) -> Result<Scanned, InputError> {
     let map = map_file(path)?;
     scan_bytes(path, &map)
 }
 
-/// Where the device code in `path` is, without reading payloads.
-pub fn locate(path: &Path) -> Result<Scanned, InputError> {
-    let map = map_file(path)?;
-    scan_at(path, &map, Depth::Spans)
+/// Where the device code in `path` (whose bytes are `data`) is, without reading payloads;
+/// thin-archive members are mapped through `maps`.
+pub fn locate(path: &Path, data: &[u8], maps: &Maps) -> Result<Scanned, InputError> {
+    scan_with(path, data, Depth::Spans, maps)
 }
 
 pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
@@ -202,6 +222,10 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
 }
 
 pub fn scan_at(path: &Path, data: &[u8], depth: Depth) -> Result<Scanned, InputError> {
+    scan_with(path, data, depth, &Maps::default())
+}
+
+fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scanned, InputError> {
     let shown = path.display().to_string();
     let kind = sniff(data);
     let mut out = Scanned {
@@ -216,7 +240,7 @@ pub fn scan_at(path: &Path, data: &[u8], depth: Depth) -> Result<Scanned, InputE
             out.sections = elf::device_sections(&shown, path, 0, data, depth)?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
-            out.sections = archive::device_sections(path, data, depth)?;
+            out.sections = archive::device_sections(path, data, depth, maps)?;
         }
         FileKind::Fatbin => {
             let (spans, containers) =

@@ -1,7 +1,12 @@
-//! The final link: `fatpack ld`, the glue object, and work on the linked output.
+//! `fatpack ld`: the driver ([`pack`]), the inputs it rewrites, the runtime it adds
+//! ([`runtime`]) with the glue object ([`glue`]), and tail mode.
 
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
 pub mod glue;
+mod inputs;
+pub mod options;
 pub mod pack;
+mod progress;
 pub mod runtime;
+mod tail;

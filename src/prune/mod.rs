@@ -157,7 +157,7 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
             let scanned = inputs::scan_bytes(input, data)?;
             check_present(input, keep, &present_in(&scanned))?;
             let mut members = Vec::new();
-            for m in inputs::archive::members(input, &shown, data)? {
+            for m in inputs::archive::members(input, &shown, data, &inputs::Maps::default())? {
                 let (name, origin, bytes) = (m.name, m.origin, m.bytes);
                 let pruned = if inputs::sniff(&bytes) == FileKind::Object {
                     prune_object(&origin, &bytes, keep, &mut report)?

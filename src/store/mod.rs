@@ -7,6 +7,7 @@ use std::io::{Seek, Write};
 use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
 use crate::fatbin::{DecompressError, Entry};
+use crate::inputs::Maps;
 use crate::rewrite::Extracted;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,8 +45,12 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
 }
 
 /// Add one extracted container as a module, reading it back from its file.
-pub fn add_module<W: Write + Seek>(w: &mut StoreWriter<W>, m: &Extracted) -> Result<(), PackError> {
-    let map = crate::inputs::map_file(&m.file)?;
+pub fn add_module<W: Write + Seek>(
+    w: &mut StoreWriter<W>,
+    m: &Extracted,
+    maps: &Maps,
+) -> Result<(), PackError> {
+    let map = maps.get(&m.file)?;
     let bytes = usize::try_from(m.file_offset)
         .ok()
         .and_then(|start| map.get(start..start.checked_add(m.len as usize)?))
@@ -85,10 +90,11 @@ pub fn write_store<W: Write + Seek>(
     out: W,
     modules: &[&Extracted],
     opts: WriteOptions,
+    maps: &Maps,
 ) -> Result<(W, StoreSummary), PackError> {
     let mut w = StoreWriter::new(out, opts)?;
     for m in modules {
-        add_module(&mut w, m)?;
+        add_module(&mut w, m, maps)?;
     }
     Ok(w.finish()?)
 }

@@ -1,0 +1,173 @@
+//! The inputs a packed link rewrites: each object or archive with device code gets a copy
+//! whose containers are stubs naming store modules, the names unique within the link and
+//! independent of the build folder.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::inputs::{self, DeviceSection, FileKind};
+use crate::ld::InputId;
+use crate::rewrite::{archive, rewrite_object, Extracted};
+
+/// One input that carries device code, and what to do with it.
+pub(super) struct Planned {
+    pub(super) id: InputId,
+    pub(super) path: PathBuf,
+    pub(super) kind: FileKind,
+    pub(super) sections: Vec<DeviceSection>,
+}
+
+impl Planned {
+    /// The input's ELF machine: the object's own, or its first ELF member's (thin members
+    /// too, mapped through `maps`).
+    pub(super) fn machine(&self, maps: &inputs::Maps) -> Option<u16> {
+        let map = maps.get(&self.path).ok()?;
+        if let Some(m) = inputs::elf_machine(&map) {
+            return Some(m);
+        }
+        let shown = self.path.display().to_string();
+        inputs::archive::members(&self.path, &shown, &map, maps)
+            .ok()?
+            .iter()
+            .find_map(|m| inputs::elf_machine(&m.bytes))
+    }
+}
+
+/// Gives every container a module name unique within the link.
+#[derive(Default)]
+pub(super) struct Names {
+    seen: HashMap<String, usize>,
+}
+
+impl Names {
+    pub(super) fn name(&mut self, origin: &str, index: usize) -> String {
+        let base = format!("{origin}#{index}");
+        let n = self.seen.entry(base.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            base
+        } else {
+            format!("{base}~{}", *n - 1)
+        }
+    }
+}
+
+/// A module's origin as recorded in the store: the path as the command line gave it when
+/// relative, else its file name, so that the store (and its digest) does not depend on the
+/// build folder; nvcc's temporary-file prefix (`tmpxft_00002b42_00000000-6_`, which holds a
+/// process id) is dropped for the same reason. Names stay unique: [`Names`] numbers repeats.
+fn origin_of(p: &Path) -> String {
+    let shown = if p.is_relative() {
+        p.display().to_string()
+    } else {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    strip_nvcc_temp_prefix(&shown)
+}
+
+/// `tmpxft_<hex>_<hex>-<n>_rest` → `rest` (in the last path component).
+fn strip_nvcc_temp_prefix(s: &str) -> String {
+    let (dir, base) = match s.rfind('/') {
+        Some(i) => (&s[..=i], &s[i + 1..]),
+        None => ("", s),
+    };
+    let stripped = base.strip_prefix("tmpxft_").and_then(|rest| {
+        let (pid, rest) = rest.split_once('_')?;
+        let (ctr, rest) = rest.split_once('-')?;
+        let (n, rest) = rest.split_once('_')?;
+        let hex = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit());
+        (hex(pid)
+            && hex(ctr)
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !rest.is_empty())
+        .then_some(rest)
+    });
+    match stripped {
+        Some(rest) => format!("{dir}{rest}"),
+        None => s.to_string(),
+    }
+}
+
+/// Write the rewritten copy of one planned input into `dir`; returns its path.
+pub(super) fn rewrite_input(
+    p: &Planned,
+    seq: usize,
+    dir: &Path,
+    names: &mut Names,
+    extracted: &mut Vec<Extracted>,
+    maps: &inputs::Maps,
+) -> Result<PathBuf> {
+    let base = p
+        .path
+        .file_name()
+        .map(OsStr::to_owned)
+        .unwrap_or_else(|| OsString::from("input"));
+    let mut file_name = OsString::from(format!("{seq:04}-"));
+    file_name.push(&base);
+    let dest = dir.join(file_name);
+    let map = maps.get(&p.path)?;
+    let mut name_for = |o: &str, i: usize| names.name(o, i);
+    match p.kind {
+        FileKind::Object => {
+            let origin = origin_of(&p.path);
+            let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
+            extracted.extend(ex);
+            std::fs::write(&dest, bytes).with_context(|| format!("writing {}", dest.display()))?;
+        }
+        FileKind::Archive | FileKind::ThinArchive => {
+            let shown = origin_of(&p.path);
+            let mut members = Vec::new();
+            for m in inputs::archive::members(&p.path, &shown, &map, maps)? {
+                // This member's sections, by where their bytes are (names can repeat in an archive).
+                let mut secs: Vec<DeviceSection> = p
+                    .sections
+                    .iter()
+                    .filter(|s| {
+                        s.file == m.file && m.range.0 <= s.file_offset && s.file_offset < m.range.1
+                    })
+                    .cloned()
+                    .collect();
+                // Stores record the short origin (see origin_of).
+                for s in &mut secs {
+                    s.origin = m.origin.clone();
+                }
+                let (name, origin, bytes) = (m.name, m.origin, m.bytes);
+                let data = if secs.is_empty() {
+                    bytes.to_vec()
+                } else {
+                    let (b, ex) = rewrite_object(&origin, &bytes, &secs, &mut name_for)?;
+                    extracted.extend(ex);
+                    b
+                };
+                members.push(archive::Member { name, data });
+            }
+            std::fs::write(&dest, archive::write_archive(&members))
+                .with_context(|| format!("writing {}", dest.display()))?;
+        }
+        _ => unreachable!("plan() keeps objects and archives only"),
+    }
+    Ok(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn nvcc_temp_prefix_is_dropped() {
+        let f = super::strip_nvcc_temp_prefix;
+        assert_eq!(
+            f("tmpxft_00002b42_00000000-6_nv_rdc_dlink.o"),
+            "nv_rdc_dlink.o"
+        );
+        assert_eq!(f("sub/tmpxft_1a_2-10_x.o"), "sub/x.o");
+        assert_eq!(f("tmpxft_zz_00-6_x.o"), "tmpxft_zz_00-6_x.o");
+        assert_eq!(f("kernels.o"), "kernels.o");
+        assert_eq!(f("tmpxft_1_2-3_"), "tmpxft_1_2-3_");
+    }
+}

@@ -1,0 +1,65 @@
+//! What the `--fatpack-*` options and the environment ask of a link.
+
+use anyhow::{anyhow, bail, Result};
+
+use crate::ld::LinkLine;
+
+/// How device code is kept out of the way of the host code's relocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The default: a store outside every loaded segment, and the runtime.
+    Packed,
+    /// No store, no runtime: the fatbin sections move past `.bss` (linker-scripts/).
+    Tail,
+}
+
+/// The tail-mode script, shipped inside the binary so that fatpack needs no data files.
+pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
+
+/// What `--fatpack-*` options and the environment ask for.
+#[derive(Debug, Clone)]
+pub struct PackOptions {
+    pub mode: Mode,
+    pub side_file: bool,
+    pub verbose: bool,
+    pub level: i32,
+}
+
+impl PackOptions {
+    pub(super) fn from_line(line: &LinkLine) -> Result<Self> {
+        let verbose = line.fatpack_flag("verbose")
+            || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
+            || line
+                .expanded_args()
+                .iter()
+                .any(|a| a == "-v" || a == "--verbose");
+        let level = match line.fatpack_value("level") {
+            Some(v) => v
+                .to_str()
+                .and_then(|s| s.parse().ok())
+                .filter(|l| (1..=22).contains(l))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--fatpack-level={}: want a zstd level 1-22",
+                        v.to_string_lossy()
+                    )
+                })?,
+            None => cubin_store::DEFAULT_LEVEL,
+        };
+        let mode = match line
+            .fatpack_value("mode")
+            .map(|v| v.to_string_lossy().into_owned())
+        {
+            None => Mode::Packed,
+            Some(m) if m == "packed" => Mode::Packed,
+            Some(m) if m == "tail" => Mode::Tail,
+            Some(m) => bail!("--fatpack-mode={m}: want `packed` or `tail`"),
+        };
+        Ok(PackOptions {
+            mode,
+            side_file: line.fatpack_flag("side-file"),
+            verbose,
+            level,
+        })
+    }
+}

@@ -1,0 +1,31 @@
+//! Tail mode: no store, no runtime; the fatbin sections move past `.bss` by a linker script.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use super::options::TAIL_SCRIPT;
+use crate::ld::{real as real_ld, LinkLine};
+
+/// Tail mode: the same link plus the script that moves the fatbin sections past `.bss`.
+pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32> {
+    let version = real_ld::capture(real, &["--version"])?;
+    let banner = String::from_utf8_lossy(&version.stdout);
+    if banner.contains("GNU gold") {
+        bail!("--fatpack-mode=tail needs GNU ld or lld: gold does not support INSERT in linker scripts (the default packed mode works with gold)");
+    }
+    let work = tempfile::Builder::new()
+        .prefix("fatpack-ld-")
+        .tempdir()
+        .context("creating a temp dir")?;
+    let script = work.path().join("fatbin-tail.ld");
+    std::fs::write(&script, TAIL_SCRIPT)
+        .with_context(|| format!("writing {}", script.display()))?;
+    let argv = line.render(
+        &BTreeMap::new(),
+        &[],
+        &["-T".into(), script.into_os_string()],
+    )?;
+    Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
+}
