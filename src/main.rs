@@ -115,7 +115,7 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
     match fatpack::link::pack::run(argv0, args) {
         Ok(code) => exit(code),
         Err(e) => {
-            eprintln!("fatpack ld: error: {}", message(&e));
+            eprintln!("fatpack ld: error: {}", message(&anyhow::Error::new(e)));
             ExitCode::FAILURE
         }
     }

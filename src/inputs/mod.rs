@@ -121,9 +121,9 @@ pub struct Scanned {
 
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -134,22 +134,22 @@ pub enum InputError {
         #[source]
         source: FatbinError,
     },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", path.display())]
     StandaloneFatbin {
-        path: String,
+        path: PathBuf,
         #[source]
         source: FatbinError,
     },
     #[error("{origin}: {message}")]
     Malformed { origin: String, message: String },
-    #[error("{path}: not an ELF file, archive, fatbin, cubin or fatpack store")]
-    Unrecognized { path: String },
+    #[error("{}: not an ELF file, archive, fatbin, cubin or fatpack store", path.display())]
+    Unrecognized { path: PathBuf },
 }
 
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
 pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
     let io = |source| InputError::Io {
-        path: path.display().to_string(),
+        path: path.to_path_buf(),
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
@@ -245,7 +245,7 @@ fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scan
         FileKind::Fatbin => {
             let (spans, containers) =
                 read_containers(data, depth).map_err(|source| InputError::StandaloneFatbin {
-                    path: shown.clone(),
+                    path: path.to_path_buf(),
                     source,
                 })?;
             out.sections.push(DeviceSection {
@@ -268,7 +268,11 @@ fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scan
             out.cubin_bytes = Some(data.to_vec());
         }
         FileKind::Store => {}
-        FileKind::Other => return Err(InputError::Unrecognized { path: shown }),
+        FileKind::Other => {
+            return Err(InputError::Unrecognized {
+                path: path.to_path_buf(),
+            })
+        }
     }
     Ok(out)
 }

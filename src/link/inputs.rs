@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use super::error::io_at;
+use super::LinkError;
 
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::InputId;
@@ -103,7 +104,7 @@ pub(super) fn rewrite_input(
     names: &mut Names,
     extracted: &mut Vec<Extracted>,
     maps: &inputs::Maps,
-) -> Result<PathBuf> {
+) -> Result<PathBuf, LinkError> {
     let base = p
         .path
         .file_name()
@@ -119,7 +120,7 @@ pub(super) fn rewrite_input(
             let origin = origin_of(&p.path);
             let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
             extracted.extend(ex);
-            std::fs::write(&dest, bytes).with_context(|| format!("writing {}", dest.display()))?;
+            std::fs::write(&dest, bytes).map_err(io_at("writing", &dest))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let shown = origin_of(&p.path);
@@ -149,7 +150,7 @@ pub(super) fn rewrite_input(
                 members.push(archive::Member { name, data });
             }
             std::fs::write(&dest, archive::write_archive(&members))
-                .with_context(|| format!("writing {}", dest.display()))?;
+                .map_err(io_at("writing", &dest))?;
         }
         _ => unreachable!("plan() keeps objects and archives only"),
     }

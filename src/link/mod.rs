@@ -3,10 +3,13 @@
 
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
+mod error;
 pub mod glue;
 mod inputs;
 pub mod options;
 pub mod pack;
 mod progress;
 pub mod runtime;
+
+pub use error::LinkError;
 mod tail;

@@ -1,6 +1,6 @@
 //! What the `--fatpack-*` options and the environment ask of a link.
 
-use anyhow::{anyhow, bail, Result};
+use super::LinkError;
 
 use crate::ld::LinkLine;
 
@@ -26,7 +26,7 @@ pub struct PackOptions {
 }
 
 impl PackOptions {
-    pub(super) fn from_line(line: &LinkLine) -> Result<Self> {
+    pub(super) fn from_line(line: &LinkLine) -> Result<Self, LinkError> {
         let verbose = line.fatpack_flag("verbose")
             || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
             || line
@@ -39,10 +39,10 @@ impl PackOptions {
                 .and_then(|s| s.parse().ok())
                 .filter(|l| (1..=22).contains(l))
                 .ok_or_else(|| {
-                    anyhow!(
+                    LinkError::Option(format!(
                         "--fatpack-level={}: want a zstd level 1-22",
                         v.to_string_lossy()
-                    )
+                    ))
                 })?,
             None => cubin_store::DEFAULT_LEVEL,
         };
@@ -53,7 +53,11 @@ impl PackOptions {
             None => Mode::Packed,
             Some(m) if m == "packed" => Mode::Packed,
             Some(m) if m == "tail" => Mode::Tail,
-            Some(m) => bail!("--fatpack-mode={m}: want `packed` or `tail`"),
+            Some(m) => {
+                return Err(LinkError::Option(format!(
+                    "--fatpack-mode={m}: want `packed` or `tail`"
+                )))
+            }
         };
         Ok(PackOptions {
             mode,

@@ -8,14 +8,15 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, Context, Result};
 use cubin_store::WriteOptions;
 
 use super::abi;
+use super::error::io_at;
 use super::inputs::{rewrite_input, Names, Planned};
 use super::options::{Mode, PackOptions};
 use super::progress::Progress;
 use super::tail::tail_link;
+use super::LinkError;
 use super::{glue, runtime};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
@@ -52,7 +53,7 @@ struct Session {
 }
 
 /// Run `fatpack ld ARGS`; returns the exit code.
-pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
+pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError> {
     real_ld::check_depth()?;
     let real = real_ld::find_real_ld(argv0)?;
     let line = LinkLine::parse(&args)?;
@@ -91,13 +92,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32> {
 }
 
 /// The line as given, for the real linker: nothing to pack.
-fn plain_link(real: &Path, line: &LinkLine) -> Result<i32> {
+fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
     let argv = line.render(&BTreeMap::new(), &[], &[])?;
     Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
 }
 
 impl Session {
-    fn new(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result<Self> {
+    fn new(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result<Self, LinkError> {
         // Before any work: a bad FATPACK_RUNTIME is the first thing to hear about.
         let runtime = runtime::Source::from_env()?;
         Ok(Session {
@@ -121,7 +122,11 @@ impl Session {
     }
 
     /// Runs one named, timed step.
-    fn step<T>(&mut self, name: &'static str, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+    fn step<T>(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T, LinkError>,
+    ) -> Result<T, LinkError> {
         self.progress.step(name);
         let t = Instant::now();
         let r = f(self);
@@ -130,7 +135,7 @@ impl Session {
     }
 
     /// Where ld would find each input (`-l` search, scripts), as ld does.
-    fn resolve_inputs(&mut self) -> Result<()> {
+    fn resolve_inputs(&mut self) -> Result<(), LinkError> {
         let mut cache = ld::DefaultsCache::new();
         ld::resolve_with(&mut self.line, &self.real, &mut cache)?;
         Ok(())
@@ -139,7 +144,7 @@ impl Session {
     /// Locate the device code of every object and archive the link may read. A shared
     /// library's device code belongs to it (packed when it was linked, or not): it is not
     /// read at all.
-    fn scan_inputs(&mut self) -> Result<()> {
+    fn scan_inputs(&mut self) -> Result<(), LinkError> {
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -182,11 +187,11 @@ impl Session {
 
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
-    fn rewrite_inputs(&mut self) -> Result<()> {
+    fn rewrite_inputs(&mut self) -> Result<(), LinkError> {
         let work = tempfile::Builder::new()
             .prefix("fatpack-ld-")
             .tempdir()
-            .context("creating a temp dir")?;
+            .map_err(io_at("creating a temp dir in", &std::env::temp_dir()))?;
         let mut names = Names::default();
         for (seq, p) in self.planned.iter().enumerate() {
             self.progress
@@ -204,25 +209,23 @@ impl Session {
         let first = &self.planned[0];
         self.machine = first
             .machine(&self.maps)
-            .ok_or_else(|| anyhow!("{}: cannot tell its architecture", first.path.display()))?;
+            .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
         self.work = Some(work);
         Ok(())
     }
 
     /// The runtime archive for the link's machine and the glue object with the digest slot.
-    fn add_runtime(&mut self) -> Result<()> {
+    fn add_runtime(&mut self) -> Result<(), LinkError> {
         let first = &self.planned[0].path;
-        let arch = glue::architecture(self.machine).ok_or_else(|| {
-            anyhow!(
-                "{}: unsupported machine {}",
-                first.display(),
-                runtime::machine_name(self.machine)
-            )
-        })?;
+        let arch =
+            glue::architecture(self.machine).ok_or_else(|| LinkError::UnsupportedMachine {
+                path: first.clone(),
+                machine: runtime::machine_name(self.machine),
+            })?;
         let dir = self.work.as_ref().expect("rewrite_inputs made it").path();
         let glue_path = dir.join("fatpack-glue.o");
         std::fs::write(&glue_path, glue::glue_object(arch)?)
-            .with_context(|| format!("writing {}", glue_path.display()))?;
+            .map_err(io_at("writing", &glue_path))?;
         let runtime = self.runtime.materialise(dir, self.machine)?;
         self.runtime_files = Some((glue_path, runtime));
         Ok(())
@@ -231,7 +234,7 @@ impl Session {
     /// The real link of the rewritten line into a temp output beside the real one (so a
     /// failed link leaves nothing behind; ld creates the file itself, so it gets the modes a
     /// plain link would give it). Returns the real linker's exit code.
-    fn link(&mut self) -> Result<i32> {
+    fn link(&mut self) -> Result<i32, LinkError> {
         let out_dir = self
             .line
             .output
@@ -241,7 +244,7 @@ impl Session {
         let tmp_dir = tempfile::Builder::new()
             .prefix(".fatpack-out-")
             .tempdir_in(out_dir)
-            .with_context(|| format!("creating a temp dir in {}", out_dir.display()))?;
+            .map_err(io_at("creating a temp dir in", out_dir))?;
         let tmp_out = tmp_dir.path().join("out");
         let (glue_path, runtime) = self.runtime_files.clone().expect("add_runtime made them");
         // The runtime goes first, pulled in by -u, so that the libraries the driver adds
@@ -273,7 +276,7 @@ impl Session {
 
     /// The store of the modules the link really used (read back from the output's stubs),
     /// into the output's `.fatpack` section or the side file, and its digest into the slot.
-    fn write_store(&mut self) -> Result<()> {
+    fn write_store(&mut self) -> Result<(), LinkError> {
         let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
         let used = packed::linked_modules(tmp_out)?;
         let by_name: HashMap<&str, &Extracted> = self
@@ -283,13 +286,12 @@ impl Session {
             .collect();
         let mut modules = Vec::with_capacity(used.len());
         for s in &used {
-            let m = by_name.get(s.as_str()).ok_or_else(|| {
-                anyhow!(
-                    "{}: links a fatpack module `{s}` that this link did not pack (a packed \
-                     object from another link?)",
-                    self.line.output.display()
-                )
-            })?;
+            let m = by_name
+                .get(s.as_str())
+                .ok_or_else(|| LinkError::ForeignModule {
+                    output: self.line.output.clone(),
+                    module: s.clone(),
+                })?;
             modules.push(*m);
         }
         let wopts = WriteOptions {
@@ -307,7 +309,7 @@ impl Session {
             }
             w.commit()?
         } else {
-            packed::append_store(tmp_out, |w| -> Result<_> {
+            packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
                 Ok(crate::store::write_store(w, &modules, wopts, maps)?.1)
             })?
         };
@@ -317,10 +319,10 @@ impl Session {
     }
 
     /// The finished output renamed into place.
-    fn commit(&mut self) -> Result<()> {
+    fn commit(&mut self) -> Result<(), LinkError> {
         let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
         std::fs::rename(tmp_out, &self.line.output)
-            .with_context(|| format!("renaming the output to {}", self.line.output.display()))
+            .map_err(io_at("renaming the output to", &self.line.output))
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).

@@ -3,25 +3,25 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use super::error::io_at;
+use super::LinkError;
 
 use super::options::TAIL_SCRIPT;
 use crate::ld::{real as real_ld, LinkLine};
 
 /// Tail mode: the same link plus the script that moves the fatbin sections past `.bss`.
-pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32> {
+pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32, LinkError> {
     let version = real_ld::capture(real, &["--version"])?;
     let banner = String::from_utf8_lossy(&version.stdout);
     if banner.contains("GNU gold") {
-        bail!("--fatpack-mode=tail needs GNU ld or lld: gold does not support INSERT in linker scripts (the default packed mode works with gold)");
+        return Err(LinkError::TailWithGold);
     }
     let work = tempfile::Builder::new()
         .prefix("fatpack-ld-")
         .tempdir()
-        .context("creating a temp dir")?;
+        .map_err(io_at("creating a temp dir in", &std::env::temp_dir()))?;
     let script = work.path().join("fatbin-tail.ld");
-    std::fs::write(&script, TAIL_SCRIPT)
-        .with_context(|| format!("writing {}", script.display()))?;
+    std::fs::write(&script, TAIL_SCRIPT).map_err(io_at("writing", &script))?;
     let argv = line.render(
         &BTreeMap::new(),
         &[],

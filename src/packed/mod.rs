@@ -23,11 +23,11 @@ pub type Mapped = memmap2::Mmap;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
-    #[error("{path}: {message}")]
-    Bad { path: String, message: String },
-    #[error("{path}: {source}")]
+    #[error("{}: {message}", path.display())]
+    Bad { path: PathBuf, message: String },
+    #[error("{}: {source}", path.display())]
     Io {
-        path: String,
+        path: PathBuf,
         #[source]
         source: io::Error,
     },
@@ -35,14 +35,14 @@ pub enum OutputError {
 
 fn bad(path: &Path, message: impl Into<String>) -> OutputError {
     OutputError::Bad {
-        path: path.display().to_string(),
+        path: path.to_path_buf(),
         message: message.into(),
     }
 }
 
 fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
     move |source| OutputError::Io {
-        path: path.display().to_string(),
+        path: path.to_path_buf(),
         source,
     }
 }

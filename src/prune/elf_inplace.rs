@@ -5,26 +5,27 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 
-use anyhow::{bail, Result};
+use std::path::Path;
 
-use super::{prune_container, PruneReport};
+use super::{io_at, prune_container, PruneError, PruneReport};
 use crate::arch::Target;
 use crate::inputs::Scanned;
 
 pub(super) fn prune_linked(
+    input: &Path,
     data: &[u8],
     scanned: &Scanned,
     keep: &BTreeSet<Target>,
-    out: &mut File,
+    tmp: &mut tempfile::NamedTempFile,
     report: &mut PruneReport,
-) -> Result<()> {
+) -> Result<(), PruneError> {
     let mut bytes = data.to_vec();
     let mut zeroed = Vec::new();
     for sec in &scanned.sections {
         for (fb, &(off, len)) in sec.containers.iter().zip(&sec.spans) {
             let new = prune_container(fb, keep, report);
             if new.len() as u64 > len {
-                bail!("internal: pruned container grew");
+                return Err(PruneError::Grew(input.to_path_buf()));
             }
             let start = (sec.file_offset + off) as usize;
             let end = start + len as usize;
@@ -33,8 +34,9 @@ pub(super) fn prune_linked(
             zeroed.push((start + new.len(), end));
         }
     }
-    out.write_all(&bytes)?;
-    punch_holes(out, &zeroed);
+    let path = tmp.path().to_path_buf();
+    tmp.as_file_mut().write_all(&bytes).map_err(io_at(&path))?;
+    punch_holes(tmp.as_file(), &zeroed);
     Ok(())
 }
 

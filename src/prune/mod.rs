@@ -11,12 +11,14 @@
 //! The output is written to a temp file beside it and renamed; the input is never touched.
 
 mod elf_inplace;
+mod error;
 mod packed;
+
+use error::io_at;
+pub use error::PruneError;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-
-use anyhow::{anyhow, bail, Context, Result};
 
 use crate::arch::{parse_target_list, Target};
 use crate::fatbin::{self, Fatbin};
@@ -34,7 +36,7 @@ pub struct PruneReport {
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
-pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>> {
+pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>, PruneError> {
     Ok(parse_target_list(text)?.into_iter().collect())
 }
 
@@ -52,15 +54,18 @@ fn present_list(present: &BTreeSet<Target>) -> String {
 }
 
 /// Refuse a `--keep` naming something the input does not have.
-fn check_present(path: &Path, keep: &BTreeSet<Target>, present: &BTreeSet<Target>) -> Result<()> {
+fn check_present(
+    path: &Path,
+    keep: &BTreeSet<Target>,
+    present: &BTreeSet<Target>,
+) -> Result<(), PruneError> {
     let missing: Vec<String> = keep.difference(present).map(|t| t.to_string()).collect();
     if !missing.is_empty() {
-        bail!(
-            "{}: --keep names {} but the file has only {}",
-            path.display(),
-            missing.join(", "),
-            present_list(present)
-        );
+        return Err(PruneError::Absent {
+            path: path.to_path_buf(),
+            missing: missing.join(", "),
+            present: present_list(present),
+        });
     }
     Ok(())
 }
@@ -82,7 +87,7 @@ fn prune_object(
     data: &[u8],
     keep: &BTreeSet<Target>,
     report: &mut PruneReport,
-) -> Result<Vec<u8>> {
+) -> Result<Vec<u8>, PruneError> {
     let scanned = inputs::scan_bytes(Path::new(origin), data)?;
     let mut reps = Vec::new();
     for sec in &scanned.sections {
@@ -104,7 +109,10 @@ fn prune_object(
     if reps.is_empty() {
         return Ok(data.to_vec());
     }
-    replace_sections(data, &reps).map_err(|e| anyhow!("{origin}: {e}"))
+    replace_sections(data, &reps).map_err(|source| PruneError::Edit {
+        origin: origin.to_string(),
+        source,
+    })
 }
 
 fn present_in(scanned: &inputs::Scanned) -> BTreeSet<Target> {
@@ -118,14 +126,15 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<Target> {
 }
 
 /// Prune `input` into `output`, keeping only `keep`.
-pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<PruneReport> {
+pub fn prune(
+    input: &Path,
+    output: &Path,
+    keep: &BTreeSet<Target>,
+) -> Result<PruneReport, PruneError> {
     let same =
         output.exists() && std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok();
     if same {
-        bail!(
-            "{}: the output must not be the input (prune never modifies its input)",
-            input.display()
-        );
+        return Err(PruneError::OutputIsInput(input.to_path_buf()));
     }
     let map = inputs::map_file(input)?;
     let data: &[u8] = &map;
@@ -138,7 +147,7 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
     let mut tmp = tempfile::Builder::new()
         .prefix(".fatpack-prune-")
         .tempfile_in(out_dir)
-        .with_context(|| format!("creating a temp file in {}", out_dir.display()))?;
+        .map_err(io_at(out_dir))?;
     let shown = input.display().to_string();
     let mut side = None;
     match kind {
@@ -151,7 +160,7 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
             let scanned = inputs::scan_bytes(input, data)?;
             check_present(input, keep, &present_in(&scanned))?;
             let bytes = prune_object(&shown, data, keep, &mut report)?;
-            std::io::Write::write_all(tmp.as_file_mut(), &bytes)?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let scanned = inputs::scan_bytes(input, data)?;
@@ -166,15 +175,19 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
                 };
                 members.push(archive::Member { name, data: pruned });
             }
-            std::io::Write::write_all(tmp.as_file_mut(), &archive::write_archive(&members))?;
+            std::io::Write::write_all(tmp.as_file_mut(), &archive::write_archive(&members))
+                .map_err(io_at(tmp.path()))?;
         }
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
             check_present(input, keep, &present_in(&scanned))?;
-            elf_inplace::prune_linked(data, &scanned, keep, tmp.as_file_mut(), &mut report)?;
+            elf_inplace::prune_linked(input, data, &scanned, keep, &mut tmp, &mut report)?;
         }
         FileKind::Fatbin => {
-            let fbs = fatbin::parse_all(data).map_err(|e| anyhow!("{shown}: {e}"))?;
+            let fbs = fatbin::parse_all(data).map_err(|source| PruneError::Fatbin {
+                path: input.to_path_buf(),
+                source,
+            })?;
             let present = fbs
                 .iter()
                 .flat_map(|f| &f.entries)
@@ -185,21 +198,35 @@ pub fn prune(input: &Path, output: &Path, keep: &BTreeSet<Target>) -> Result<Pru
             for fb in &fbs {
                 bytes.extend(prune_container(fb, keep, &mut report));
             }
-            std::io::Write::write_all(tmp.as_file_mut(), &bytes)?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
         }
-        other => bail!("{shown}: cannot prune a {}", other.name()),
+        other => {
+            return Err(PruneError::Unsupported {
+                path: input.to_path_buf(),
+                kind: other.name(),
+            })
+        }
     }
     if report.entries_after == 0 {
-        bail!("{shown}: --keep leaves no device code at all");
+        return Err(PruneError::NothingLeft(input.to_path_buf()));
     }
     // Keep the input's permissions (an executable stays executable).
-    let perms = std::fs::metadata(input)?.permissions();
-    tmp.as_file().set_permissions(perms)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(output)
-        .map_err(|e| anyhow!("{}: {}", output.display(), e.error))?;
+    let perms = std::fs::metadata(input)
+        .map_err(io_at(input))?
+        .permissions();
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(io_at(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
+    tmp.persist(output).map_err(|e| PruneError::Io {
+        path: output.to_path_buf(),
+        source: e.error,
+    })?;
     if let Some(side) = side {
-        side.commit()?;
+        side.commit().map_err(|source| PruneError::Store {
+            path: output.to_path_buf(),
+            source,
+        })?;
     }
     Ok(report)
 }

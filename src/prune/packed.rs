@@ -5,12 +5,11 @@ use std::collections::BTreeSet;
 use std::io::{Seek, Write};
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
 use cubin_store::{AtomicStoreFile, Store, StoreWriter, WriteOptions};
 
-use super::{check_present, PruneReport};
+use super::{check_present, io_at, PruneError, PruneReport};
 use crate::arch::Target;
-use crate::packed::{self, side_path, DIGEST_SECTION};
+use crate::packed::{self, side_path};
 
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
@@ -18,7 +17,7 @@ fn write_pruned<W: Write + Seek>(
     keep: &BTreeSet<Target>,
     out: W,
     report: &mut PruneReport,
-) -> Result<(W, cubin_store::StoreSummary)> {
+) -> Result<(W, cubin_store::StoreSummary), cubin_store::StoreError> {
     let mut w = StoreWriter::new(out, WriteOptions::default())?;
     for m in store.modules() {
         let id = w.add_module(m.name())?;
@@ -35,7 +34,7 @@ fn write_pruned<W: Write + Seek>(
             }
         }
     }
-    Ok(w.finish()?)
+    w.finish()
 }
 
 /// Writes the pruned binary to `tmp_path`; for a side-file store, returns the new side file,
@@ -47,26 +46,29 @@ pub(super) fn prune_packed(
     tmp_path: &Path,
     output_path: &Path,
     report: &mut PruneReport,
-) -> Result<Option<AtomicStoreFile>> {
-    let shown = input.display().to_string();
-    let located = packed::locate(input, data)?
-        .ok_or_else(|| anyhow!("{shown}: not a packed output (no {DIGEST_SECTION} slot)"))?;
+) -> Result<Option<AtomicStoreFile>, PruneError> {
+    let located =
+        packed::locate(input, data)?.ok_or_else(|| PruneError::NotPacked(input.to_path_buf()))?;
     let (store_bytes, embedded) = (located.store.bytes(), located.store.is_section());
-    let store = Store::parse(store_bytes).map_err(|e| anyhow!("{shown}: store: {e}"))?;
+    let store_err = |source| PruneError::Store {
+        path: input.to_path_buf(),
+        source,
+    };
+    let store = Store::parse(store_bytes).map_err(store_err)?;
     let present: BTreeSet<Target> = store
         .entries()
         .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))
         .collect();
     check_present(input, keep, &present)?;
-    std::fs::write(tmp_path, data).with_context(|| format!("writing {}", tmp_path.display()))?;
+    std::fs::write(tmp_path, data).map_err(io_at(tmp_path))?;
     let (summary, side) = if embedded {
-        let s = packed::append_store(tmp_path, |w| -> Result<_> {
-            Ok(write_pruned(&store, keep, w, report)?.1)
+        let s = packed::append_store(tmp_path, |w| -> Result<_, PruneError> {
+            Ok(write_pruned(&store, keep, w, report).map_err(store_err)?.1)
         })?;
         (s, None)
     } else {
-        let w = AtomicStoreFile::create(side_path(output_path))?;
-        let (w, summary) = write_pruned(&store, keep, w, report)?;
+        let w = AtomicStoreFile::create(side_path(output_path)).map_err(store_err)?;
+        let (w, summary) = write_pruned(&store, keep, w, report).map_err(store_err)?;
         (summary, Some(w))
     };
     packed::patch_digest(tmp_path, &summary.digest)?;

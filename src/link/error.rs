@@ -1,0 +1,73 @@
+//! What can go wrong in `fatpack ld` beyond what the real linker reports itself.
+
+use std::path::PathBuf;
+
+use crate::inputs::InputError;
+use crate::ld::{real::RealLdError, ArgsError, SearchError};
+use crate::packed::OutputError;
+use crate::rewrite::RewriteError;
+use crate::store::PackError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// A `--fatpack-*` option or variable with a value fatpack cannot use.
+    #[error("{0}")]
+    Option(String),
+    #[error(
+        "--fatpack-mode=tail needs GNU ld or lld: gold does not support INSERT in linker \
+         scripts (the default packed mode works with gold)"
+    )]
+    TailWithGold,
+    #[error("{}: cannot tell its architecture", .0.display())]
+    UnknownMachine(PathBuf),
+    #[error("{}: unsupported machine {machine}", path.display())]
+    UnsupportedMachine {
+        path: PathBuf,
+        machine: &'static str,
+    },
+    #[error(
+        "{}: links a fatpack module `{module}` that this link did not pack (a packed object \
+         from another link?)",
+        output.display()
+    )]
+    ForeignModule { output: PathBuf, module: String },
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    #[error(transparent)]
+    RealLd(#[from] RealLdError),
+    #[error(transparent)]
+    Search(#[from] SearchError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+    #[error(transparent)]
+    Glue(#[from] super::glue::GlueError),
+    #[error(transparent)]
+    Runtime(#[from] super::runtime::RuntimeError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    #[error(transparent)]
+    Store(#[from] cubin_store::StoreError),
+}
+
+/// `map_err` for an I/O error while doing `what` to `path`.
+pub(super) fn io_at<'a>(
+    what: &'static str,
+    path: &'a std::path::Path,
+) -> impl Fn(std::io::Error) -> LinkError + 'a {
+    move |source| LinkError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,67 @@
+//! What can go wrong in `fatpack prune`, each naming the file it is about.
+
+use std::path::PathBuf;
+
+use crate::arch::ArchParseError;
+use crate::fatbin::FatbinError;
+use crate::inputs::InputError;
+use crate::packed::OutputError;
+use crate::rewrite::elf_edit::ElfEditError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    #[error("--keep: {0}")]
+    Keep(#[from] ArchParseError),
+    #[error("{}: the output must not be the input (prune never modifies its input)", .0.display())]
+    OutputIsInput(PathBuf),
+    #[error("{}: --keep names {missing} but the file has only {present}", path.display())]
+    Absent {
+        path: PathBuf,
+        missing: String,
+        present: String,
+    },
+    #[error("{}: --keep leaves no device code at all", .0.display())]
+    NothingLeft(PathBuf),
+    #[error("{}: cannot prune a {kind}", path.display())]
+    Unsupported { path: PathBuf, kind: &'static str },
+    #[error("{}: not a packed output (no {} slot)", .0.display(), crate::packed::DIGEST_SECTION)]
+    NotPacked(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Fatbin {
+        path: PathBuf,
+        #[source]
+        source: FatbinError,
+    },
+    #[error("{origin}: {source}")]
+    Edit {
+        origin: String,
+        #[source]
+        source: ElfEditError,
+    },
+    #[error("{}: store: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: cubin_store::StoreError,
+    },
+    #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
+    Grew(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+/// `map_err` for an I/O error about `path`.
+pub(super) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> PruneError + '_ {
+    move |source| PruneError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
