@@ -29,7 +29,49 @@ pub(crate) enum Outcome {
     Loaded(Loaded),
     /// No driver or no device: nothing can be chosen; let cudart report it.
     Deferred,
-    Failed(CudaError),
+    Failed(LoadError),
+}
+
+/// Why a module cannot be loaded. [`LoadError::code`] is the table in docs/RUNTIME.md
+/// ("Errors"): what the call that triggered the load returns.
+#[derive(Debug)]
+pub(crate) enum LoadError {
+    /// `FATPACK_ARCH` is not an arch name.
+    ForcedArch(String),
+    /// No device of the process can run any entry of the module (each device was already
+    /// reported, with the capabilities and what the module has).
+    NoDeviceFits,
+    /// The stub in the binary cannot be read.
+    Stub(String),
+    /// No store, or a damaged, truncated or foreign one (digest mismatch, unpatched slot).
+    Store(String),
+    /// The store lacks the module, a blob fails its digest, or an entry's kept header
+    /// contradicts it.
+    Module(String),
+}
+
+impl LoadError {
+    pub(crate) fn code(&self) -> CudaError {
+        match self {
+            LoadError::ForcedArch(_) | LoadError::NoDeviceFits => {
+                CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE
+            }
+            LoadError::Stub(_) | LoadError::Store(_) | LoadError::Module(_) => {
+                CUDA_ERROR_INVALID_KERNEL_IMAGE
+            }
+        }
+    }
+
+    /// The message, printed once per module (None: it was reported as it was found).
+    fn message(&self) -> Option<&str> {
+        match self {
+            LoadError::NoDeviceFits => None,
+            LoadError::ForcedArch(m)
+            | LoadError::Stub(m)
+            | LoadError::Store(m)
+            | LoadError::Module(m) => Some(m),
+        }
+    }
 }
 
 /// Longest prelinked array walked (a runaway guard; real links have one per TU).
@@ -155,21 +197,18 @@ enum Prelinked {
     Raw(*const c_void),
 }
 
-fn fail(code: CudaError, msg: &str) -> Outcome {
-    error!("{msg}");
-    Outcome::Failed(code)
+fn fail(e: LoadError) -> Outcome {
+    if let Some(m) = e.message() {
+        error!("{m}");
+    }
+    Outcome::Failed(e)
 }
 
 pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     let t0 = Instant::now();
     let name = match &m.name {
         Ok(n) => *n,
-        Err(e) => {
-            return fail(
-                CUDA_ERROR_INVALID_KERNEL_IMAGE,
-                &format!("unreadable fatpack stub: {e}"),
-            )
-        }
+        Err(e) => return fail(LoadError::Stub(format!("unreadable fatpack stub: {e}"))),
     };
     let devices: &'static [Device] = match driver::devices() {
         Ok(d) if !d.is_empty() => d,
@@ -184,15 +223,14 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     };
     let forced = match forced_arch() {
         Ok(f) => f,
-        Err(e) => return fail(CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, &e),
+        Err(e) => return fail(LoadError::ForcedArch(e)),
     };
     let image = match image::get() {
         Ok(i) => i,
         Err(e) => {
-            return fail(
-                CUDA_ERROR_INVALID_KERNEL_IMAGE,
-                &format!("cannot load device code of module {name:?}: {e}"),
-            )
+            return fail(LoadError::Store(format!(
+                "cannot load device code of module {name:?}: {e}"
+            )))
         }
     };
     let store: &'static Store<'static> = &image.store;
@@ -202,7 +240,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
 
     let main = match Plan::new(store, &image.origin, name, &caps, forced.as_ref()) {
         Ok(p) => p,
-        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+        Err(e) => return fail(LoadError::Module(e)),
     };
 
     // SAFETY: the wrapper is nvcc's static data, as registered.
@@ -223,15 +261,14 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             match unsafe { super::stub_at(p.cast()) } {
                 None => prelinked.push(Prelinked::Raw(p)),
                 Some(Err(e)) => {
-                    return fail(
-                        CUDA_ERROR_INVALID_KERNEL_IMAGE,
-                        &format!("module {name:?}: unreadable prelinked fatpack stub: {e}"),
-                    )
+                    return fail(LoadError::Stub(format!(
+                        "module {name:?}: unreadable prelinked fatpack stub: {e}"
+                    )))
                 }
                 Some(Ok(pn)) => {
                     match Plan::new(store, &image.origin, pn, &jit_caps, forced.as_ref()) {
                         Ok(p) => prelinked.push(Prelinked::Plan(p)),
-                        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+                        Err(e) => return fail(LoadError::Module(e)),
                     }
                 }
             }
@@ -305,13 +342,13 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         }
     }
     if none_fit {
-        return Outcome::Failed(CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE);
+        return fail(LoadError::NoDeviceFits);
     }
 
     let mut bytes = 0u64;
     let main_buf = match main.build(store, &caps, &mut bytes) {
         Ok(b) => b,
-        Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+        Err(e) => return fail(LoadError::Module(e)),
     };
     let mut bufs = Vec::new();
     let mut array: Vec<*const c_void> = Vec::new();
@@ -323,7 +360,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
                     array.push(b.as_ptr().cast());
                     bufs.push(b);
                 }
-                Err(e) => return fail(CUDA_ERROR_INVALID_KERNEL_IMAGE, &e),
+                Err(e) => return fail(LoadError::Module(e)),
             },
         }
     }

@@ -323,8 +323,8 @@ impl Module {
             // No driver or no device: cudart will report that itself; retry next time.
             load::Outcome::Deferred => Ok(()),
             load::Outcome::Failed(e) => {
-                g.state = State::Failed(e);
-                Err(e)
+                g.state = State::Failed(e.code());
+                Err(e.code())
             }
         }
     }
