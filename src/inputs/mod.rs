@@ -3,11 +3,12 @@
 
 pub mod archive;
 mod elf;
+pub mod magic;
 
 use std::path::{Path, PathBuf};
 
 use crate::cubin::{self, CubinInfo};
-use crate::fatbin::{self, Fatbin, FatbinError, FATBIN_MAGIC};
+use crate::fatbin::{self, Fatbin, FatbinError};
 
 pub use elf::{DEVICE_SECTIONS, FATBIN_SECTION, RELFATBIN_SECTION};
 
@@ -160,22 +161,14 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
 
 /// Identify a file by its first bytes.
 pub fn sniff(data: &[u8]) -> FileKind {
-    if data.starts_with(b"!<arch>\n") {
-        FileKind::Archive
-    } else if data.starts_with(b"!<thin>\n") {
-        FileKind::ThinArchive
-    } else if data.len() >= 4
-        && u32::from_le_bytes([data[0], data[1], data[2], data[3]]) == FATBIN_MAGIC
-    {
-        FileKind::Fatbin
-    } else if data.starts_with(&cubin_store::MAGIC) {
-        FileKind::Store
-    } else if cubin::is_cubin(data) {
-        FileKind::Cubin
-    } else if data.starts_with(b"\x7fELF") {
-        elf::host_kind(data)
-    } else {
-        FileKind::Other
+    match magic::magic(data) {
+        magic::Magic::Archive => FileKind::Archive,
+        magic::Magic::ThinArchive => FileKind::ThinArchive,
+        magic::Magic::Fatbin => FileKind::Fatbin,
+        magic::Magic::Store => FileKind::Store,
+        magic::Magic::Elf if cubin::is_cubin(data) => FileKind::Cubin,
+        magic::Magic::Elf => elf::host_kind(data),
+        magic::Magic::Bitcode | magic::Magic::Text | magic::Magic::Other => FileKind::Other,
     }
 }
 

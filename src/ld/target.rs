@@ -6,6 +6,7 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::line::InputFileKind;
+use crate::inputs::magic::{magic, Magic};
 
 /// The ELF flavour the link produces, to skip libraries built for another one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,19 +101,13 @@ pub fn sniff(path: &Path) -> InputFileKind {
     let Ok(n) = read_prefix(&mut f, &mut buf) else {
         return InputFileKind::Missing;
     };
-    let b = &buf[..n];
-    if b.starts_with(b"\x7fELF") {
-        InputFileKind::Elf
-    } else if b.starts_with(b"!<arch>\n") {
-        InputFileKind::Archive
-    } else if b.starts_with(b"!<thin>\n") {
-        InputFileKind::ThinArchive
-    } else if b.starts_with(b"BC\xc0\xde") || b.starts_with(b"\xde\xc0\x17\x0b") {
-        InputFileKind::Bitcode
-    } else if !b.contains(&0) {
-        InputFileKind::Script
-    } else {
-        InputFileKind::Other
+    match magic(&buf[..n]) {
+        Magic::Elf => InputFileKind::Elf,
+        Magic::Archive => InputFileKind::Archive,
+        Magic::ThinArchive => InputFileKind::ThinArchive,
+        Magic::Bitcode => InputFileKind::Bitcode,
+        Magic::Text => InputFileKind::Script,
+        Magic::Fatbin | Magic::Store | Magic::Other => InputFileKind::Other,
     }
 }
 
