@@ -410,3 +410,58 @@ fn packed_output_survives_strip_patchelf_and_debug_splitting() {
         .success());
     check(&s, "patchelf --shrink-rpath");
 }
+
+/// A link for another machine than the runtime fatpack carries is refused in one line,
+/// before the real linker runs (it would print hundreds of `Relocations in generic ELF`).
+/// The input is a real nvcc object whose ELF header says aarch64; a `FATPACK_RUNTIME` of the
+/// wrong machine is refused the same way, and tail mode, which needs no runtime, is not.
+#[test]
+fn a_runtime_for_another_machine_is_refused_before_the_real_linker_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut obj = std::fs::read(fixture("kernels.o")).unwrap();
+    obj[18..20].copy_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
+    let foreign = dir.path().join("kernels-aarch64.o");
+    std::fs::write(&foreign, &obj).unwrap();
+    // A "linker" that records being run for a link (`-o`): it must not be. Queries such as
+    // `--verbose` (ld's search defaults) go to the real ld.
+    let ld = dir.path().join("fake-ld");
+    let ran = dir.path().join("ran");
+    std::fs::write(
+        &ld,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ touch {}; exit 1; }}; done\nexec ld \"$@\"\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ld, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = dir.path().join("libx.so");
+    let named = dir.path().join("libfatpack_rt.a");
+    std::fs::write(&named, fatpack::link::runtime::host().bytes).unwrap();
+    for runtime in [None, Some(&named)] {
+        let mut c = Command::new(fatpack_bin());
+        c.args(["ld", "-shared", "-o"])
+            .arg(&out)
+            .arg(&foreign)
+            .env("FATPACK_REAL_LD", &ld);
+        match runtime {
+            Some(r) => c.env("FATPACK_RUNTIME", r),
+            None => c.env_remove("FATPACK_RUNTIME"),
+        };
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("this link is for aarch64"), "{err}");
+        assert!(err.contains("FATPACK_RUNTIME"), "{err}");
+        assert!(!ran.exists(), "the real linker ran");
+        assert!(!out.exists());
+    }
+    // Tail mode needs no runtime: the real linker runs.
+    let mut c = Command::new(fatpack_bin());
+    c.args(["ld", "--fatpack-mode=tail", "-shared", "-o"])
+        .arg(&out)
+        .arg(&foreign)
+        .env("FATPACK_REAL_LD", &ld);
+    run(&mut c);
+    assert!(ran.exists(), "tail mode did not run the real linker");
+}

@@ -12,8 +12,6 @@ pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
 
-/// A CUDA tool from PATH or the repo's `.cuda` venv. Under CI a missing tool fails the test
-/// (CI installs it); on a developer machine without it the test says so and passes over it.
 /// A CUDA tool (the repo's `.cuda` venv first, then PATH); a missing one fails the test:
 /// scripts/test.sh installs the toolchain (scripts/cuda-env.sh).
 pub fn cuda_tool(name: &str) -> PathBuf {
