@@ -133,6 +133,12 @@ fn main() -> ExitCode {
     if base == Some(name.as_os_str()) {
         return ld(argv0.as_deref(), argv.collect());
     }
+    // `fatpack ld ARGS`: every argument is ld's, `-h SONAME` and `--help` included, so the
+    // subcommand is taken before clap sees (and would answer) any of them.
+    let rest: Vec<std::ffi::OsString> = argv.collect();
+    if rest.first().is_some_and(|a| a == "ld") {
+        return ld(None, rest[1..].to_vec());
+    }
     // `--version` also names the runtime packed links would use (embedded or FATPACK_RUNTIME).
     let version: &'static str = Box::leak(
         format!(
@@ -142,7 +148,9 @@ fn main() -> ExitCode {
         )
         .into_boxed_str(),
     );
-    let matches = Cli::command().version(version).get_matches();
+    let matches = Cli::command()
+        .version(version)
+        .get_matches_from(argv0.iter().cloned().chain(rest));
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),

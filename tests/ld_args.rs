@@ -1315,8 +1315,11 @@ fn discovery_skips_a_symlink_to_ourselves() {
     );
     // A hard link (same inode, other path) is us too.
     assert_eq!(finder("ld.bfd").find().unwrap(), real.join("ld.bfd"));
-    // No ld.gold but us: fall back to ld.
-    assert_eq!(finder("ld.gold").find().unwrap(), real.join("ld"));
+    // No ld.gold but us: an error, never another linker (`-fuse-ld=gold` means gold).
+    assert!(matches!(
+        finder("ld.gold").find(),
+        Err(RealLdError::NotFound { name }) if name == "ld.gold"
+    ));
     assert_eq!(finder("fatpack").find().unwrap(), real.join("ld"));
 
     let only_us = Finder {

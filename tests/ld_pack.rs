@@ -465,3 +465,80 @@ fn a_runtime_for_another_machine_is_refused_before_the_real_linker_runs() {
     run(&mut c);
     assert!(ran.exists(), "tail mode did not run the real linker");
 }
+
+/// A host-only object, for links that carry no device code.
+fn host_object(dir: &Path) -> PathBuf {
+    let c = dir.join("host.c");
+    std::fs::write(&c, "int f(void) { return 1; }\n").unwrap();
+    let o = dir.join("host.o");
+    let (code, _, err) = run(Command::new("gcc")
+        .args(["-c", "-fPIC", "-o"])
+        .arg(&o)
+        .arg(&c));
+    assert_eq!(code, 0, "{err}");
+    o
+}
+
+/// `fatpack ld` gives every argument to ld: `-h SONAME` is ld's, not a request for help.
+#[test]
+fn ld_dash_h_is_the_soname_not_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = host_object(dir.path());
+    let lib = dir.path().join("libx.so");
+    let (code, out, err) = run(Command::new(fatpack_bin())
+        .args(["ld", "-h", "libx.so.1", "-shared", "-o"])
+        .arg(&lib)
+        .arg(&o));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("Usage"), "{out}");
+    let (_, dynamic, _) = run(Command::new("readelf").arg("-d").arg(&lib));
+    assert!(dynamic.contains("Library soname: [libx.so.1]"), "{dynamic}");
+}
+
+/// A misspelt `--fatpack-*` option is an error naming the known ones, not silently ignored;
+/// nothing is written.
+#[test]
+fn unknown_fatpack_options_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = host_object(dir.path());
+    let lib = dir.path().join("libx.so");
+    for mode in [&[][..], &["--fatpack-mode=tail"][..], &["-r"][..]] {
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .args(["ld", "--fatpack-sidefile", "-shared", "-o"])
+            .args(mode)
+            .arg(&lib)
+            .arg(&o));
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains("unknown option --fatpack-sidefile")
+                && err.contains("--fatpack-side-file"),
+            "{err}"
+        );
+        assert!(!lib.exists());
+    }
+}
+
+/// `--fatpack-verbose` says what fatpack did in every mode, not only when it packed.
+#[test]
+fn verbose_says_what_was_done_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = host_object(dir.path());
+    for (args, want) in [
+        (&["-shared"][..], "no device code"),
+        (&["-shared", "--fatpack-mode=tail"][..], "tail mode"),
+        (&["-r"][..], "partial link (-r)"),
+    ] {
+        let out = dir.path().join("out");
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .args(["ld", "--fatpack-verbose"])
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .arg(&o));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.starts_with("fatpack: ") && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}

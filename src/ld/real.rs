@@ -25,7 +25,10 @@ pub const MAX_DEPTH: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RealLdError {
-    #[error("no `{name}` on PATH other than fatpack itself; set {REAL_LD_ENV} to the real linker")]
+    #[error(
+        "no `{name}` on PATH other than fatpack itself (fatpack never substitutes another \
+         linker); install it, or set {REAL_LD_ENV} to the real linker"
+    )]
     NotFound { name: String },
     #[error("{REAL_LD_ENV}={value}: no such executable")]
     BadOverride { value: String },
@@ -151,14 +154,11 @@ impl Finder {
             }
             return Ok(cand);
         }
+        // Never another linker than the one asked for: `-fuse-ld=lld` without an ld.lld
+        // fails with plain gcc, and so it does here.
         let name = linker_name(self.invoked_as.as_deref());
         if let Some(p) = self.on_path(&name, &me) {
             return Ok(p);
-        }
-        if name != "ld" {
-            if let Some(p) = self.on_path(OsStr::new("ld"), &me) {
-                return Ok(p);
-            }
         }
         Err(RealLdError::NotFound {
             name: name.to_string_lossy().into_owned(),

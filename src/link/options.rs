@@ -16,6 +16,9 @@ pub enum Mode {
 /// The tail-mode script, shipped inside the binary so that fatpack needs no data files.
 pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
 
+/// Every `--fatpack-*` option `fatpack ld` takes (the name after the prefix).
+pub const KNOWN: &[&str] = &["side-file", "verbose", "level", "mode"];
+
 /// What `--fatpack-*` options and the environment ask for.
 #[derive(Debug, Clone)]
 pub struct PackOptions {
@@ -27,6 +30,17 @@ pub struct PackOptions {
 
 impl PackOptions {
     pub(super) fn from_line(line: &LinkLine) -> Result<Self, LinkError> {
+        // A misspelt option must not be ignored: the link would silently do something else.
+        for f in &line.fatpack_options {
+            if !KNOWN.contains(&f.name.as_str()) {
+                let known: Vec<String> = KNOWN.iter().map(|k| format!("--fatpack-{k}")).collect();
+                return Err(LinkError::Option(format!(
+                    "unknown option --fatpack-{} (fatpack knows {})",
+                    f.name,
+                    known.join(", ")
+                )));
+            }
+        }
         let verbose = line.fatpack_flag("verbose")
             || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
             || line

@@ -64,18 +64,29 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     // A partial link keeps device code as it is: its output is an input to a later link,
     // which packs it (several containers per section are handled there).
     if line.kind == OutputKind::Relocatable {
-        return plain_link(&real, &line);
+        let code = plain_link(&real, &line)?;
+        say(
+            &opts,
+            &line,
+            code,
+            "partial link (-r): device code kept as it is, for the final link to pack",
+        );
+        return Ok(code);
     }
     // Tail mode reads no input: it needs neither the library search nor a scan.
     if opts.mode == Mode::Tail {
-        return tail_link(&line, &real);
+        let code = tail_link(&line, &real)?;
+        say(&opts, &line, code, "tail mode: .nv_fatbin placed after .bss, in a read-only segment of its own; no store, no runtime");
+        return Ok(code);
     }
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
     s.step("scan inputs", Session::scan_inputs)?;
     if s.planned.is_empty() {
         s.progress.done();
-        return plain_link(&s.real, &s.line);
+        let code = plain_link(&s.real, &s.line)?;
+        say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
+        return Ok(code);
     }
     s.step("rewrite inputs", Session::rewrite_inputs)?;
     s.step("add runtime and glue", Session::add_runtime)?;
@@ -89,6 +100,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     s.progress.done();
     s.report();
     Ok(0)
+}
+
+/// `--fatpack-verbose`: what fatpack did with a link it did not pack.
+fn say(opts: &PackOptions, line: &LinkLine, code: i32, what: &str) {
+    if opts.verbose && code == 0 {
+        eprintln!("fatpack: {}: {what}", line.output.display());
+    }
 }
 
 /// The line as given, for the real linker: nothing to pack.
