@@ -2,11 +2,13 @@
 //! linker (`ld::real`): parsing as GNU ld parses, re-emitting byte for byte, finding
 //! files where ld finds them, and running the linker without running ourselves.
 
+mod common;
+
+use common::write_executable;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,8 +43,7 @@ fn write(p: &Path, data: impl AsRef<[u8]>) -> PathBuf {
 }
 
 fn executable(p: &Path, script: &str) {
-    fs::write(p, script).unwrap();
-    fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(p, script);
 }
 
 /// A binutils tool on PATH; a missing one fails the test (binutils come with every gcc).

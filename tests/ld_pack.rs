@@ -426,15 +426,13 @@ fn a_runtime_for_another_machine_is_refused_before_the_real_linker_runs() {
     // `--verbose` (ld's search defaults) go to the real ld.
     let ld = dir.path().join("fake-ld");
     let ran = dir.path().join("ran");
-    std::fs::write(
+    write_executable(
         &ld,
         format!(
             "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ touch {}; exit 1; }}; done\nexec ld \"$@\"\n",
             ran.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&ld, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let out = dir.path().join("libx.so");
     let named = dir.path().join("libfatpack_rt.a");
     std::fs::write(&named, fatpack::link::runtime::host().bytes).unwrap();

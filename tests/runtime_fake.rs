@@ -1,6 +1,7 @@
 //! End-to-end tests of libfatpack_rt.a without a GPU: a packed "nvcc-like" program linked
 //! with --wrap against a fake cudart, run against a fake libcuda.so.1.
 
+mod common;
 mod rt_harness;
 
 use std::process::Command;
@@ -441,9 +442,7 @@ fn damaged_or_foreign_stores_fail_cleanly() {
         let exe = d.join("app");
         let mut b = exe_bytes.clone();
         b[at] ^= 0x55;
-        std::fs::write(&exe, b).unwrap();
-        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        common::write_executable(&exe, b);
         exe
     };
     let cases = [

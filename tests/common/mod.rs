@@ -145,3 +145,18 @@ pub fn fixture_objs() -> Vec<PathBuf> {
         .map(|n| fixture(n))
         .collect()
 }
+
+/// Writes an executable file (a script, or a binary) at `p`. The file is written by a child process (`install`),
+/// never through a descriptor of this one: a test thread that forks while this process holds
+/// the file open for writing would make exec'ing it fail with "Text file busy" (ETXTBSY).
+pub fn write_executable(p: &Path, contents: impl AsRef<[u8]>) {
+    let src = p.with_extension("exe-src");
+    std::fs::write(&src, contents).unwrap();
+    let st = Command::new("install")
+        .arg("-m755")
+        .arg(&src)
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success(), "install {}", p.display());
+}
