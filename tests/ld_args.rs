@@ -1456,3 +1456,19 @@ fn end_to_end_link_with_real_ld() {
     assert_ne!(ours, 0);
     assert_eq!(ours, direct);
 }
+
+/// libiberty reads as many bytes of an `@file` as seeking to its end reports: none for a
+/// device such as /dev/zero (ld then links as if it were empty). fatpack must not read it
+/// without bound.
+#[test]
+fn a_device_as_response_file_reads_as_empty() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let l = LinkLine::parse(["@/dev/zero", "-o", "out", "a.o"]);
+        tx.send(l.map(|l| l.inputs.len())).unwrap();
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("parsing @/dev/zero did not end");
+    assert_eq!(got.unwrap(), 1);
+}

@@ -172,3 +172,48 @@ fn a_section_with_two_containers_is_remapped() {
         "combined.o#1"
     );
 }
+
+/// A section claiming an absurd alignment (0x40000000000008, seen in the wild; plain ld links
+/// it) must not make rewriting or pruning allocate by it: the rewritten object keeps every
+/// section, and ld links both the original and the rewritten one.
+#[test]
+fn a_huge_section_alignment_is_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = std::fs::read(fixture("kernels.o")).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    let text = f.section_by_name(".text").unwrap().index().0;
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    drop(f);
+    let at = shoff + text * 64 + 48;
+    data[at..at + 8].copy_from_slice(&0x0040_0000_0000_0008u64.to_le_bytes());
+    let odd = dir.path().join("odd.o");
+    std::fs::write(&odd, &data).unwrap();
+    let scanned = inputs::scan(&odd).unwrap();
+    let (out, ex) = rewrite_object("odd.o", &data, &scanned.sections, &mut |o, i| {
+        format!("{o}#{i}")
+    })
+    .unwrap();
+    assert_eq!(ex.len(), 1);
+    let b = object::File::parse(&*out).unwrap();
+    assert_eq!(
+        b.section_by_name(".text").unwrap().align(),
+        0x0040_0000_0000_0008
+    );
+    let rewritten = dir.path().join("rewritten.o");
+    std::fs::write(&rewritten, &out).unwrap();
+    for o in [&odd, &rewritten] {
+        let (code, _, err) = run(Command::new("ld")
+            .args(["-r", "-o"])
+            .arg(dir.path().join("r.o"))
+            .arg(o));
+        assert_eq!(code, 0, "{}: {err}", o.display());
+    }
+    // prune reads and rewrites the same object.
+    let pruned = dir.path().join("pruned.o");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--keep", "sm_90"])
+        .arg(&odd)
+        .arg("-o")
+        .arg(&pruned));
+    assert_eq!(code, 0, "{err}");
+}

@@ -165,12 +165,24 @@ impl Expander {
         if meta.is_dir() {
             return Err(ArgsError::ResponseFileIsDirectory { path });
         }
-        let text = match fs::read(&path) {
-            Ok(t) => t,
-            Err(_) => {
-                literal(self);
-                return Ok(());
+        // libiberty reads as many bytes as seeking to the end reports: a regular file's
+        // size, 0 for a device such as /dev/zero. Never more (a growing or endless file
+        // cannot make us read without bound), and a FIFO or device is not even opened (it
+        // could block): its content is empty, as ld sees it.
+        let text = if meta.is_file() {
+            let read = fs::File::open(&path).and_then(|f| {
+                let mut t = Vec::new();
+                io::Read::read_to_end(&mut io::Read::take(f, meta.len()), &mut t).map(|_| t)
+            });
+            match read {
+                Ok(t) => t,
+                Err(_) => {
+                    literal(self);
+                    return Ok(());
+                }
             }
+        } else {
+            Vec::new()
         };
         self.count += 1;
         if self.count >= MAX_RESPONSE_FILES {

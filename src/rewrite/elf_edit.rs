@@ -10,6 +10,9 @@
 
 use object::elf;
 
+/// The largest file-offset alignment given to a section in a rewritten object.
+const FILE_ALIGN_MAX: u64 = 4096;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ElfEditError {
     #[error("not a 64-bit little-endian ELF object")]
@@ -252,7 +255,10 @@ pub fn replace_sections(data: &[u8], reps: &[Replacement]) -> Result<Vec<u8>, El
             Some(b) => b,
             None => body(s)?.to_vec(),
         };
-        let align = s.align() as usize;
+        // A relocatable's file offsets need not honour sh_addralign (ld aligns addresses in
+        // the output, not offsets in the input), so a page is enough, whatever a section
+        // claims (0x40000000000008 has been seen, and plain ld links it).
+        let align = s.align().min(FILE_ALIGN_MAX) as usize;
         out.resize(out.len().div_ceil(align) * align, 0);
         let off = out.len() as u64;
         out.extend_from_slice(&bytes);
