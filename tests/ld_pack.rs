@@ -540,3 +540,63 @@ fn verbose_says_what_was_done_in_every_mode() {
         );
     }
 }
+
+/// A thin archive whose member is a FIFO: every command that reads inputs says so and exits,
+/// instead of waiting forever for a writer.
+#[test]
+fn a_fifo_thin_archive_member_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(fixture("kernels.o"), d.join("k.o")).unwrap();
+    std::fs::copy(fixture("other.o"), d.join("m.o")).unwrap();
+    let (code, _, err) = run(Command::new("ar")
+        .args(["rcT", "libthin.a", "k.o", "m.o"])
+        .current_dir(d));
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_file(d.join("m.o")).unwrap();
+    let (code, _, err) = run(Command::new("mkfifo").arg(d.join("m.o")));
+    assert_eq!(code, 0, "{err}");
+    let thin = d.join("libthin.a");
+    let commands: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["inspect".into(), thin.clone().into()],
+        vec![
+            "ld".into(),
+            "-shared".into(),
+            "-o".into(),
+            d.join("x.so").into(),
+            "--whole-archive".into(),
+            thin.clone().into(),
+        ],
+        vec![
+            "prune".into(),
+            "--keep".into(),
+            "sm_90".into(),
+            thin.clone().into(),
+            "-o".into(),
+            d.join("p.a").into(),
+        ],
+    ];
+    for args in commands {
+        let mut child = Command::new(fatpack_bin())
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(30) {
+                child.kill().unwrap();
+                panic!("fatpack {args:?} hangs on a FIFO member");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("m.o: not a regular file"), "{args:?}: {err}");
+    }
+}

@@ -143,17 +143,31 @@ pub enum InputError {
     },
     #[error("{origin}: {message}")]
     Malformed { origin: String, message: String },
+    #[error("{}: not a regular file (a FIFO, device or directory is never read)", path.display())]
+    NotRegular { path: PathBuf },
     #[error("{}: not an ELF file, archive, fatbin, cubin or fatpack store", path.display())]
     Unrecognized { path: PathBuf },
 }
 
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
 pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    // O_NONBLOCK: opening a FIFO (say, a thin-archive member) must not wait for a writer;
+    // only regular files are read at all. The flag does not matter to mmap.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
     // SAFETY: the map is read-only; a concurrent writer truncating an input under us is
     // outside what any linker defends against.
     unsafe { memmap2::Mmap::map(&file) }.map_err(io)
