@@ -600,3 +600,72 @@ fn a_fifo_thin_archive_member_is_an_error_not_a_hang() {
         assert!(err.contains("m.o: not a regular file"), "{args:?}: {err}");
     }
 }
+
+/// What ld writes about files names the user's files, as with plain ld: the dependency file
+/// (`--dependency-file`, which CMake >= 3.27 and Ninja rely on), the map (`-Map`), `--trace`
+/// and error messages. No temp path of fatpack's appears, and a link without cudart is said
+/// in one line instead of the runtime's Rust internals.
+#[test]
+fn ld_reports_name_the_users_files() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let dep = dir.path().join("app.d");
+    let map = dir.path().join("app.map");
+    let (code, trace, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &[
+            &format!("-Wl,--dependency-file={}", dep.display()),
+            &format!("-Wl,-Map={}", map.display()),
+            "-Wl,--trace",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let dep_text = std::fs::read_to_string(&dep).unwrap();
+    assert!(
+        dep_text.starts_with(&format!("{}: \\\n", exe.display())),
+        "{dep_text}"
+    );
+    for o in fixture_objs() {
+        assert!(
+            dep_text.contains(&format!("  {} \\\n", o.display())),
+            "{dep_text}"
+        );
+        assert!(trace.contains(&o.display().to_string()), "{trace}");
+    }
+    let map_text = std::fs::read_to_string(&map).unwrap();
+    for text in [&dep_text, &map_text, &trace] {
+        assert!(!text.contains("fatpack-ld-"), "{text}");
+        assert!(!text.contains(".fatpack-out-"), "{text}");
+    }
+    assert!(map_text.contains("<fatpack>/libfatpack_rt.a("));
+    assert!(!dep_text.contains("libfatpack_rt"), "{dep_text}");
+
+    // Without cudart: the user's objects' undefined references under their own names, and
+    // one line for what the runtime misses.
+    let (code, _, err) = run(Command::new("g++")
+        .arg(format!("-B{}", w.path().display()))
+        .arg("-o")
+        .arg(dir.path().join("nocudart"))
+        .args(fixture_objs()));
+    assert_ne!(code, 0);
+    assert!(
+        !err.contains("fatpack-ld-") && !err.contains("fatpack_rt::"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}: in function", fixture("kernels.o").display())),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("fatpack ld: error: the CUDA runtime is not in this link")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(!dir.path().join("nocudart").exists());
+}

@@ -6,6 +6,7 @@ pub use fatpack_format::link as abi;
 mod error;
 pub mod glue;
 mod inputs;
+mod names;
 pub mod options;
 pub mod pack;
 mod progress;

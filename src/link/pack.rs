@@ -17,7 +17,7 @@ use super::options::{Mode, PackOptions};
 use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
-use super::{glue, runtime};
+use super::{glue, names, runtime};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
 use crate::packed;
@@ -265,6 +265,13 @@ impl Session {
             .map_err(io_at("creating a temp dir in", out_dir))?;
         let tmp_out = tmp_dir.path().join("out");
         let (glue_path, runtime) = self.runtime_files.clone().expect("add_runtime made them");
+        let copies: Vec<(PathBuf, PathBuf)> = self
+            .planned
+            .iter()
+            .map(|p| (self.replace[&p.id].clone(), p.path.clone()))
+            .collect();
+        let work = self.work.as_ref().expect("rewrite_inputs made it").path();
+        let user_names = names::Names::new(&copies, &tmp_out, &self.line.output, work, &runtime);
         // The runtime goes first, pulled in by -u, so that the libraries the driver adds
         // later (libc, libgcc_s, cudart) resolve what it needs.
         let prepend: Vec<OsString> = vec![
@@ -283,7 +290,25 @@ impl Session {
         append.push("-o".into());
         append.push(tmp_out.clone().into_os_string());
         let argv = self.line.render(&self.replace, &prepend, &append)?;
-        let status = real_ld::run(&self.real, &argv)?;
+        // What ld says and writes about files is passed on naming the user's files.
+        let out = real_ld::capture(&self.real, &argv)?;
+        let status = out.status;
+        use std::io::Write;
+        let _ = std::io::stdout().write_all(&user_names.map(&out.stdout));
+        let _ = std::io::stderr().write_all(&user_names.messages(&out.stderr));
+        let (depfiles, maps) = names::reports(&self.line.expanded_args());
+        for (files, fix) in [
+            (
+                &depfiles,
+                &(|t: &[u8]| user_names.depfile(t)) as &dyn Fn(&[u8]) -> Vec<u8>,
+            ),
+            (&maps, &|t: &[u8]| user_names.map(t)),
+        ] {
+            for f in files.iter().filter(|f| f.is_file()) {
+                let text = std::fs::read(f).map_err(io_at("reading", f))?;
+                std::fs::write(f, fix(&text)).map_err(io_at("writing", f))?;
+            }
+        }
         self.tmp_out = Some((tmp_dir, tmp_out));
         Ok(if status.success() {
             0
