@@ -669,3 +669,63 @@ fn ld_reports_name_the_users_files() {
     );
     assert!(!dir.path().join("nocudart").exists());
 }
+
+/// Ninja with the linker's dependency file (`deps = gcc`, as CMake >= 3.27 sets up for GNU
+/// ld): a second `ninja` has nothing to do, and touching a library the link found by `-l`
+/// (known to Ninja only through the dependency file) relinks.
+#[test]
+fn ninja_with_the_linkers_depfile_is_incremental() {
+    let ninja = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("ninja"))
+                .find(|p| p.is_file())
+        })
+        .expect("ninja not found: apt-get install ninja-build (.ci/run does)");
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("lib")).unwrap();
+    std::fs::copy(fixture("libfixture.a"), d.join("lib/libfixture.a")).unwrap();
+    std::fs::copy(fixture("main.o"), d.join("main.o")).unwrap();
+    std::fs::write(
+        d.join("build.ninja"),
+        format!(
+            "rule link\n  command = g++ -B{w} -o $out $in -Wl,--dependency-file=$out.d -Llib -lfixture -L{cuda} -lcudart_static -ldl -lpthread -lrt\n  deps = gcc\n  depfile = $out.d\nbuild app: link main.o\n",
+            w = w.path().display(),
+            cuda = cuda.display()
+        ),
+    )
+    .unwrap();
+    let ninja_run = |args: &[&str]| -> String {
+        let (code, out, err) = run(Command::new(&ninja).args(args).current_dir(d));
+        assert_eq!(code, 0, "ninja {args:?}: {out}{err}");
+        out
+    };
+    let out = ninja_run(&[]);
+    assert!(out.contains("[1/1]"), "{out}");
+    assert_eq!(run(&mut Command::new(d.join("app"))).1, "fixture main ok\n");
+    let out = ninja_run(&[]);
+    assert!(
+        out.contains("no work to do"),
+        "second ninja relinked:\n{out}"
+    );
+    // Ninja's recorded dependencies are the user's files.
+    let deps = ninja_run(&["-t", "deps", "app"]);
+    assert!(deps.contains("lib/libfixture.a"), "{deps}");
+    assert!(!deps.contains("fatpack"), "{deps}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let lib = d.join("lib/libfixture.a");
+    std::fs::File::options()
+        .append(true)
+        .open(&lib)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let out = ninja_run(&[]);
+    assert!(
+        out.contains("[1/1]"),
+        "touching libfixture.a did not relink:\n{out}"
+    );
+}
