@@ -729,3 +729,72 @@ fn ninja_with_the_linkers_depfile_is_incremental() {
         "touching libfixture.a did not relink:\n{out}"
     );
 }
+
+/// A side-file output and its store change together or not at all: a relink that cannot put
+/// the binary in place leaves the previous pair as it was, and concurrent links of one
+/// output leave a pair that belongs together (each inspects with a matching digest).
+#[test]
+fn side_file_pairs_change_together() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let side = dir.path().join("app.fatpack");
+    let link = |level: u32, out: &Path| {
+        gxx(
+            Some(w.path()),
+            out,
+            &fixture_objs(),
+            &cuda,
+            &[
+                "-Wl,--fatpack-side-file",
+                &format!("-Wl,--fatpack-level={level}"),
+            ],
+        )
+    };
+    let (code, _, err) = link(3, &exe);
+    assert_eq!(code, 0, "{err}");
+    let (old_exe, old_side) = (std::fs::read(&exe).unwrap(), std::fs::read(&side).unwrap());
+    // The binary cannot be renamed into place (its path is now a folder): the new store must
+    // not replace the old one either.
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir(&blocked).unwrap();
+    std::fs::write(dir.path().join("blocked.fatpack"), &old_side).unwrap();
+    let (code, _, err) = link(19, &blocked);
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join("blocked.fatpack")).unwrap(),
+        old_side
+    );
+    assert_eq!(std::fs::read(&exe).unwrap(), old_exe);
+    // Concurrent relinks with different stores: the pair left matches.
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let (w, cuda, exe) = (w.path().to_path_buf(), cuda.clone(), exe.clone());
+            std::thread::spawn(move || {
+                gxx(
+                    Some(&w),
+                    &exe,
+                    &fixture_objs(),
+                    &cuda,
+                    &[
+                        "-Wl,--fatpack-side-file",
+                        &format!("-Wl,--fatpack-level={}", 1 + i * 2),
+                    ],
+                )
+            })
+        })
+        .collect();
+    for h in handles {
+        let (code, _, err) = h.join().unwrap();
+        assert_eq!(code, 0, "{err}");
+    }
+    let r = inspect_json(&exe);
+    assert_eq!(r["packed"]["digest_matches"], true, "{r}");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -9,6 +9,7 @@ mod inputs;
 mod names;
 pub mod options;
 pub mod pack;
+mod pair;
 mod progress;
 pub mod runtime;
 

@@ -50,6 +50,8 @@ struct Session {
     /// The glue object and the runtime archive, as files for the real linker.
     runtime_files: Option<(PathBuf, PathBuf)>,
     summary: Option<cubin_store::StoreSummary>,
+    /// A side-file store written but not yet in place (it goes with the binary).
+    pending_side: Option<cubin_store::AtomicStoreFile>,
 }
 
 /// Run `fatpack ld ARGS`; returns the exit code.
@@ -136,6 +138,7 @@ impl Session {
             tmp_out: None,
             runtime_files: None,
             summary: None,
+            pending_side: None,
         })
     }
 
@@ -350,7 +353,10 @@ impl Session {
             for m in &modules {
                 crate::store::add_module(&mut w, m, maps)?;
             }
-            w.commit()?
+            // Renamed into place with the binary, in commit, never before.
+            let (file, summary) = w.finish()?;
+            self.pending_side = Some(file);
+            summary
         } else {
             packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
                 Ok(crate::store::write_store(w, &modules, wopts, maps)?.1)
@@ -364,8 +370,11 @@ impl Session {
     /// The finished output renamed into place.
     fn commit(&mut self) -> Result<(), LinkError> {
         let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
-        std::fs::rename(tmp_out, &self.line.output)
-            .map_err(io_at("renaming the output to", &self.line.output))
+        match self.pending_side.take() {
+            None => std::fs::rename(tmp_out, &self.line.output)
+                .map_err(io_at("renaming the output to", &self.line.output)),
+            Some(side) => super::pair::commit(side, tmp_out, &self.line.output),
+        }
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).
