@@ -51,7 +51,7 @@ pub(super) fn commit(
     let _lock = FolderLock::take(dir)?;
     if output.is_dir() {
         return Err(io_at("renaming the output to", output)(
-            std::io::Error::from(std::io::ErrorKind::IsADirectory),
+            std::io::Error::from_raw_os_error(libc::EISDIR),
         ));
     }
     let side_path = side.destination().to_path_buf();
