@@ -798,3 +798,108 @@ fn side_file_pairs_change_together() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+/// A link stopped by SIGTERM or SIGINT leaves none of fatpack's temp folders (the real
+/// linker is stopped too); one killed by SIGKILL leaves them, and the next link sweeps them.
+#[test]
+fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
+    let cuda = cuda_lib();
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&out_dir).unwrap();
+    // A real linker that hangs on the link itself (queries go to ld).
+    let slow = dir.path().join("slow-ld");
+    let pids = dir.path().join("ld-pids");
+    write_executable(
+        &slow,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ echo $$ >> {}; exec sleep 60; }}; done\nexec ld \"$@\"\n",
+            pids.display()
+        ),
+    );
+    let start = || {
+        Command::new(fatpack_bin())
+            .arg("ld")
+            .arg("-o")
+            .arg(out_dir.join("app"))
+            .args(fixture_objs())
+            .arg(format!("-L{}", cuda.display()))
+            .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt", "-lc"])
+            .env("TMPDIR", &tmp)
+            .env("FATPACK_REAL_LD", &slow)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let ours = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("fatpack"))
+            .collect()
+    };
+    let wait_for_link = || {
+        let t0 = std::time::Instant::now();
+        while ours(&out_dir).is_empty() {
+            assert!(t0.elapsed().as_secs() < 30, "the link never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = start();
+        wait_for_link();
+        assert!(!ours(&tmp).is_empty());
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+        assert_eq!(ours(&tmp), Vec::<String>::new(), "signal {sig}");
+        assert_eq!(ours(&out_dir), Vec::<String>::new(), "signal {sig}");
+        assert!(!out_dir.join("app").exists());
+    }
+    let mut child = start();
+    wait_for_link();
+    child.kill().unwrap(); // SIGKILL: nothing can clean up
+    child.wait().unwrap();
+    assert!(!ours(&tmp).is_empty() && !ours(&out_dir).is_empty());
+    // The linkers SIGTERM and SIGINT reached are gone; stop the one SIGKILL orphaned.
+    let pids = std::fs::read_to_string(&pids).unwrap();
+    let pids: Vec<i32> = pids.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 3);
+    for (i, &pid) in pids.iter().enumerate() {
+        // Running, not gone or a zombie waiting for its new parent to reap it.
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                !st.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        };
+        let t0 = std::time::Instant::now();
+        while i < 2 && running() && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(running(), i == 2, "linker {i} (pid {pid})");
+        // SAFETY: SIGKILL to the `sleep` our fake linker became.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    // The next link (with the real ld) sweeps what the dead one left.
+    let w = wrapper_dir();
+    let (code, _, err) = run(Command::new("g++")
+        .arg(format!("-B{}", w.path().display()))
+        .arg("-o")
+        .arg(out_dir.join("app"))
+        .args(fixture_objs())
+        .arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"])
+        .env("TMPDIR", &tmp));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(ours(&tmp), Vec::<String>::new());
+    assert_eq!(ours(&out_dir), Vec::<String>::new());
+    assert!(out_dir.join("app").exists());
+}

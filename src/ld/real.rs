@@ -217,6 +217,29 @@ pub fn run<S: AsRef<OsStr>>(ld: &Path, args: &[S]) -> Result<ExitStatus, RealLdE
         })
 }
 
+/// Runs the real linker and collects its output; `started` hears its pid when it starts and
+/// `None` when it has ended (so that a signal can be passed on to it meanwhile).
+pub fn capture_with<S: AsRef<OsStr>>(
+    ld: &Path,
+    args: &[S],
+    started: impl Fn(Option<u32>),
+) -> Result<Output, RealLdError> {
+    let spawn_err = |source| RealLdError::Spawn {
+        path: ld.to_owned(),
+        source,
+    };
+    let child = command(ld, args)?
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_err)?;
+    started(Some(child.id()));
+    let out = child.wait_with_output().map_err(spawn_err);
+    started(None);
+    out
+}
+
 /// Runs the real linker and collects its output (for `ld --verbose` and the like).
 pub fn capture<S: AsRef<OsStr>>(ld: &Path, args: &[S]) -> Result<Output, RealLdError> {
     command(ld, args)?

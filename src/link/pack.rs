@@ -17,7 +17,7 @@ use super::options::{Mode, PackOptions};
 use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
-use super::{glue, names, runtime};
+use super::{cleanup, glue, names, runtime};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
 use crate::packed;
@@ -209,10 +209,7 @@ impl Session {
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
     fn rewrite_inputs(&mut self) -> Result<(), LinkError> {
-        let work = tempfile::Builder::new()
-            .prefix("fatpack-ld-")
-            .tempdir()
-            .map_err(io_at("creating a temp dir in", &std::env::temp_dir()))?;
+        let work = cleanup::temp_folder(cleanup::WORK_PREFIX, &std::env::temp_dir())?;
         let mut names = Names::default();
         for (seq, p) in self.planned.iter().enumerate() {
             self.progress
@@ -262,10 +259,7 @@ impl Session {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let tmp_dir = tempfile::Builder::new()
-            .prefix(".fatpack-out-")
-            .tempdir_in(out_dir)
-            .map_err(io_at("creating a temp dir in", out_dir))?;
+        let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, out_dir)?;
         let tmp_out = tmp_dir.path().join("out");
         let (glue_path, runtime) = self.runtime_files.clone().expect("add_runtime made them");
         let copies: Vec<(PathBuf, PathBuf)> = self
@@ -294,7 +288,7 @@ impl Session {
         append.push(tmp_out.clone().into_os_string());
         let argv = self.line.render(&self.replace, &prepend, &append)?;
         // What ld says and writes about files is passed on naming the user's files.
-        let out = real_ld::capture(&self.real, &argv)?;
+        let out = real_ld::capture_with(&self.real, &argv, cleanup::child)?;
         let status = out.status;
         use std::io::Write;
         let _ = std::io::stdout().write_all(&user_names.map(&out.stdout));

@@ -16,10 +16,7 @@ pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32, LinkError> 
     if banner.contains("GNU gold") {
         return Err(LinkError::TailWithGold);
     }
-    let work = tempfile::Builder::new()
-        .prefix("fatpack-ld-")
-        .tempdir()
-        .map_err(io_at("creating a temp dir in", &std::env::temp_dir()))?;
+    let work = super::cleanup::temp_folder(super::cleanup::WORK_PREFIX, &std::env::temp_dir())?;
     let script = work.path().join("fatbin-tail.ld");
     std::fs::write(&script, TAIL_SCRIPT).map_err(io_at("writing", &script))?;
     let argv = line.render(
