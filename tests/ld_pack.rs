@@ -903,3 +903,48 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
     assert_eq!(ours(&out_dir), Vec::<String>::new());
     assert!(out_dir.join("app").exists());
 }
+
+/// The GNU build ID covers the device code: two links that differ only in their stores get
+/// different IDs, the same link twice the same one, and prune gives its output a new one.
+#[test]
+fn the_build_id_covers_the_store() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let build_id = |exe: &Path| -> String {
+        let (_, notes, _) = run(Command::new("readelf").arg("-n").arg(exe));
+        notes
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+            .unwrap_or_else(|| panic!("no build ID in {}:\n{notes}", exe.display()))
+            .to_string()
+    };
+    let link = |name: &str, level: u32| {
+        let exe = dir.path().join(name);
+        let (code, _, err) = gxx(
+            Some(w.path()),
+            &exe,
+            &fixture_objs(),
+            &cuda,
+            &["-Wl,--build-id", &format!("-Wl,--fatpack-level={level}")],
+        );
+        assert_eq!(code, 0, "{err}");
+        exe
+    };
+    let (a, b, c) = (link("a", 9), link("b", 9), link("c", 19));
+    assert_eq!(build_id(&a), build_id(&b));
+    assert_ne!(
+        build_id(&a),
+        build_id(&c),
+        "stores differ, build IDs must too"
+    );
+    let pruned = dir.path().join("pruned");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--keep", "sm_90"])
+        .arg(&a)
+        .arg("-o")
+        .arg(&pruned));
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(build_id(&a), build_id(&pruned));
+    assert_eq!(inspect_json(&pruned)["packed"]["digest_matches"], true);
+}

@@ -357,6 +357,7 @@ impl Session {
             })?
         };
         packed::patch_digest(tmp_out, &summary.digest)?;
+        packed::mix_build_id(tmp_out, &summary.digest)?;
         self.summary = Some(summary);
         Ok(())
     }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection};
 
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
-pub use write::{append_store, patch_digest, OffsetWriter};
+pub use write::{append_store, mix_build_id, patch_digest, OffsetWriter};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 

@@ -216,3 +216,51 @@ pub fn patch_digest(path: &Path, digest: &[u8; 32]) -> Result<(), OutputError> {
     f.write_all(digest).map_err(io_err(path))?;
     f.sync_all().map_err(io_err(path))
 }
+
+/// Makes the GNU build ID (`.note.gnu.build-id`, if the link wrote one) cover the device
+/// code too: ld computed it over the file before the store existed, so two outputs that
+/// differ only in their stores (another `--fatpack-level`, another GPU's code) would share
+/// it and debuginfod or a crash tool would match the wrong bits. The new ID is the same
+/// length: the first bytes of blake3(old ID ‖ store digest), so it stays deterministic.
+pub fn mix_build_id(path: &Path, store_digest: &[u8; 32]) -> Result<bool, OutputError> {
+    let (offset, id) = {
+        let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
+        let file =
+            object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+        let Some(sec) = file.section_by_name(".note.gnu.build-id") else {
+            return Ok(false);
+        };
+        let Some((off, size)) = sec.file_range() else {
+            return Ok(false);
+        };
+        let note = usize::try_from(off)
+            .ok()
+            .and_then(|o| map.get(o..o.checked_add(usize::try_from(size).ok()?)?))
+            .ok_or_else(|| bad(path, ".note.gnu.build-id runs past the end of the file"))?;
+        let word = |at: usize| -> Option<usize> {
+            Some(u32::from_le_bytes(note.get(at..at + 4)?.try_into().ok()?) as usize)
+        };
+        let (Some(namesz), Some(descsz)) = (word(0), word(4)) else {
+            return Err(bad(path, ".note.gnu.build-id is truncated"));
+        };
+        let desc_at = 12 + namesz.div_ceil(4) * 4;
+        let id = note
+            .get(desc_at..desc_at + descsz)
+            .ok_or_else(|| bad(path, ".note.gnu.build-id is truncated"))?
+            .to_vec();
+        (off + desc_at as u64, id)
+    };
+    let mut h = blake3::Hasher::new();
+    h.update(&id);
+    h.update(store_digest);
+    let mut new = vec![0u8; id.len()];
+    h.finalize_xof().fill(&mut new);
+    let mut f = File::options()
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
+    f.write_all(&new).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))?;
+    Ok(true)
+}

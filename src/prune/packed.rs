@@ -72,5 +72,6 @@ pub(super) fn prune_packed(
         (summary, Some(w))
     };
     packed::patch_digest(tmp_path, &summary.digest)?;
+    packed::mix_build_id(tmp_path, &summary.digest)?;
     Ok(side)
 }
