@@ -54,13 +54,27 @@ enum Command {
 }
 
 fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
+    // Each file is read whole before its report is printed: a bad file gives an error, not
+    // half a report. The good files are still reported; the command fails at the end.
     let mut reports = Vec::with_capacity(files.len());
+    let mut failures = Vec::new();
     for f in files {
-        reports.push(fatpack::inspect::inspect_path(f)?);
+        match fatpack::inspect::inspect_path(f) {
+            Ok(r) => {
+                if r.packed.as_ref().is_some_and(|p| !p.digest_matches) {
+                    failures.push(format!(
+                        "{}: the store does not match the digest the binary records (stale or \
+                         replaced store)",
+                        f.display()
+                    ));
+                }
+                reports.push(r);
+            }
+            Err(e) => failures.push(message(&anyhow::Error::new(e))),
+        }
     }
-    // Everything is checked before anything is printed: a bad file gives an error, not half a report.
     let mut text = if json {
-        serde_json::to_string_pretty(&reports).context("serialising report")?
+        serde_json::to_string_pretty(&reports).context("serialising report")? + "\n"
     } else {
         let parts: Vec<String> = reports
             .iter()
@@ -68,14 +82,24 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
             .collect();
         parts.join("\n")
     };
-    if json {
-        text.push('\n');
+    if reports.is_empty() && !json {
+        text.clear();
     }
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         // A reader that stopped early (`| head`) is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing to stdout"),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.context("writing to stdout")?,
+    }
+    match failures.len() {
+        0 => Ok(()),
+        1 => Err(anyhow::anyhow!("{}", failures[0])),
+        n => {
+            for f in &failures[..n - 1] {
+                eprintln!("fatpack: error: {f}");
+            }
+            Err(anyhow::anyhow!("{}", failures[n - 1]))
+        }
     }
 }
 

@@ -115,3 +115,74 @@ fn a_tampered_store_is_reported() {
     assert_eq!(code, 1);
     assert!(err.contains("tampered"), "{err}");
 }
+
+/// Several files, one of them bad: the good ones are reported, the bad one is named, and
+/// the command fails at the end. A packed file whose store does not match its recorded
+/// digest is reported and fails too. JSON carries its layout version, and kernels are
+/// counted once however many archs carry them.
+#[test]
+fn several_files_report_the_good_ones_and_fail_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.fatbin");
+    std::fs::write(
+        &bad,
+        &std::fs::read(fixture("kernels.fatbin")).unwrap()[..40],
+    )
+    .unwrap();
+    for json in [false, true] {
+        let mut c = Command::new(fatpack_bin());
+        c.arg("inspect");
+        if json {
+            c.arg("--json");
+        }
+        let (code, out, err) = run(c
+            .arg(fixture("kernels.o"))
+            .arg(&bad)
+            .arg(fixture("other.o")));
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(&bad.display().to_string()), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        if json {
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let reports = v.as_array().unwrap();
+            assert_eq!(reports.len(), 2);
+            assert_eq!(reports[0]["json_version"], 1);
+        } else {
+            assert!(
+                out.contains("kernels.o") && out.contains("other.o"),
+                "{out}"
+            );
+        }
+    }
+    let r = inspect_json(&fixture("kernels_all.o"));
+    let per_entry: u64 = r["modules"][0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kernel_count"].as_u64().unwrap())
+        .sum();
+    assert_eq!((r["totals"]["kernels"].as_u64(), per_entry), (Some(3), 15));
+
+    // A packed side-file output next to another link's store.
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for (exe, level) in [(&a, 3), (&b, 19)] {
+        let (code, _, err) = gxx(
+            Some(w.path()),
+            exe,
+            &fixture_objs(),
+            &cuda,
+            &[
+                "-Wl,--fatpack-side-file",
+                &format!("-Wl,--fatpack-level={level}"),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+    }
+    std::fs::copy(dir.path().join("b.fatpack"), dir.path().join("a.fatpack")).unwrap();
+    let (code, out, err) = inspect(&[], &a);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("total:"), "{out}");
+    assert!(err.contains("does not match the digest"), "{err}");
+}

@@ -83,6 +83,8 @@ pub struct Totals {
     pub raw_size: u64,
     /// Bytes the device code takes in the file; for stores, each shared blob counted once.
     pub stored_size: u64,
+    /// Distinct kernels (by mangled name) over every entry: a kernel built for five archs
+    /// counts once.
     pub kernels: usize,
 }
 
@@ -96,8 +98,14 @@ pub struct PackedInfo {
     pub digest_matches: bool,
 }
 
+/// The version of the `--json` layout (docs/inspect-json.md); raised on any change that is
+/// not a new field.
+pub const JSON_VERSION: u32 = 1;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
+    /// [`JSON_VERSION`].
+    pub json_version: u32,
     pub path: String,
     pub kind: FileKind,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -227,6 +235,7 @@ pub(super) fn summarise(
     unique_stored: Option<u64>,
 ) -> FileReport {
     let mut per_arch: BTreeMap<(String, String), ArchTotal> = BTreeMap::new();
+    let mut kernels = std::collections::BTreeSet::new();
     let mut totals = Totals {
         modules: modules.len(),
         ..Totals::default()
@@ -247,8 +256,9 @@ pub(super) fn summarise(
         totals.entries += 1;
         totals.raw_size += e.raw_size;
         totals.stored_size += e.stored_size;
-        totals.kernels += e.kernel_count;
+        kernels.extend(e.kernels.iter().map(|k| k.mangled.as_str()));
     }
+    totals.kernels = kernels.len();
     if let Some(u) = unique_stored {
         totals.stored_size = u;
     }
@@ -256,6 +266,7 @@ pub(super) fn summarise(
     // Numeric arch order (sm_75 before sm_100), SASS before PTX.
     per_arch.sort_by_key(|t| (t.kind != "sass", arch_sort_key(&t.arch)));
     FileReport {
+        json_version: JSON_VERSION,
         path,
         kind,
         packed: None,

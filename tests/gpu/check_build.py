@@ -164,7 +164,8 @@ for name, st in status.items():
             check(len(mods) == 1, f"{b}: one module", f"got {len(mods)}")
         elif b == "first_kernel":
             nk = rep.get("totals", {}).get("kernels", 0)
-            check(nk >= 40 * len(want_archs), f"first_kernel: many kernels ({nk} over all entries)")
+            # totals.kernels counts distinct kernels (each once, whatever the archs carrying it).
+            check(nk >= 40, f"first_kernel: many kernels ({nk} distinct)")
         needed, rp = elf_dynamic(path)
         if needed is not None and not is_bench:
             check("$ORIGIN" in rp, f"{b}: RUNPATH has $ORIGIN", f"runpath {rp!r}")
