@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Source this: installs (once) a CUDA 13.0 nvcc + cuobjdump from PyPI into .cuda/ and puts
+# Source this: installs (once) a CUDA 13.0 nvcc + cuobjdump and nvdisasm from PyPI into .cuda/ and puts
 # them on PATH. No GPU needed. Pins: ../shared/cuda-toolchain.md (versions must match exactly).
 _fp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _fp_venv="${FATPACK_CUDA_VENV:-$_fp_root/.cuda}"
 _fp_home="$_fp_venv/lib/python3.11/site-packages/nvidia/cu13"
-if [ ! -x "$_fp_home/bin/nvcc" ] || [ ! -x "$_fp_home/bin/cuobjdump" ]; then
+if [ ! -x "$_fp_home/bin/nvcc" ] || [ ! -x "$_fp_home/bin/cuobjdump" ] || [ ! -x "$_fp_home/bin/nvdisasm" ]; then
     echo "installing CUDA 13.0 nvcc from PyPI into $_fp_venv ..." >&2
     python3 -m venv "$_fp_venv" &&
     "$_fp_venv/bin/pip" install -q --disable-pip-version-check \
         nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
         nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 &&
-    "$_fp_venv/bin/pip" install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump==13.2.51 ||
+    "$_fp_venv/bin/pip" install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51 ||
     { echo "CUDA toolchain install failed" >&2; return 1 2>/dev/null || exit 1; }
 fi
 # The wheel's nvcc.profile expects lib64; linking through nvcc needs -L$CUDA_HOME/lib.

@@ -43,6 +43,21 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Write the device code of any file fatpack reads (packed outputs and stores included)
+    /// as `.cubin`/`.ptx` files, or `.fatbin` files, that cuobjdump and nvdisasm read.
+    Extract {
+        /// The file to read (never modified).
+        input: PathBuf,
+        /// The folder to write into (made if missing).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`.
+        #[arg(long)]
+        arch: Option<String>,
+        /// One uncompressed fatbin per module instead of one file per entry.
+        #[arg(long)]
+        fatbin: bool,
+    },
     /// Link like `ld`, packing all device code into a store (takes ordinary ld arguments;
     /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold` or `ld.lld`).
     Ld {
@@ -101,6 +116,28 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
             Err(anyhow::anyhow!("{}", failures[n - 1]))
         }
     }
+}
+
+fn extract(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    arch: Option<&str>,
+    fatbin: bool,
+) -> anyhow::Result<()> {
+    let only = match arch {
+        Some(a) => Some(
+            fatpack::arch::parse_target_list(a)
+                .with_context(|| format!("--arch {a}"))?
+                .into_iter()
+                .collect(),
+        ),
+        None => None,
+    };
+    let r = fatpack::extract::extract(input, output, only.as_ref(), fatbin)?;
+    for f in &r.files {
+        println!("{}", f.display());
+    }
+    Ok(())
 }
 
 fn prune(keep: &str, input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
@@ -191,6 +228,12 @@ fn main() -> ExitCode {
             input,
             output,
         } => prune(&keep, &input, &output),
+        Command::Extract {
+            input,
+            output,
+            arch,
+            fatbin,
+        } => extract(&input, &output, arch.as_deref(), fatbin),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

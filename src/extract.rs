@@ -1,0 +1,247 @@
+//! `fatpack extract FILE -o DIR`: the device code of anything fatpack reads (objects,
+//! archives, libraries, executables, fatbins, stores, packed outputs), as files NVIDIA's tools
+//! take: one `.cubin` (SASS) or `.ptx` per entry, or with `--fatbin` one uncompressed
+//! `.fatbin` per module (its entries with their original headers), which `cuobjdump` reads.
+//! Packed outputs cannot be read by `cuobjdump` themselves: their code is in the store.
+//!
+//! Everything is decoded and checked (store digests, nvcc's compression) before anything is
+//! written; files are written into a temp folder inside DIR and moved into place at the end.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use fatpack_format::arch::{EntryKind, Target};
+use fatpack_format::fatbin::{encode_container, EntryInput};
+use fatpack_format::select::Candidate;
+
+use crate::inputs::{self, FileKind, InputError};
+use crate::packed;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Packed(#[from] packed::OutputError),
+    #[error("{}: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: cubin_store::StoreError,
+    },
+    #[error("{origin}: {message}")]
+    Entry { origin: String, message: String },
+    #[error("{}: no device code{}", path.display(), if *.filtered { " of the archs asked for" } else { "" })]
+    Nothing { path: PathBuf, filtered: bool },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One entry: its identity, its original fatbin header (empty when there is none, e.g. a
+/// standalone cubin) and its raw payload.
+struct Item {
+    kind: EntryKind,
+    arch: u32,
+    variant: fatpack_format::arch::Variant,
+    header: Vec<u8>,
+    raw: Vec<u8>,
+}
+
+impl Item {
+    fn target(&self) -> Option<Target> {
+        Target::of(self.kind, self.arch, self.variant)
+    }
+
+    fn name(&self) -> String {
+        fatpack_format::arch::arch_name(self.kind, self.arch, self.variant)
+    }
+}
+
+/// A module's name as a file name: path separators and shell-unfriendly bytes become `_`.
+fn file_stem(origin: &str) -> String {
+    origin
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_string()
+}
+
+/// Every module of `path` with its entries, decoded.
+fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
+    let map = inputs::map_file(path)?;
+    let data: &[u8] = &map;
+    let kind = inputs::sniff(data);
+    let store_modules = |bytes: &[u8]| -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
+        let store_err = |source| ExtractError::Store {
+            path: path.to_path_buf(),
+            source,
+        };
+        let store = cubin_store::Store::parse(bytes).map_err(store_err)?;
+        let mut out = Vec::new();
+        for m in store.modules() {
+            let mut items = Vec::new();
+            for e in m.entries() {
+                let meta = e.meta();
+                items.push(Item {
+                    kind: meta.kind,
+                    arch: meta.arch,
+                    variant: meta.variant,
+                    header: meta.attrs.clone(),
+                    raw: store.read_entry(&e).map_err(store_err)?,
+                });
+            }
+            out.push((m.name().to_string(), items));
+        }
+        Ok(out)
+    };
+    if kind == FileKind::Store {
+        return store_modules(data);
+    }
+    if let Some(p) = packed::locate(path, data)? {
+        return store_modules(p.store.bytes());
+    }
+    let scanned = inputs::scan_bytes(path, data)?;
+    let mut out = Vec::new();
+    if let (Some(info), Some(bytes)) = (&scanned.cubin, &scanned.cubin_bytes) {
+        out.push((
+            path.display().to_string(),
+            vec![Item {
+                kind: EntryKind::Sass,
+                arch: info.arch.number,
+                variant: info.arch.variant,
+                header: Vec::new(),
+                raw: bytes.clone(),
+            }],
+        ));
+    }
+    for sec in &scanned.sections {
+        for (index, fb) in sec.containers.iter().enumerate() {
+            let mut items = Vec::new();
+            for e in &fb.entries {
+                let raw = e.payload().map_err(|err| ExtractError::Entry {
+                    origin: format!("{}#{index}", sec.origin),
+                    message: err.to_string(),
+                })?;
+                items.push(Item {
+                    kind: e.kind(),
+                    arch: e.header.arch_number,
+                    variant: e.header.variant(),
+                    header: crate::store::entry_meta(e).attrs,
+                    raw: raw.into_owned(),
+                });
+            }
+            out.push((format!("{}#{index}", sec.origin), items));
+        }
+    }
+    Ok(out)
+}
+
+/// What was written, for the report.
+#[derive(Debug, Default)]
+pub struct Extracted {
+    pub files: Vec<PathBuf>,
+}
+
+/// Extracts the entries of `input` whose target is in `only` (all when `None`) into `dir`.
+pub fn extract(
+    input: &Path,
+    dir: &Path,
+    only: Option<&BTreeSet<Target>>,
+    fatbins: bool,
+) -> Result<Extracted, ExtractError> {
+    let io_at = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| ExtractError::Io { path: p, source }
+    };
+    let modules = read_modules(input)?;
+    // Everything to write, decided (and every fatbin encoded) before a file is touched.
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (origin, items) in &modules {
+        let chosen: Vec<&Item> = items
+            .iter()
+            .filter(|i| only.map_or(true, |o| i.target().is_some_and(|t| o.contains(&t))))
+            .collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        let stem = file_stem(origin);
+        // Two origins can map to one stem; numbering keeps every file.
+        let mut stem_unique = stem.clone();
+        let mut n = 1;
+        while !seen.insert(stem_unique.clone()) {
+            stem_unique = format!("{stem}~{n}");
+            n += 1;
+        }
+        if fatbins {
+            let inputs: Vec<EntryInput<'_>> = chosen
+                .iter()
+                .map(|i| EntryInput {
+                    candidate: Candidate::new(i.kind, i.arch, i.variant),
+                    attrs: &i.header,
+                    payload: &i.raw,
+                })
+                .collect();
+            let bytes = encode_container(&inputs).map_err(|e| ExtractError::Entry {
+                origin: origin.clone(),
+                message: e.to_string(),
+            })?;
+            files.push((format!("{stem_unique}.fatbin"), bytes));
+        } else {
+            for i in chosen {
+                let (ext, bytes) = match i.kind {
+                    // PTX payloads are NUL-padded text; the tools want the text.
+                    EntryKind::Ptx => {
+                        let end = i.raw.iter().position(|&b| b == 0).unwrap_or(i.raw.len());
+                        ("ptx", i.raw[..end].to_vec())
+                    }
+                    EntryKind::Sass => ("cubin", i.raw.clone()),
+                    EntryKind::Other(_) => ("bin", i.raw.clone()),
+                };
+                files.push((format!("{stem_unique}.{}.{ext}", i.name()), bytes));
+            }
+        }
+    }
+    if files.is_empty() {
+        return Err(ExtractError::Nothing {
+            path: input.to_path_buf(),
+            filtered: only.is_some(),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".fatpack-extract-")
+        .tempdir_in(dir)
+        .map_err(io_at(dir))?;
+    for (name, bytes) in &files {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, bytes).map_err(io_at(&p))?;
+    }
+    let mut out = Extracted::default();
+    for (name, _) in &files {
+        let dest = dir.join(name);
+        std::fs::rename(tmp.path().join(name), &dest).map_err(io_at(&dest))?;
+        out.files.push(dest);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stems_are_file_names() {
+        assert_eq!(super::file_stem("lib/a.a(k.o)#0"), "lib_a.a_k.o__0");
+        assert_eq!(super::file_stem("../x.o#1"), "_x.o_1");
+    }
+}
