@@ -309,10 +309,11 @@ fn gold_and_lld_link_packed_outputs_too() {
             ["-p", ".comment"],
             "LLD",
         ),
+        ("mold", vec!["-fuse-ld=mold"], ["-p", ".comment"], "mold"),
     ] {
         assert!(
             Path::new(&format!("/usr/bin/ld.{name}")).exists(),
-            "ld.{name} not found: apt-get install binutils lld (.ci/run does)"
+            "ld.{name} not found: apt-get install binutils lld mold (.ci/run does)"
         );
         let exe = dir.path().join(format!("app-{name}"));
         let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &flags);

@@ -195,7 +195,7 @@ fn tail_mode_puts_the_fatbin_after_bss_with_gnu_ld() {
 }
 
 #[test]
-fn tail_mode_with_lld_and_a_clear_refusal_with_gold() {
+fn tail_mode_with_lld_and_a_clear_refusal_with_gold_and_mold() {
     cuda_lib();
     assert!(
         Path::new("/usr/bin/ld.lld").exists(),
@@ -208,5 +208,16 @@ fn tail_mode_with_lld_and_a_clear_refusal_with_gold() {
     let (_d, exe, code, err) = tail_link(&["-fuse-ld=gold"]);
     assert_ne!(code, 0);
     assert!(err.contains("gold does not support INSERT"), "{err}");
+    assert!(!exe.exists());
+    assert!(
+        Path::new("/usr/bin/ld.mold").exists(),
+        "ld.mold not found: apt-get install mold (.ci/run does)"
+    );
+    let (_d, exe, code, err) = tail_link(&["-fuse-ld=mold"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("mold does not read SECTIONS") && err.contains("packed mode works with mold"),
+        "{err}"
+    );
     assert!(!exe.exists());
 }

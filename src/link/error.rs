@@ -14,10 +14,13 @@ pub enum LinkError {
     #[error("{0}")]
     Option(String),
     #[error(
-        "--fatpack-mode=tail needs GNU ld or lld: gold does not support INSERT in linker \
-         scripts (the default packed mode works with gold)"
+        "--fatpack-mode=tail needs GNU ld or lld: {linker} {why} (the default packed mode \
+         works with {linker})"
     )]
-    TailWithGold,
+    TailUnsupported {
+        linker: &'static str,
+        why: &'static str,
+    },
     #[error("{}: cannot tell its architecture", .0.display())]
     UnknownMachine(PathBuf),
     #[error("{}: unsupported machine {machine}", path.display())]

@@ -13,8 +13,17 @@ use crate::ld::{real as real_ld, LinkLine};
 pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32, LinkError> {
     let version = real_ld::capture(real, &["--version"])?;
     let banner = String::from_utf8_lossy(&version.stdout);
-    if banner.contains("GNU gold") {
-        return Err(LinkError::TailWithGold);
+    // The script moves sections with INSERT AFTER; say so before a linker that cannot
+    // read it fails on it.
+    let unsupported = if banner.contains("GNU gold") {
+        Some(("gold", "does not support INSERT in linker scripts"))
+    } else if banner.starts_with("mold ") {
+        Some(("mold", "does not read SECTIONS commands in linker scripts"))
+    } else {
+        None
+    };
+    if let Some((linker, why)) = unsupported {
+        return Err(LinkError::TailUnsupported { linker, why });
     }
     let work = super::cleanup::temp_folder(super::cleanup::WORK_PREFIX, &std::env::temp_dir())?;
     let script = work.path().join("fatbin-tail.ld");

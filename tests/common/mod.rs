@@ -74,7 +74,7 @@ pub fn fatpack_bin() -> PathBuf {
 /// A folder with `ld` (and `ld.gold`, `ld.bfd`) linked to fatpack, for `gcc -B<dir>`.
 pub fn wrapper_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["ld", "ld.gold", "ld.bfd", "ld.lld"] {
+    for name in ["ld", "ld.gold", "ld.bfd", "ld.lld", "ld.mold"] {
         std::os::unix::fs::symlink(fatpack_bin(), dir.path().join(name)).unwrap();
     }
     dir
