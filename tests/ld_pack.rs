@@ -949,3 +949,68 @@ fn the_build_id_covers_the_store() {
     assert_ne!(build_id(&a), build_id(&pruned));
     assert_eq!(inspect_json(&pruned)["packed"]["digest_matches"], true);
 }
+
+/// `--fatpack-dry-run` says what would be rewritten and run and writes nothing;
+/// `--fatpack-save-temps` keeps the rewritten inputs, glue, runtime and the real linker's
+/// command line, which reruns the real link.
+#[test]
+fn dry_run_and_save_temps() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, out, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-dry-run"],
+    );
+    assert_eq!(code, 0, "{err}");
+    for o in fixture_objs() {
+        assert!(
+            out.contains(&format!(
+                "would rewrite {} (1 fatbin container)",
+                o.display()
+            )),
+            "{out}"
+        );
+    }
+    assert!(out.contains("would run: ") && out.contains("--wrap=__cudaRegisterFatBinary"));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "a dry run wrote {left:?}");
+
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-save-temps"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    let temps = dir.path().join("app.fatpack-temps");
+    assert!(
+        err.contains(&format!("temps kept in {}", temps.display())),
+        "{err}"
+    );
+    let mut kept: Vec<String> = std::fs::read_dir(&temps)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    assert_eq!(
+        kept,
+        [
+            "0000-main.o",
+            "0001-kernels.o",
+            "0002-other.o",
+            "fatpack-glue.o",
+            "ld.rsp",
+            "libfatpack_rt.a"
+        ]
+    );
+    let (code, _, err) = run(Command::new("ld").arg("@ld.rsp").current_dir(&temps));
+    assert_eq!(code, 0, "{err}");
+    assert!(temps.join("out").is_file());
+}

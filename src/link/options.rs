@@ -17,7 +17,14 @@ pub enum Mode {
 pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
 
 /// Every `--fatpack-*` option `fatpack ld` takes (the name after the prefix).
-pub const KNOWN: &[&str] = &["side-file", "verbose", "level", "mode"];
+pub const KNOWN: &[&str] = &[
+    "side-file",
+    "verbose",
+    "level",
+    "mode",
+    "save-temps",
+    "dry-run",
+];
 
 /// What `--fatpack-*` options and the environment ask for.
 #[derive(Debug, Clone)]
@@ -26,6 +33,11 @@ pub struct PackOptions {
     pub side_file: bool,
     pub verbose: bool,
     pub level: i32,
+    /// `--fatpack-save-temps`: keep the rewritten inputs, glue, runtime and the real
+    /// linker's command line (`ld.rsp`) in `<output>.fatpack-temps/`.
+    pub save_temps: bool,
+    /// `--fatpack-dry-run`: say what would be rewritten and run; write nothing.
+    pub dry_run: bool,
 }
 
 impl PackOptions {
@@ -76,6 +88,8 @@ impl PackOptions {
         Ok(PackOptions {
             mode,
             side_file: line.fatpack_flag("side-file"),
+            save_temps: line.fatpack_flag("save-temps"),
+            dry_run: line.fatpack_flag("dry-run"),
             verbose,
             level,
         })

@@ -25,20 +25,21 @@ use crate::rewrite::Extracted;
 
 /// One `fatpack ld` run: the command line, the inputs it maps (each once), and what each step
 /// made. [`run`] is the list of steps.
-struct Session {
-    real: PathBuf,
-    line: LinkLine,
-    opts: PackOptions,
+pub(super) struct Session {
+    pub(super) real: PathBuf,
+    pub(super) line: LinkLine,
+    pub(super) opts: PackOptions,
     runtime: runtime::Source,
     maps: inputs::Maps,
-    progress: Progress,
+    pub(super) progress: Progress,
     started: Instant,
     /// Each step's name and seconds, for `--fatpack-verbose`.
     timings: Vec<(&'static str, f64)>,
     /// Inputs with device code, in command-line order.
-    planned: Vec<Planned>,
-    /// Rewritten inputs, the glue object and the runtime archive; removed on drop.
-    work: Option<tempfile::TempDir>,
+    pub(super) planned: Vec<Planned>,
+    /// Rewritten inputs, the glue object and the runtime archive: a temp folder removed on
+    /// drop, or `<output>.fatpack-temps/` with `--fatpack-save-temps`.
+    work: Option<Work>,
     /// Every container taken out of an input, under its module name.
     extracted: Vec<Extracted>,
     /// Input id -> its rewritten copy.
@@ -63,6 +64,9 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         return plain_link(&real, &line);
     }
     let opts = PackOptions::from_line(&line)?;
+    if opts.dry_run {
+        return super::dry_run::report(real, line, opts);
+    }
     // A partial link keeps device code as it is: its output is an input to a later link,
     // which packs it (several containers per section are handled there).
     if line.kind == OutputKind::Relocatable {
@@ -104,6 +108,28 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     Ok(0)
 }
 
+/// Where `--fatpack-save-temps` keeps what a link made.
+pub(super) fn saved_temps(output: &Path) -> PathBuf {
+    let mut s = output.as_os_str().to_owned();
+    s.push(".fatpack-temps");
+    PathBuf::from(s)
+}
+
+/// The folder of a link's own files.
+enum Work {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Work {
+    fn path(&self) -> &Path {
+        match self {
+            Work::Temp(t) => t.path(),
+            Work::Kept(p) => p,
+        }
+    }
+}
+
 /// `--fatpack-verbose`: what fatpack did with a link it did not pack.
 fn say(opts: &PackOptions, line: &LinkLine, code: i32, what: &str) {
     if opts.verbose && code == 0 {
@@ -112,13 +138,13 @@ fn say(opts: &PackOptions, line: &LinkLine, code: i32, what: &str) {
 }
 
 /// The line as given, for the real linker: nothing to pack.
-fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
+pub(super) fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
     let argv = line.render(&BTreeMap::new(), &[], &[])?;
     Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
 }
 
 impl Session {
-    fn new(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result<Self, LinkError> {
+    pub(super) fn new(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result<Self, LinkError> {
         // Before any work: a bad FATPACK_RUNTIME is the first thing to hear about.
         let runtime = runtime::Source::from_env()?;
         Ok(Session {
@@ -143,7 +169,7 @@ impl Session {
     }
 
     /// Runs one named, timed step.
-    fn step<T>(
+    pub(super) fn step<T>(
         &mut self,
         name: &'static str,
         f: impl FnOnce(&mut Self) -> Result<T, LinkError>,
@@ -156,7 +182,7 @@ impl Session {
     }
 
     /// Where ld would find each input (`-l` search, scripts), as ld does.
-    fn resolve_inputs(&mut self) -> Result<(), LinkError> {
+    pub(super) fn resolve_inputs(&mut self) -> Result<(), LinkError> {
         let mut cache = ld::DefaultsCache::new();
         ld::resolve_with(&mut self.line, &self.real, &mut cache)?;
         Ok(())
@@ -165,7 +191,7 @@ impl Session {
     /// Locate the device code of every object and archive the link may read. A shared
     /// library's device code belongs to it (packed when it was linked, or not): it is not
     /// read at all.
-    fn scan_inputs(&mut self) -> Result<(), LinkError> {
+    pub(super) fn scan_inputs(&mut self) -> Result<(), LinkError> {
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -209,7 +235,19 @@ impl Session {
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
     fn rewrite_inputs(&mut self) -> Result<(), LinkError> {
-        let work = cleanup::temp_folder(cleanup::WORK_PREFIX, &std::env::temp_dir())?;
+        let work = if self.opts.save_temps {
+            let dir = saved_temps(&self.line.output);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(io_at("removing", &dir))?;
+            }
+            std::fs::create_dir_all(&dir).map_err(io_at("creating", &dir))?;
+            Work::Kept(dir)
+        } else {
+            Work::Temp(cleanup::temp_folder(
+                cleanup::WORK_PREFIX,
+                &std::env::temp_dir(),
+            )?)
+        };
         let mut names = Names::default();
         for (seq, p) in self.planned.iter().enumerate() {
             self.progress
@@ -287,6 +325,29 @@ impl Session {
         append.push("-o".into());
         append.push(tmp_out.clone().into_os_string());
         let argv = self.line.render(&self.replace, &prepend, &append)?;
+        if let Some(Work::Kept(dir)) = &self.work {
+            // The real link's command line, writing into the temps folder: `ld @ld.rsp`.
+            let kept_out = dir.join("out");
+            let rerun: Vec<OsString> = argv
+                .iter()
+                .map(|a| {
+                    if a.as_os_str() == tmp_out.as_os_str() {
+                        kept_out.clone().into_os_string()
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect();
+            let rsp = dir.join("ld.rsp");
+            ld::write_response_file(&rsp, &rerun).map_err(io_at("writing", &rsp))?;
+            eprintln!(
+                "fatpack: {}: temps kept in {} (`{} @{}` reruns the real link)",
+                self.line.output.display(),
+                dir.display(),
+                self.real.display(),
+                rsp.display()
+            );
+        }
         // What ld says and writes about files is passed on naming the user's files.
         let out = real_ld::capture_with(&self.real, &argv, cleanup::child)?;
         let status = out.status;

@@ -1,0 +1,101 @@
+//! `--fatpack-dry-run`: what `fatpack ld` would do with this line, without writing anything:
+//! the inputs it would rewrite, the real linker's command line, and what would follow it.
+//! Only inputs are read (library search and the device-code scan).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use super::abi;
+use super::options::{Mode, PackOptions};
+use super::pack::Session;
+use super::LinkError;
+use crate::ld::{LinkLine, OutputKind};
+
+/// `arg` as a shell would need it.
+fn quoted(arg: &std::ffi::OsStr) -> String {
+    let s = String::from_utf8_lossy(arg.as_bytes());
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_=./,:+@%".contains(&b))
+    {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn command(real: &std::path::Path, argv: &[OsString]) -> String {
+    std::iter::once(quoted(real.as_os_str()))
+        .chain(argv.iter().map(|a| quoted(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result<i32, LinkError> {
+    let mut out = String::from("fatpack ld --fatpack-dry-run: nothing is written\n");
+    let output = line.output.display().to_string();
+    if line.kind == OutputKind::Relocatable || opts.mode == Mode::Tail {
+        let (what, append): (&str, Vec<OsString>) = if opts.mode == Mode::Tail {
+            (
+                "tail mode: the fatbin sections go after .bss by fatpack's script",
+                vec!["-T".into(), "<fatpack>/fatbin-tail.ld".into()],
+            )
+        } else {
+            ("partial link (-r): device code kept as it is", Vec::new())
+        };
+        let argv = line.render(&Default::default(), &[], &append)?;
+        out += &format!("{output}: {what}\nwould run: {}\n", command(&real, &argv));
+    } else {
+        let mut s = Session::new(real, line, opts)?;
+        s.step("resolve inputs", Session::resolve_inputs)?;
+        s.step("scan inputs", Session::scan_inputs)?;
+        s.progress.done();
+        if s.planned.is_empty() {
+            let argv = s.line.render(&Default::default(), &[], &[])?;
+            out += &format!(
+                "{output}: no device code in the objects and archives linked\nwould run: {}\n",
+                command(&s.real, &argv)
+            );
+        } else {
+            let mut replace = std::collections::BTreeMap::new();
+            for (seq, p) in s.planned.iter().enumerate() {
+                let containers: usize = p.sections.iter().map(|x| x.spans.len()).sum();
+                out += &format!(
+                    "would rewrite {} ({containers} fatbin container{})\n",
+                    p.path.display(),
+                    if containers == 1 { "" } else { "s" }
+                );
+                let name = p.path.file_name().unwrap_or_default().to_string_lossy();
+                replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
+            }
+            let prepend: Vec<OsString> = vec![
+                "-u".into(),
+                "__wrap___cudaRegisterFatBinary".into(),
+                "<fatpack>/fatpack-glue.o".into(),
+                "<fatpack>/libfatpack_rt.a".into(),
+            ];
+            let mut append: Vec<OsString> =
+                abi::link_args(s.line.kind == OutputKind::SharedLibrary)
+                    .into_iter()
+                    .map(OsString::from)
+                    .collect();
+            append.extend(["-o".into(), format!("<temp beside {output}>").into()]);
+            let argv = s.line.render(&replace, &prepend, &append)?;
+            out += &format!("would run: {}\n", command(&s.real, &argv));
+            out += &format!(
+                "then: the store of the modules the link uses into {} ({}), its digest and the \
+                 build ID patched, the output renamed to {output}\n",
+                if s.opts.side_file {
+                    format!("{output}.fatpack")
+                } else {
+                    format!("{output}'s .fatpack section")
+                },
+                format_args!("zstd level {}", s.opts.level)
+            );
+        }
+    }
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(0)
+}
