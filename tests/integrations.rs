@@ -97,3 +97,18 @@ fn nix_setup_hook() {
         );
     }
 }
+
+#[test]
+fn build_systems_link_through_fatpack() {
+    tool("make", "apt-get install make");
+    tool("python3", "apt-get install python3");
+    let lib = cuda_lib();
+    let out = run_script("examples/build-systems/run.sh", &[], &lib, None);
+    eprintln!("{out}");
+    assert!(out.contains("  make: packed, runs"), "{out}");
+    assert!(out.contains("  meson: packed, runs"), "{out}");
+    assert!(
+        out.contains("== build systems: all 2 linked through fatpack"),
+        "{out}"
+    );
+}
