@@ -2,13 +2,15 @@
 //! once: the fatbin container layout ([`fatbin`]), the stub that replaces a container in a
 //! rewritten object ([`stub`]), GPU arch names and their parsing ([`arch`]), which entry a
 //! GPU runs ([`select`]), and the link contract: wrapped symbols, section, symbol and
-//! environment names ([`link`]).
+//! environment names ([`link`]); and the small ELF reader with which the runtime finds the
+//! store section in its own file ([`elf`]).
 //!
 //! No I/O and no unsafe code: both sides read these definitions over bytes they hold.
 
 #![forbid(unsafe_code)]
 
 pub mod arch;
+pub mod elf;
 pub mod fatbin;
 pub mod link;
 pub mod select;

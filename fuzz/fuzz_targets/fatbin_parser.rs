@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = fatpack::fatbin::spans(data);
-    let _ = fatpack::rewrite::Stub::decode_all(data);
+    let _ = fatpack::format::stub::parse_all(data);
     let _ = fatpack::cubin::read(data);
     // A thin archive names other files to read; that is its job, not a parser's.
     if fatpack::inputs::sniff(data) != fatpack::inputs::FileKind::ThinArchive {

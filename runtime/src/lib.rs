@@ -13,5 +13,4 @@
 //! and everything it shares with the CLI (stub, fatbin layout, selection, link contract)
 //! is fatpack-format's.
 
-mod elf;
 mod rt;

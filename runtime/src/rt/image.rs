@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use cubin_store::Store;
 
-use crate::elf;
+use fatpack_format::elf;
 use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
 
 extern "C" {

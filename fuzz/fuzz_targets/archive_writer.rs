@@ -1,0 +1,49 @@
+//! The GNU ar writer: any members (names, bytes) give an archive that object's reader reads
+//! back with the same names and bytes, in order.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    // Members: [name len u8][name][data len u16][data], repeated.
+    let mut members = Vec::new();
+    let mut p = 0;
+    while p + 3 <= data.len() && members.len() < 64 {
+        let nl = data[p] as usize % 40 + 1;
+        let Some(name) = data.get(p + 1..p + 1 + nl) else {
+            break;
+        };
+        let at = p + 1 + nl;
+        let Some(len) = data.get(at..at + 2) else {
+            break;
+        };
+        let dl = u16::from_le_bytes([len[0], len[1]]) as usize % 4096;
+        let Some(body) = data.get(at + 2..at + 2 + dl) else {
+            break;
+        };
+        // ar names: no '/', no NUL, no newline (GNU ar would not write them either).
+        let name: String = name
+            .iter()
+            .map(|&b| {
+                if b.is_ascii_graphic() && b != b'/' {
+                    b as char
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        members.push(fatpack::rewrite::archive::Member {
+            name,
+            data: body.to_vec(),
+        });
+        p = at + 2 + dl;
+    }
+    let bytes = fatpack::rewrite::archive::write_archive(&members);
+    let ar = object::read::archive::ArchiveFile::parse(&*bytes).expect("written archive parses");
+    let got: Vec<_> = ar.members().map(|m| m.expect("member")).collect();
+    assert_eq!(got.len(), members.len());
+    for (g, m) in got.iter().zip(&members) {
+        assert_eq!(g.name(), m.name.as_bytes());
+        assert_eq!(g.data(&*bytes).unwrap(), &m.data[..]);
+    }
+});
