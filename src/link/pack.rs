@@ -250,8 +250,12 @@ impl Session {
         };
         let mut names = Names::default();
         for (seq, p) in self.planned.iter().enumerate() {
-            self.progress
-                .step(format!("rewriting {}", p.path.display()));
+            self.progress.step(format!(
+                "rewriting input {}/{}: {}",
+                seq + 1,
+                self.planned.len(),
+                p.path.display()
+            ));
             let dest = rewrite_input(
                 p,
                 seq,
@@ -400,21 +404,29 @@ impl Session {
             dictionary: None,
         };
         let maps = &self.maps;
+        // On a terminal: modules and bytes stored so far.
+        let total: u64 = modules.iter().map(|m| m.len).sum();
+        let (progress, mut done) = (&self.progress, 0u64);
+        let mut before = |i: usize| {
+            progress.step(format!(
+                "storing module {}/{} ({:.1} of {:.1} MiB of fatbins)",
+                i + 1,
+                modules.len(),
+                done as f64 / 1048576.0,
+                total as f64 / 1048576.0
+            ));
+            done += modules[i].len;
+        };
         let summary = if self.opts.side_file {
-            let mut w = cubin_store::StoreWriter::create_atomic(
-                packed::side_path(&self.line.output),
-                wopts,
-            )?;
-            for m in &modules {
-                crate::store::add_module(&mut w, m, maps)?;
-            }
+            let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
+            let (file, summary) =
+                crate::store::write_store(file, &modules, wopts, maps, &mut before)?;
             // Renamed into place with the binary, in commit, never before.
-            let (file, summary) = w.finish()?;
             self.pending_side = Some(file);
             summary
         } else {
             packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
-                Ok(crate::store::write_store(w, &modules, wopts, maps)?.1)
+                Ok(crate::store::write_store(w, &modules, wopts, maps, &mut before)?.1)
             })?
         };
         packed::patch_digest(tmp_out, &summary.digest)?;

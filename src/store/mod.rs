@@ -85,15 +85,18 @@ pub fn add_module<W: Write + Seek>(
     Ok(())
 }
 
-/// Write a whole store of `modules` (in this order) to `out`.
+/// Write a whole store of `modules` (in this order) to `out`; `before(i)` hears of each
+/// module as its turn comes (progress display).
 pub fn write_store<W: Write + Seek>(
     out: W,
     modules: &[&Extracted],
     opts: WriteOptions,
     maps: &Maps,
+    before: &mut dyn FnMut(usize),
 ) -> Result<(W, StoreSummary), PackError> {
     let mut w = StoreWriter::new(out, opts)?;
-    for m in modules {
+    for (i, m) in modules.iter().enumerate() {
+        before(i);
         add_module(&mut w, m, maps)?;
     }
     Ok(w.finish()?)
