@@ -108,7 +108,11 @@ fn build_systems_link_through_fatpack() {
     assert!(out.contains("  make: packed, runs"), "{out}");
     assert!(out.contains("  meson: packed, runs"), "{out}");
     assert!(
-        out.contains("== build systems: all 2 linked through fatpack"),
+        out.contains("  cmake-depfile: packed, incremental"),
+        "{out}"
+    );
+    assert!(
+        out.contains("== build systems: all 3 linked through fatpack"),
         "{out}"
     );
 }
