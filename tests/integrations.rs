@@ -8,24 +8,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `name` on PATH; a missing one fails the test (.ci/run installs them all).
-fn tool(name: &str, install: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} not found: {install} (.ci/run does)"))
 }
 
 /// Runs a script with this build's fatpack and runtime and the CUDA toolchain; asserts it

@@ -47,14 +47,8 @@ fn executable(p: &Path, script: &str) {
 }
 
 /// A binutils tool on PATH; a missing one fails the test (binutils come with every gcc).
-fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|path| {
-            std::env::split_paths(&path)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{name} not found: install binutils"))
+fn binutil(name: &str) -> PathBuf {
+    common::tool(name, "apt-get install binutils")
 }
 
 /// A 64-byte ELF header: enough for ld's (and our) compatibility test.
@@ -912,7 +906,7 @@ fn linker_scripts_as_inputs() {
 /// Our `-l` resolution against the real ld's own `--verbose` trace.
 #[test]
 fn search_agrees_with_real_ld() {
-    let (ld, asm, ar) = (tool("ld"), tool("as"), tool("ar"));
+    let (ld, asm, ar) = (binutil("ld"), binutil("as"), binutil("ar"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("f.s"), ".globl f\nf: ret\n").unwrap();
@@ -997,7 +991,7 @@ fn search_agrees_with_real_ld() {
 /// option arguments could pass for file names.
 #[test]
 fn inputs_agree_with_real_ld_trace() {
-    let (_, asm) = (tool("ld"), tool("as"));
+    let (_, asm) = (binutil("ld"), binutil("as"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("a.s"), ".globl _start\n_start: ret\n").unwrap();
@@ -1409,7 +1403,7 @@ fn depth_probe() {
 /// Links a trivial object with the real ld through the API; a failing link gives ld's code.
 #[test]
 fn end_to_end_link_with_real_ld() {
-    let (ld, asm) = (tool("ld"), tool("as"));
+    let (ld, asm) = (binutil("ld"), binutil("as"));
     let dir = tempfile::tempdir().unwrap();
     let p = |s: &str| dir.path().join(s);
     fs::write(p("start.s"), ".globl _start\n_start:\n  ret\n").unwrap();

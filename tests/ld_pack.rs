@@ -676,13 +676,7 @@ fn ld_reports_name_the_users_files() {
 /// (known to Ninja only through the dependency file) relinks.
 #[test]
 fn ninja_with_the_linkers_depfile_is_incremental() {
-    let ninja = std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("ninja"))
-                .find(|p| p.is_file())
-        })
-        .expect("ninja not found: apt-get install ninja-build (.ci/run does)");
+    let ninja = tool("ninja", "apt-get install ninja-build");
     let cuda = cuda_lib();
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();

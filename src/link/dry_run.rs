@@ -7,7 +7,6 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use super::abi;
 use super::options::{Mode, PackOptions};
 use super::pack::Session;
 use super::LinkError;
@@ -70,18 +69,12 @@ pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result
                 let name = p.path.file_name().unwrap_or_default().to_string_lossy();
                 replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
             }
-            let prepend: Vec<OsString> = vec![
-                "-u".into(),
-                "__wrap___cudaRegisterFatBinary".into(),
+            let (prepend, append) = super::pack::link_extras(
                 "<fatpack>/fatpack-glue.o".into(),
                 "<fatpack>/libfatpack_rt.a".into(),
-            ];
-            let mut append: Vec<OsString> =
-                abi::link_args(s.line.kind == OutputKind::SharedLibrary)
-                    .into_iter()
-                    .map(OsString::from)
-                    .collect();
-            append.extend(["-o".into(), format!("<temp beside {output}>").into()]);
+                s.line.kind == OutputKind::SharedLibrary,
+                format!("<temp beside {output}>").into(),
+            );
             let argv = s.line.render(&replace, &prepend, &append)?;
             out += &format!("would run: {}\n", command(&s.real, &argv));
             out += &format!(

@@ -108,6 +108,31 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     Ok(0)
 }
 
+/// What a packed link adds before and after the user's arguments: the runtime first,
+/// pulled in by -u, so that the libraries the driver adds later (libc, libgcc_s, cudart)
+/// resolve what it needs; then the `--wrap`s, with `--exclude-libs` hiding the runtime inside
+/// a shared library (an executable needs no hiding, and hiding there breaks links against
+/// DSOs that reference cudart); and the output last (ld takes the last -o).
+pub(super) fn link_extras(
+    glue: OsString,
+    runtime: OsString,
+    shared: bool,
+    output: OsString,
+) -> (Vec<OsString>, Vec<OsString>) {
+    let prepend = vec![
+        "-u".into(),
+        "__wrap___cudaRegisterFatBinary".into(),
+        glue,
+        runtime,
+    ];
+    let mut append: Vec<OsString> = abi::link_args(shared)
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+    append.extend(["-o".into(), output]);
+    (prepend, append)
+}
+
 /// Where `--fatpack-save-temps` keeps what a link made.
 pub(super) fn saved_temps(output: &Path) -> PathBuf {
     let mut s = output.as_os_str().to_owned();
@@ -311,23 +336,12 @@ impl Session {
             .collect();
         let work = self.work.as_ref().expect("rewrite_inputs made it").path();
         let user_names = names::Names::new(&copies, &tmp_out, &self.line.output, work, &runtime);
-        // The runtime goes first, pulled in by -u, so that the libraries the driver adds
-        // later (libc, libgcc_s, cudart) resolve what it needs.
-        let prepend: Vec<OsString> = vec![
-            "-u".into(),
-            "__wrap___cudaRegisterFatBinary".into(),
+        let (prepend, append) = link_extras(
             glue_path.into_os_string(),
             runtime.into_os_string(),
-        ];
-        // `--exclude-libs` hides the runtime inside a shared library; an executable needs
-        // no hiding, and hiding there breaks links against DSOs that reference cudart. ld
-        // takes the last -o.
-        let mut append: Vec<OsString> = abi::link_args(self.line.kind == OutputKind::SharedLibrary)
-            .into_iter()
-            .map(OsString::from)
-            .collect();
-        append.push("-o".into());
-        append.push(tmp_out.clone().into_os_string());
+            self.line.kind == OutputKind::SharedLibrary,
+            tmp_out.clone().into_os_string(),
+        );
         let argv = self.line.render(&self.replace, &prepend, &append)?;
         if let Some(Work::Kept(dir)) = &self.work {
             // The real link's command line, writing into the temps folder: `ld @ld.rsp`.

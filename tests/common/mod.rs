@@ -160,3 +160,14 @@ pub fn write_executable(p: &Path, contents: impl AsRef<[u8]>) {
         .unwrap();
     assert!(st.success(), "install {}", p.display());
 }
+
+/// `name` on PATH; a missing one fails the test, saying how to install it (`.ci/run` does).
+pub fn tool(name: &str, install: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{name} not found: {install} (.ci/run does)"))
+}
