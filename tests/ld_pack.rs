@@ -836,16 +836,18 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
             .filter(|n| n.contains("fatpack"))
             .collect()
     };
-    let wait_for_link = || {
+    // Until the n-th real link runs (its fake linker has written its pid).
+    let wait_for_link = |n: usize| {
         let t0 = std::time::Instant::now();
-        while ours(&out_dir).is_empty() {
-            assert!(t0.elapsed().as_secs() < 30, "the link never started");
+        while std::fs::read_to_string(&pids).map_or(0, |p| p.lines().count()) < n {
+            assert!(t0.elapsed().as_secs() < 60, "the link never started");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        assert!(!ours(&out_dir).is_empty());
     };
-    for sig in [libc::SIGTERM, libc::SIGINT] {
+    for (n, sig) in [libc::SIGTERM, libc::SIGINT].into_iter().enumerate() {
         let mut child = start();
-        wait_for_link();
+        wait_for_link(n + 1);
         assert!(!ours(&tmp).is_empty());
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(child.id() as i32, sig) };
@@ -856,7 +858,7 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
         assert!(!out_dir.join("app").exists());
     }
     let mut child = start();
-    wait_for_link();
+    wait_for_link(3);
     child.kill().unwrap(); // SIGKILL: nothing can clean up
     child.wait().unwrap();
     assert!(!ours(&tmp).is_empty() && !ours(&out_dir).is_empty());

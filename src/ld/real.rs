@@ -217,27 +217,20 @@ pub fn run<S: AsRef<OsStr>>(ld: &Path, args: &[S]) -> Result<ExitStatus, RealLdE
         })
 }
 
-/// Runs the real linker and collects its output; `started` hears its pid when it starts and
-/// `None` when it has ended (so that a signal can be passed on to it meanwhile).
-pub fn capture_with<S: AsRef<OsStr>>(
+/// Starts the real linker with its output piped back (`wait_with_output` collects it).
+pub fn spawn_captured<S: AsRef<OsStr>>(
     ld: &Path,
     args: &[S],
-    started: impl Fn(Option<u32>),
-) -> Result<Output, RealLdError> {
-    let spawn_err = |source| RealLdError::Spawn {
-        path: ld.to_owned(),
-        source,
-    };
-    let child = command(ld, args)?
+) -> Result<std::process::Child, RealLdError> {
+    command(ld, args)?
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(spawn_err)?;
-    started(Some(child.id()));
-    let out = child.wait_with_output().map_err(spawn_err);
-    started(None);
-    out
+        .map_err(|source| RealLdError::Spawn {
+            path: ld.to_owned(),
+            source,
+        })
 }
 
 /// Runs the real linker and collects its output (for `ld --verbose` and the like).

@@ -15,6 +15,9 @@ use super::LinkError;
 static FOLDERS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// The real linker's pid while it runs, else 0.
 static CHILD: AtomicI32 = AtomicI32::new(0);
+/// Held while the real linker is being started: a signal then waits until its pid is known,
+/// so that it is never left running.
+static SPAWNING: Mutex<()> = Mutex::new(());
 
 /// Prefix of the private folder in `$TMPDIR` and of the temp output's folder beside the
 /// output, followed by the pid.
@@ -35,6 +38,7 @@ fn install() {
         };
         std::thread::spawn(move || {
             if let Some(sig) = signals.forever().next() {
+                let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
                 let child = CHILD.load(Ordering::Acquire);
                 if child > 0 {
                     // SAFETY: a plain syscall; the pid is the real linker we started.
@@ -62,12 +66,20 @@ pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<tempfile::TempDir,
     Ok(t)
 }
 
-/// The real linker started (`Some(pid)`) or ended (`None`).
-pub(super) fn child(pid: Option<u32>) {
-    CHILD.store(
-        pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0),
-        Ordering::Release,
-    );
+/// Runs the real linker (`start` spawns it), known to the signal handler from its start to
+/// its end, and collects its output.
+pub(super) fn run_linker(
+    start: impl FnOnce() -> Result<std::process::Child, crate::ld::real::RealLdError>,
+) -> Result<std::process::Output, LinkError> {
+    let child = {
+        let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
+        let c = start()?;
+        CHILD.store(i32::try_from(c.id()).unwrap_or(0), Ordering::Release);
+        c
+    };
+    let out = child.wait_with_output();
+    CHILD.store(0, Ordering::Release);
+    out.map_err(|e| io_at("waiting for", Path::new("the real linker"))(e))
 }
 
 /// Removes `<dir>/<prefix><pid>-*` folders whose process no longer exists (left by SIGKILL).

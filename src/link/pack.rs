@@ -367,7 +367,7 @@ impl Session {
             );
         }
         // What ld says and writes about files is passed on naming the user's files.
-        let out = real_ld::capture_with(&self.real, &argv, cleanup::child)?;
+        let out = cleanup::run_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
         let status = out.status;
         use std::io::Write;
         let _ = std::io::stdout().write_all(&user_names.map(&out.stdout));
