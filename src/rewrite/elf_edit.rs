@@ -267,7 +267,13 @@ pub fn replace_sections(data: &[u8], reps: &[Replacement]) -> Result<Vec<u8>, El
         hdr.set_size(bytes.len() as u64);
     }
     out.resize(out.len().div_ceil(8) * 8, 0);
-    let shoff = out.len() as u64;
+    // No section header table at all is e_shoff 0: a non-zero offset with e_shnum 0 would
+    // mean "the count is in section 0", which is not there (found by the fuzzer).
+    let shoff = if shdrs.is_empty() {
+        0
+    } else {
+        out.len() as u64
+    };
     for s in &shdrs {
         out.extend_from_slice(&s.raw);
     }
