@@ -944,6 +944,18 @@ fn the_build_id_covers_the_store() {
     assert_eq!(code, 0, "{err}");
     assert_ne!(build_id(&a), build_id(&pruned));
     assert_eq!(inspect_json(&pruned)["packed"]["digest_matches"], true);
+    // Distribution stripping (elfutils, as RPM's find-debuginfo runs it): the stripped file
+    // and its debug file carry the build ID that covers the device code.
+    let eu_strip = tool("eu-strip", "apt-get install elfutils");
+    let (stripped, debug) = (
+        dir.path().join("stripped"),
+        dir.path().join("stripped.debug"),
+    );
+    std::fs::copy(&a, &stripped).unwrap();
+    let (code, _, err) = run(Command::new(eu_strip).arg("-f").arg(&debug).arg(&stripped));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(build_id(&stripped), build_id(&a));
+    assert_eq!(build_id(&debug), build_id(&a));
 }
 
 /// `--fatpack-dry-run` says what would be rewritten and run and writes nothing;
