@@ -30,6 +30,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(p).display());
     }
     println!("cargo:rerun-if-env-changed=FATPACK_RT_OBJCOPY");
+    println!("cargo:rerun-if-env-changed=FATPACK_RT_LD");
     println!("cargo:rerun-if-env-changed=FATPACK_RT_EXTRA_TARGETS");
 
     // The runtime for the target fatpack runs on, then any others asked for (cross links:
@@ -50,8 +51,10 @@ fn main() {
         let built = build_runtime(&root, &out, t);
         let dir = out.join(t);
         std::fs::create_dir_all(&dir).expect("creating OUT_DIR/<target>");
+        let stripped = dir.join("stripped.a");
+        strip_debug(&built, &stripped, t);
         let dest = dir.join(ARCHIVE);
-        strip_debug(&built, &dest, t);
+        hide_symbols(&stripped, &dest, &dir, t);
         let bytes =
             std::fs::read(&dest).unwrap_or_else(|e| panic!("reading {}: {e}", dest.display()));
         table += &format!(
@@ -117,21 +120,121 @@ fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
     target_dir.join(target).join("rt").join(ARCHIVE)
 }
 
+/// The tool for `target`: `$FATPACK_RT_<TOOL>`, else `<target>-<tool>` for a cross build,
+/// else the host's.
+fn tools(tool: &str, target: &str) -> Vec<OsString> {
+    let mut v: Vec<OsString> = Vec::new();
+    if let Some(t) = env::var_os(format!("FATPACK_RT_{}", tool.to_uppercase())) {
+        v.push(t);
+    }
+    if target != env::var("HOST").unwrap_or_default() {
+        v.push(format!("{}-{tool}", target.replacen("-unknown", "", 1)).into());
+    }
+    v.push(tool.into());
+    v
+}
+
+fn run_first(tools: &[OsString], args: &[&std::ffi::OsStr]) -> bool {
+    tools.iter().any(|t| {
+        Command::new(t)
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// The runtime as one object that exports nothing but its `__wrap_*` entry points, so that a
+/// packed binary can also link its own zstd, blake3 or Rust code: `ld -r` joins the archive's
+/// members (collecting the sections no entry point reaches, which keeps outputs small), then
+/// `objcopy` makes every other defined symbol local and drops the symbols no relocation needs. Written as an archive with a symbol
+/// index of those entry points (by hand: binutils' `ar` may load an LTO plugin that cannot read
+/// Rust's objects). Without the tools, the archive is used as it is and a warning says so.
+fn hide_symbols(from: &Path, to: &Path, dir: &Path, target: &str) {
+    let entries: Vec<String> = fatpack_format::link::WRAPPED_SYMBOLS
+        .iter()
+        .map(|s| format!("__wrap_{s}"))
+        .collect();
+    let joined = dir.join("joined.o");
+    let hidden = dir.join("fatpack_rt.o");
+    let mut ld_args: Vec<OsString> = vec!["-r".into(), "--gc-sections".into()];
+    for e in &entries {
+        ld_args.push("-u".into());
+        ld_args.push(e.into());
+    }
+    ld_args.extend([
+        "--whole-archive".into(),
+        from.as_os_str().to_owned(),
+        "-o".into(),
+        joined.as_os_str().to_owned(),
+    ]);
+    let ld_refs: Vec<&std::ffi::OsStr> = ld_args.iter().map(|a| a.as_os_str()).collect();
+    let localised = run_first(&tools("ld", target), &ld_refs)
+        && run_first(
+            &tools("objcopy", target),
+            &[
+                "--wildcard".as_ref(),
+                "--keep-global-symbol=__wrap_*".as_ref(),
+                // Drops the undefined symbols only the collected sections referred to: `ld -r`
+                // turns zstd's weak `ZSTD_trace_*` references into strong ones, which would
+                // then clash with a program's own libzstd.
+                "--strip-unneeded".as_ref(),
+                joined.as_os_str(),
+                hidden.as_os_str(),
+            ],
+        );
+    if !localised {
+        println!(
+            "cargo:warning=no ld/objcopy for {target}: the fatpack runtime keeps its global \
+             symbols (zstd, blake3, Rust std); set FATPACK_RT_LD and FATPACK_RT_OBJCOPY"
+        );
+        std::fs::copy(from, to).unwrap_or_else(|e| panic!("copying {}: {e}", from.display()));
+        return;
+    }
+    let object =
+        std::fs::read(&hidden).unwrap_or_else(|e| panic!("reading {}: {e}", hidden.display()));
+    std::fs::write(to, archive_of("fatpack_rt.o", &object, &entries))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", to.display()));
+}
+
+/// A GNU `ar` archive of one member, with a symbol index naming `symbols` in it.
+fn archive_of(name: &str, member: &[u8], symbols: &[String]) -> Vec<u8> {
+    fn header(name: &str, size: usize) -> Vec<u8> {
+        let h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644);
+        assert_eq!(h.len(), 60);
+        h.into_bytes()
+    }
+    let mut names = Vec::new();
+    for s in symbols {
+        names.extend_from_slice(s.as_bytes());
+        names.push(0);
+    }
+    let index_len = 4 + 4 * symbols.len() + names.len();
+    let padded = |n: usize| n + n % 2;
+    let member_at = 8 + 60 + padded(index_len);
+    let mut out = b"!<arch>\n".to_vec();
+    out.extend(header("/", index_len));
+    out.extend((symbols.len() as u32).to_be_bytes());
+    for _ in symbols {
+        out.extend((member_at as u32).to_be_bytes());
+    }
+    out.extend(&names);
+    if index_len % 2 == 1 {
+        out.push(b'\n');
+    }
+    out.extend(header(&format!("{name}/"), member.len()));
+    out.extend_from_slice(member);
+    if member.len() % 2 == 1 {
+        out.push(b'\n');
+    }
+    out
+}
+
 /// Copies `from` to `to` without debug sections: the archive goes into every packed output,
 /// and Rust's std brings megabytes of DWARF. Uses `FATPACK_RT_OBJCOPY`, else
 /// `<target>-objcopy` for a cross build, else `objcopy`; without any, the archive is
 /// embedded as built (a warning says so).
 fn strip_debug(from: &Path, to: &Path, target: &str) {
-    let host = env::var("HOST").unwrap_or_default();
-    let mut tools: Vec<OsString> = Vec::new();
-    if let Some(t) = env::var_os("FATPACK_RT_OBJCOPY") {
-        tools.push(t);
-    }
-    if target != host {
-        let prefix = target.replacen("-unknown", "", 1);
-        tools.push(format!("{prefix}-objcopy").into());
-    }
-    tools.push("objcopy".into());
+    let tools = tools("objcopy", target);
     for tool in &tools {
         let ok = Command::new(tool)
             .arg("--strip-debug")

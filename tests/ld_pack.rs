@@ -1022,3 +1022,97 @@ fn dry_run_and_save_temps() {
     assert_eq!(code, 0, "{err}");
     assert!(temps.join("out").is_file());
 }
+
+/// The runtime exports nothing but its `__wrap_*` entry points, so a packed program can link
+/// its own zstd: Debian's static libzstd (`libzstd-dev`) next to the runtime links, and the
+/// program gets Debian's zstd, not the runtime's copy. A packed executable and shared library
+/// add no global symbol of the runtime's but `__wrap_*` (and the .so exports none of those).
+#[test]
+fn the_runtime_exports_only_its_entry_points() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let libzstd = Path::new("/usr/lib/x86_64-linux-gnu/libzstd.a");
+    assert!(
+        libzstd.exists(),
+        "libzstd.a not found: apt-get install libzstd-dev (.ci/run does)"
+    );
+    let c = dir.path().join("z.c");
+    std::fs::write(
+        &c,
+        "#include <stdio.h>\n#include <zstd.h>\nint launch_fill(int*);\n\
+         int main(int argc, char** argv) {\n  char src[64] = \"fatpack\", dst[256];\n\
+           size_t n = ZSTD_compress(dst, sizeof dst, src, sizeof src, 3);\n\
+           if (argc > 5) launch_fill(0);\n\
+           printf(\"%u %d\\n\", ZSTD_versionNumber(), (int)ZSTD_isError(n));\n  return 0;\n}\n",
+    )
+    .unwrap();
+    let o = dir.path().join("z.o");
+    let (code, _, err) = run(Command::new("gcc").arg("-c").arg(&c).arg("-o").arg(&o));
+    assert_eq!(code, 0, "{err}");
+    let exe = dir.path().join("z");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &[o.clone(), fixture("kernels.o"), libzstd.to_path_buf()],
+        &cuda,
+        &[],
+    );
+    assert_eq!(code, 0, "packed program with Debian's libzstd.a: {err}");
+    assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
+    // Debian's zstd.h says which version that libzstd.a is.
+    let header = std::fs::read_to_string("/usr/include/zstd.h").unwrap();
+    let num = |name: &str| -> u32 {
+        header
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let debian = num("ZSTD_VERSION_MAJOR") * 10000
+        + num("ZSTD_VERSION_MINOR") * 100
+        + num("ZSTD_VERSION_RELEASE");
+    assert_eq!(run(&mut Command::new(&exe)).1, format!("{debian} 0\n"));
+
+    // Global definitions a packed build has that the plain build of the same objects has not.
+    let globals = |f: &Path, dynamic: bool| -> std::collections::BTreeSet<String> {
+        let (_, out, _) = run(Command::new("readelf")
+            .arg(if dynamic { "--dyn-syms" } else { "-s" })
+            .arg("-W")
+            .arg(f));
+        out.lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                // Hidden globals are as local as locals to everything outside the file.
+                (f.len() >= 8 && f[4] != "LOCAL" && f[5] != "HIDDEN" && f[6] != "UND")
+                    .then(|| f[7].to_string())
+            })
+            .collect()
+    };
+    let plain = dir.path().join("plain");
+    let (code, _, err) = gxx(None, &plain, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let packed = dir.path().join("packed");
+    let (code, _, err) = gxx(Some(w.path()), &packed, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let added: Vec<String> = globals(&packed, false)
+        .difference(&globals(&plain, false))
+        .filter(|s| !s.starts_with("__wrap_"))
+        .cloned()
+        .collect();
+    assert!(added.is_empty(), "the runtime leaks {added:?}");
+    let so = dir.path().join("libk.so");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &so,
+        &[fixture("kernels.o"), fixture("other.o")],
+        &cuda,
+        &["-shared"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let exported: Vec<String> = globals(&so, true)
+        .into_iter()
+        .filter(|s| s.starts_with("__wrap_") || s.starts_with("ZSTD") || s.contains("blake3"))
+        .collect();
+    assert!(exported.is_empty(), "libk.so exports {exported:?}");
+}
