@@ -33,10 +33,17 @@ enum Command {
     },
     /// Keep only some archs: in a packed output (its store), or in an ordinary object,
     /// archive, shared library, executable or fatbin (its fatbins), without relinking.
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus"])))]
     Prune {
-        /// Targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`.
-        #[arg(long, required = true)]
-        keep: String,
+        /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
+        /// `80-real;90-virtual`.
+        #[arg(long)]
+        keep: Option<String>,
+        /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
+        /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
+        /// included).
+        #[arg(long = "for", id = "for_gpus")]
+        for_gpus: Option<String>,
         /// The file to prune (never modified).
         input: PathBuf,
         /// Where to write the result.
@@ -140,9 +147,22 @@ fn extract(
     Ok(())
 }
 
-fn prune(keep: &str, input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
-    let keep = fatpack::prune::parse_keep(keep)?;
-    let r = fatpack::prune::prune(input, output, &keep)?;
+fn prune(
+    keep: Option<&str>,
+    for_gpus: Option<&str>,
+    input: &std::path::Path,
+    output: &std::path::Path,
+) -> anyhow::Result<()> {
+    use fatpack::prune::Selection;
+    let sel = match (keep, for_gpus) {
+        (Some(k), _) => Selection::Keep(fatpack::prune::parse_keep(k)?),
+        (None, Some(f)) => Selection::For(fatpack::prune::parse_capabilities(f)?),
+        (None, None) => anyhow::bail!("prune needs --keep or --for"),
+    };
+    let r = fatpack::prune::prune(input, output, &sel)?;
+    for line in fatpack::prune::describe(&r.chosen) {
+        eprintln!("fatpack prune: for {line}");
+    }
     eprintln!(
         "fatpack prune: {}: kept {} of {} entries; device code {} -> {} bytes",
         output.display(),
@@ -225,9 +245,10 @@ fn main() -> ExitCode {
         Command::Ld { args } => return ld(None, args),
         Command::Prune {
             keep,
+            for_gpus,
             input,
             output,
-        } => prune(&keep, &input, &output),
+        } => prune(keep.as_deref(), for_gpus.as_deref(), &input, &output),
         Command::Extract {
             input,
             output,

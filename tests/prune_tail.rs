@@ -221,3 +221,71 @@ fn tail_mode_with_lld_and_a_clear_refusal_with_gold_and_mold() {
     );
     assert!(!exe.exists());
 }
+
+/// `--for` keeps, per module, what the runtime's own selection function picks on those GPUs:
+/// the `a` SASS on its exact device, `f` SASS across its family, PTX where no SASS runs (here
+/// compute_80 of main.o on a 9.0 GPU), and refuses a GPU a module has nothing for. A pruned
+/// packed program still runs and its store still matches.
+#[test]
+fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
+    let dir = tempfile::tempdir().unwrap();
+    let archs = |f: &Path| -> Vec<String> {
+        let r = inspect_json(f);
+        r["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["entries"].as_array().unwrap().clone())
+            .map(|e| e["arch"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let prune = |args: &[&str], input: &Path, out: &Path| {
+        run(Command::new(fatpack_bin())
+            .arg("prune")
+            .args(args)
+            .arg(input)
+            .arg("-o")
+            .arg(out))
+    };
+    let af = fixture("kernels_af.o");
+    for (spec, want) in [
+        ("9.0", vec!["sm_90a"]),
+        ("sm_103", vec!["sm_100f"]),
+        ("100;120-real", vec!["sm_100f", "sm_120"]),
+    ] {
+        let out = dir
+            .path()
+            .join(format!("af-{}.o", spec.replace([';', '.'], "_")));
+        let (code, _, err) = prune(&["--for", spec], &af, &out);
+        assert_eq!(code, 0, "{spec}: {err}");
+        assert_eq!(archs(&out), want, "{spec}");
+        assert!(err.contains("fatpack prune: for "), "{err}");
+    }
+    let out = dir.path().join("af-86.o");
+    let (code, _, err) = prune(&["--for", "8.6"], &af, &out);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("compute capability 8.6") && err.contains("sm_90a"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let (code, _, err) = prune(&["--for", "nine"], &af, &out);
+    assert_eq!(code, 1);
+    assert!(err.contains("--for nine"), "{err}");
+
+    // A packed program pruned for 9.0.
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let pruned = dir.path().join("app90");
+    let (code, _, err) = prune(&["--for", "9.0"], &exe, &pruned);
+    assert_eq!(code, 0, "{err}");
+    let mut got = archs(&pruned);
+    got.sort();
+    // main.o has sm_80 and compute_80: on 9.0 the driver JITs compute_80.
+    assert_eq!(got, ["compute_80", "sm_90", "sm_90"]);
+    assert_eq!(inspect_json(&pruned)["packed"]["digest_matches"], true);
+    assert_eq!(run(&mut Command::new(&pruned)).1, "fixture main ok\n");
+}

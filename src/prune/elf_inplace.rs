@@ -1,29 +1,27 @@
 //! Pruning a linked ELF file: each container is rewritten at its own offset (the wrappers'
 //! pointers to it stay valid), and the bytes it frees are zeroed.
 
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 
 use std::path::Path;
 
-use super::{io_at, prune_container, PruneError, PruneReport};
-use crate::arch::Target;
+use super::{io_at, prune_container, PruneError, PruneReport, Selection};
 use crate::inputs::Scanned;
 
 pub(super) fn prune_linked(
     input: &Path,
     data: &[u8],
     scanned: &Scanned,
-    keep: &BTreeSet<Target>,
+    sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
     report: &mut PruneReport,
 ) -> Result<(), PruneError> {
     let mut bytes = data.to_vec();
     let mut zeroed = Vec::new();
     for sec in &scanned.sections {
-        for (fb, &(off, len)) in sec.containers.iter().zip(&sec.spans) {
-            let new = prune_container(fb, keep, report);
+        for (index, (fb, &(off, len))) in sec.containers.iter().zip(&sec.spans).enumerate() {
+            let new = prune_container(&format!("{}#{index}", sec.origin), fb, sel, report)?;
             if new.len() as u64 > len {
                 return Err(PruneError::Grew(input.to_path_buf()));
             }

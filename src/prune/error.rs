@@ -12,6 +12,17 @@ use crate::rewrite::elf_edit::ElfEditError;
 pub enum PruneError {
     #[error("--keep: {0}")]
     Keep(#[from] ArchParseError),
+    #[error("--for {0}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 90a-real)")]
+    Capability(String),
+    #[error(
+        "module {module}: nothing in it runs on a GPU of compute capability {capability} (it \
+         has {has}); the pruned binary could not run it there"
+    )]
+    NoneRuns {
+        module: String,
+        capability: String,
+        has: String,
+    },
     #[error("{}: the output must not be the input (prune never modifies its input)", .0.display())]
     OutputIsInput(PathBuf),
     #[error("{}: --keep names {missing} but the file has only {present}", path.display())]

@@ -13,6 +13,9 @@
 mod elf_inplace;
 mod error;
 mod packed;
+mod selection;
+
+pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
 use error::io_at;
 pub use error::PruneError;
@@ -25,6 +28,7 @@ use crate::fatbin::{self, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
 use crate::rewrite::elf_edit::{replace_sections, Replacement};
+use fatpack_format::select::Candidate;
 
 /// What a prune did, for the report.
 #[derive(Debug, Default)]
@@ -33,6 +37,8 @@ pub struct PruneReport {
     pub entries_after: usize,
     pub bytes_before: u64,
     pub bytes_after: u64,
+    /// With `--for`: per capability, the entries chosen.
+    pub chosen: Chosen,
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
@@ -40,52 +46,35 @@ pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>, PruneError> {
     Ok(parse_target_list(text)?.into_iter().collect())
 }
 
-fn keeps(keep: &BTreeSet<Target>, e: &fatbin::Entry) -> bool {
-    e.target().is_some_and(|t| keep.contains(&t))
-}
-
-/// Every target present, for error messages.
-fn present_list(present: &BTreeSet<Target>) -> String {
-    present
-        .iter()
-        .map(|t| t.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Refuse a `--keep` naming something the input does not have.
-fn check_present(
-    path: &Path,
-    keep: &BTreeSet<Target>,
-    present: &BTreeSet<Target>,
-) -> Result<(), PruneError> {
-    let missing: Vec<String> = keep.difference(present).map(|t| t.to_string()).collect();
-    if !missing.is_empty() {
-        return Err(PruneError::Absent {
-            path: path.to_path_buf(),
-            missing: missing.join(", "),
-            present: present_list(present),
-        });
-    }
-    Ok(())
+/// An entry as selection sees it (kinds other than SASS and PTX are never chosen).
+fn candidate(e: &fatbin::Entry) -> Candidate {
+    Candidate::new(e.kind(), e.header.arch_number, e.header.variant())
 }
 
 /// Prune one container; returns its new bytes.
-fn prune_container(fb: &Fatbin, keep: &BTreeSet<Target>, report: &mut PruneReport) -> Vec<u8> {
+fn prune_container(
+    module: &str,
+    fb: &Fatbin,
+    sel: &Selection,
+    report: &mut PruneReport,
+) -> Result<Vec<u8>, PruneError> {
+    let cands: Vec<Candidate> = fb.entries.iter().map(candidate).collect();
+    let keep = sel.choose(module, &cands, &mut report.chosen)?;
     let mut out = fb.clone();
-    out.retain(|e| keeps(keep, e));
+    let mut it = keep.iter();
+    out.retain(|_| *it.next().expect("one flag per entry"));
     report.entries_before += fb.entries.len();
     report.entries_after += out.entries.len();
     report.bytes_before += fb.encoded_len() as u64;
     report.bytes_after += out.encoded_len() as u64;
-    out.to_bytes()
+    Ok(out.to_bytes())
 }
 
 /// An ELF relocatable with its device sections pruned.
 fn prune_object(
     origin: &str,
     data: &[u8],
-    keep: &BTreeSet<Target>,
+    sel: &Selection,
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
     let scanned = inputs::scan_bytes(Path::new(origin), data)?;
@@ -93,11 +82,16 @@ fn prune_object(
     for sec in &scanned.sections {
         let mut bytes = Vec::new();
         let mut offsets = Vec::new();
-        for (fb, &(old, _)) in sec.containers.iter().zip(&sec.spans) {
+        for (index, (fb, &(old, _))) in sec.containers.iter().zip(&sec.spans).enumerate() {
             // Containers stay 8-byte aligned, as the linker and cudart expect.
             bytes.resize(bytes.len().div_ceil(8) * 8, 0);
             offsets.push((old, bytes.len() as u64));
-            bytes.extend(prune_container(fb, keep, report));
+            bytes.extend(prune_container(
+                &format!("{}#{index}", sec.origin),
+                fb,
+                sel,
+                report,
+            )?);
         }
         reps.push(Replacement {
             index: sec.section_index,
@@ -126,11 +120,7 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<Target> {
 }
 
 /// Prune `input` into `output`, keeping only `keep`.
-pub fn prune(
-    input: &Path,
-    output: &Path,
-    keep: &BTreeSet<Target>,
-) -> Result<PruneReport, PruneError> {
+pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport, PruneError> {
     let same =
         output.exists() && std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok();
     if same {
@@ -154,22 +144,22 @@ pub fn prune(
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
             if crate::packed::recorded_digest(data).is_some() =>
         {
-            side = packed::prune_packed(input, data, keep, tmp.path(), output, &mut report)?;
+            side = packed::prune_packed(input, data, sel, tmp.path(), output, &mut report)?;
         }
         FileKind::Object => {
             let scanned = inputs::scan_bytes(input, data)?;
-            check_present(input, keep, &present_in(&scanned))?;
-            let bytes = prune_object(&shown, data, keep, &mut report)?;
+            sel.check_present(input, &present_in(&scanned))?;
+            let bytes = prune_object(&shown, data, sel, &mut report)?;
             std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let scanned = inputs::scan_bytes(input, data)?;
-            check_present(input, keep, &present_in(&scanned))?;
+            sel.check_present(input, &present_in(&scanned))?;
             let mut members = Vec::new();
             for m in inputs::archive::members(input, &shown, data, &inputs::Maps::default())? {
                 let (name, origin, bytes) = (m.name, m.origin, m.bytes);
                 let pruned = if inputs::sniff(&bytes) == FileKind::Object {
-                    prune_object(&origin, &bytes, keep, &mut report)?
+                    prune_object(&origin, &bytes, sel, &mut report)?
                 } else {
                     bytes.to_vec()
                 };
@@ -180,8 +170,8 @@ pub fn prune(
         }
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
-            check_present(input, keep, &present_in(&scanned))?;
-            elf_inplace::prune_linked(input, data, &scanned, keep, &mut tmp, &mut report)?;
+            sel.check_present(input, &present_in(&scanned))?;
+            elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
         }
         FileKind::Fatbin => {
             let fbs = fatbin::parse_all(data).map_err(|source| PruneError::Fatbin {
@@ -193,10 +183,15 @@ pub fn prune(
                 .flat_map(|f| &f.entries)
                 .filter_map(|e| e.target())
                 .collect();
-            check_present(input, keep, &present)?;
+            sel.check_present(input, &present)?;
             let mut bytes = Vec::new();
-            for fb in &fbs {
-                bytes.extend(prune_container(fb, keep, &mut report));
+            for (index, fb) in fbs.iter().enumerate() {
+                bytes.extend(prune_container(
+                    &format!("{shown}#{index}"),
+                    fb,
+                    sel,
+                    &mut report,
+                )?);
             }
             std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
         }

@@ -7,26 +7,38 @@ use std::path::Path;
 
 use cubin_store::{AtomicStoreFile, Store, StoreWriter, WriteOptions};
 
-use super::{check_present, io_at, PruneError, PruneReport};
+use super::{io_at, PruneError, PruneReport, Selection};
 use crate::arch::Target;
 use crate::packed::{self, side_path};
+use fatpack_format::select::Candidate;
 
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
     store: &Store<'_>,
-    keep: &BTreeSet<Target>,
+    sel: &Selection,
     out: W,
     report: &mut PruneReport,
-) -> Result<(W, cubin_store::StoreSummary), cubin_store::StoreError> {
-    let mut w = StoreWriter::new(out, WriteOptions::default())?;
+    path: &Path,
+) -> Result<(W, cubin_store::StoreSummary), PruneError> {
+    let store_err = |source| PruneError::Store {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = StoreWriter::new(out, WriteOptions::default()).map_err(store_err)?;
     for m in store.modules() {
-        let id = w.add_module(m.name())?;
-        for e in m.entries() {
+        let id = w.add_module(m.name()).map_err(store_err)?;
+        let entries: Vec<_> = m.entries().collect();
+        let cands: Vec<Candidate> = entries
+            .iter()
+            .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+            .collect();
+        let keep = sel.choose(m.name(), &cands, &mut report.chosen)?;
+        for (e, k) in entries.iter().zip(keep) {
             report.entries_before += 1;
             report.bytes_before += e.stored_len();
-            if Target::of(e.kind(), e.arch(), e.variant()).is_some_and(|t| keep.contains(&t)) {
-                let raw = store.read_entry(&e)?;
-                let r = w.add_entry(id, e.meta(), &raw)?;
+            if k {
+                let raw = store.read_entry(e).map_err(store_err)?;
+                let r = w.add_entry(id, e.meta(), &raw).map_err(store_err)?;
                 report.entries_after += 1;
                 if !r.deduplicated {
                     report.bytes_after += e.stored_len();
@@ -34,7 +46,7 @@ fn write_pruned<W: Write + Seek>(
             }
         }
     }
-    w.finish()
+    w.finish().map_err(store_err)
 }
 
 /// Writes the pruned binary to `tmp_path`; for a side-file store, returns the new side file,
@@ -42,7 +54,7 @@ fn write_pruned<W: Write + Seek>(
 pub(super) fn prune_packed(
     input: &Path,
     data: &[u8],
-    keep: &BTreeSet<Target>,
+    sel: &Selection,
     tmp_path: &Path,
     output_path: &Path,
     report: &mut PruneReport,
@@ -59,16 +71,16 @@ pub(super) fn prune_packed(
         .entries()
         .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))
         .collect();
-    check_present(input, keep, &present)?;
+    sel.check_present(input, &present)?;
     std::fs::write(tmp_path, data).map_err(io_at(tmp_path))?;
     let (summary, side) = if embedded {
         let s = packed::append_store(tmp_path, |w| -> Result<_, PruneError> {
-            Ok(write_pruned(&store, keep, w, report).map_err(store_err)?.1)
+            Ok(write_pruned(&store, sel, w, report, input)?.1)
         })?;
         (s, None)
     } else {
         let w = AtomicStoreFile::create(side_path(output_path)).map_err(store_err)?;
-        let (w, summary) = write_pruned(&store, keep, w, report).map_err(store_err)?;
+        let (w, summary) = write_pruned(&store, sel, w, report, input)?;
         (summary, Some(w))
     };
     packed::patch_digest(tmp_path, &summary.digest)?;
