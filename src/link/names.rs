@@ -9,7 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// fatpack's files in a packed link and the user's names for them.
-pub(super) struct Names {
+pub(super) struct UserNames {
     /// (what the real linker was given, what the user gave), longest first.
     pairs: Vec<(Vec<u8>, Vec<u8>)>,
     /// fatpack's private folder: files in it that have no user name (the glue object, the
@@ -51,7 +51,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
 
-impl Names {
+impl UserNames {
     /// `copies`: (rewritten copy, original input); `tmp_out`/`output`: the temp and the real
     /// output; `work`: fatpack's temp folder; `runtime`: the runtime archive given to ld.
     pub(super) fn new(
@@ -60,7 +60,7 @@ impl Names {
         output: &Path,
         work: &Path,
         runtime: &Path,
-    ) -> Names {
+    ) -> UserNames {
         let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = copies
             .iter()
             .map(|(copy, orig)| (bytes(copy), bytes(orig)))
@@ -77,7 +77,7 @@ impl Names {
             }
         }
         pairs.sort_by_key(|(from, _)| std::cmp::Reverse(from.len()));
-        Names {
+        UserNames {
             pairs,
             work: bytes(work),
             runtime: bytes(runtime),

@@ -335,7 +335,8 @@ impl Session {
             .map(|p| (self.replace[&p.id].clone(), p.path.clone()))
             .collect();
         let work = self.work.as_ref().expect("rewrite_inputs made it").path();
-        let user_names = names::Names::new(&copies, &tmp_out, &self.line.output, work, &runtime);
+        let user_names =
+            names::UserNames::new(&copies, &tmp_out, &self.line.output, work, &runtime);
         let (prepend, append) = link_extras(
             glue_path.into_os_string(),
             runtime.into_os_string(),
