@@ -6,8 +6,7 @@ use object::LittleEndian as LE;
 
 use crate::arch::{Arch, Variant};
 
-/// `EM_CUDA`
-pub const EM_CUDA: u16 = 190;
+pub use fatpack_format::elf::EM_CUDA;
 /// `st_other` bit nvcc sets on `__global__` functions.
 const STO_CUDA_ENTRY: u8 = 0x10;
 
@@ -43,13 +42,8 @@ pub fn read(data: &[u8]) -> Result<CubinInfo, CubinError> {
     if machine != EM_CUDA {
         return Err(CubinError::NotCuda(machine));
     }
-    let flags = hdr.e_flags(e);
-    // ABI version 8 (CUDA 12.8+/13) moved the SM number from bits 0-7 to bits 8-15.
-    let number = if hdr.e_ident().abi_version >= 8 {
-        (flags >> 8) & 0xff
-    } else {
-        flags & 0xff
-    };
+    let number = fatpack_format::elf::cubin_sm(data)
+        .ok_or_else(|| CubinError::Malformed("unreadable ELF header".into()))?;
     let malformed = |err: object::Error| CubinError::Malformed(err.to_string());
     let sections = hdr.sections(e, data).map_err(malformed)?;
     let mut variant = Variant::Plain;

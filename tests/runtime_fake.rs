@@ -305,7 +305,7 @@ fn info_log_reports_each_choice() {
     r.assert_clean();
     assert!(r.stderr.contains("registration recorded"), "{}", r.stderr);
     assert!(
-        r.stderr.contains("store: section .fatpack of"),
+        r.stderr.contains("store: mapped with the image"),
         "{}",
         r.stderr
     );

@@ -25,6 +25,11 @@ struct Packed {
 }
 
 fn pack() -> Packed {
+    pack_relabelled(None)
+}
+
+/// With `relabel = Some((a, b))`: the SASS entry stored as sm_`a` holds the cubin of sm_`b`.
+fn pack_relabelled(relabel: Option<(u32, u32)>) -> Packed {
     let dir = scratch("nvcc");
     let obj = std::fs::read(FIXTURE).unwrap();
     let sec = find_section(&obj, ".nv_fatbin").unwrap();
@@ -49,7 +54,17 @@ fn pack() -> Packed {
         };
         let mut meta = EntryMeta::new(kind, e.arch, variant);
         meta.attrs = e.header.to_vec();
-        w.add_entry(m, meta.clone(), e.payload).unwrap();
+        let payload = match relabel {
+            Some((a, b)) if kind == EntryKind::Sass && e.arch == a => {
+                parsed
+                    .iter()
+                    .find(|o| o.kind != KIND_PTX && o.arch == b)
+                    .expect("the fixture has that cubin")
+                    .payload
+            }
+            _ => e.payload,
+        };
+        w.add_entry(m, meta.clone(), payload).unwrap();
         entries.push((meta.arch_name(), e.header.to_vec(), e.payload.to_vec()));
     }
     let (cur, summary) = w.finish().unwrap();
@@ -75,10 +90,15 @@ fn pack() -> Packed {
     .unwrap();
     let mobj = dir.join("main.o");
     sh(Command::new("cc").arg("-c").arg(&main).arg("-o").arg(&mobj));
-    let g = glue(&dir, &summary.digest);
+    let g = glue(&dir);
     let exe = dir.join("nv");
     link("c++", &[mobj, kobj, g], &exe, &[]);
-    add_store_section(&exe, &store);
+    install_store(
+        &exe,
+        &std::fs::read(&store).unwrap(),
+        StoreAt::Mapped,
+        &summary.digest,
+    );
     Packed { exe, entries }
 }
 
@@ -160,4 +180,24 @@ fn real_nvcc_object_launches_through_the_runtime() {
         "{}",
         r.stderr
     );
+}
+
+/// A cubin stored under another arch's label (a damaged or hand-made store): the runtime
+/// reads the cubin's own ELF header and refuses it rather than hand sm_86 code to an sm_80.
+#[test]
+fn a_cubin_must_match_its_label() {
+    let p = pack_relabelled(Some((80, 86)));
+    let r = run(&p.exe, "launch", Some("80"), &[]);
+    r.assert_clean();
+    assert!(
+        r.stderr
+            .contains("the entry stored as sm_80 holds a cubin for sm_86"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.log.contains("register "), "{}", r.log);
+    // The other entries of the module are unaffected.
+    let r = run(&p.exe, "launch", Some("86"), &[]);
+    r.assert_clean();
+    assert_eq!(r.out("launch_fill").as_deref(), Some("0"), "{}", r.stderr);
 }

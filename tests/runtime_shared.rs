@@ -14,7 +14,7 @@ struct Pair {
     libdir: PathBuf,
 }
 
-fn build_pair() -> Pair {
+fn build_pair(lib_store: StoreAt) -> Pair {
     let dir = scratch("shared");
     let libdir = dir.join("lib");
     let maindir = dir.join("main");
@@ -40,17 +40,13 @@ fn build_pair() -> Pair {
     let (lstore, ldigest) = make_store(&[("lib#L", &["sm_80", "sm_86", "compute_90"])]);
     let lobj = libdir.join("lib.o");
     cc("lib.c", &lobj, &[]);
-    let lglue = glue(&libdir, &ldigest);
+    let lglue = glue(&libdir);
     let lib = libdir.join("liblib.so");
     link("cc", &[lobj, lglue], &lib, &["-shared"]);
-    let sp = libdir.join("store.bin");
-    std::fs::write(&sp, &lstore).unwrap();
-    add_store_section(&lib, &sp);
+    install_store(&lib, &lstore, lib_store, &ldigest);
 
     let (mstore, mdigest) = make_store(&[("main#M", &["sm_86", "sm_90"])]);
-    let msp = maindir.join("store.bin");
-    std::fs::write(&msp, &mstore).unwrap();
-    let mglue = glue(&maindir, &mdigest);
+    let mglue = glue(&maindir);
     let libflags = [
         format!("-L{}", libdir.display()),
         "-llib".to_owned(),
@@ -62,13 +58,13 @@ fn build_pair() -> Pair {
     cc("main2.c", &o1, &["-DLINKED"]);
     let linked = maindir.join("main_linked");
     link("cc", &[o1, mglue.clone()], &linked, &libflags);
-    add_store_section(&linked, &msp);
+    install_store(&linked, &mstore, StoreAt::Mapped, &mdigest);
 
     let o2 = maindir.join("main_dlopen.o");
     cc("main2.c", &o2, &[]);
     let dlopened = maindir.join("main_dlopen");
     link("cc", &[o2, mglue], &dlopened, &["-ldl"]);
-    add_store_section(&dlopened, &msp);
+    install_store(&dlopened, &mstore, StoreAt::Mapped, &mdigest);
     Pair {
         linked,
         dlopened,
@@ -78,7 +74,7 @@ fn build_pair() -> Pair {
 
 #[test]
 fn each_packed_object_loads_from_its_own_store() {
-    let p = build_pair();
+    let p = build_pair(StoreAt::Mapped);
     let r = run(&p.linked, "linked", Some("86"), &[("FATPACK_LOG", "debug")]);
     r.assert_clean();
     assert_eq!(
@@ -130,4 +126,35 @@ fn each_packed_object_loads_from_its_own_store() {
         "{syms}"
     );
     assert!(syms.contains("lib_launch"));
+}
+
+/// dlopen'ed by a relative path, then the current directory changes to one where that
+/// relative path names a FIFO (and so does the side-file name): the library still loads its
+/// own store and nothing blocks, whether the store is mapped or in a side file (resolved and
+/// opened when the library was loaded, from the kernel's record of its real path).
+#[test]
+fn relative_dlopen_never_looks_in_the_current_directory() {
+    for at in [StoreAt::Mapped, StoreAt::SideFile] {
+        let p = build_pair(at);
+        let trap = p.libdir.parent().unwrap().join("trap");
+        std::fs::create_dir_all(&trap).unwrap();
+        for name in ["liblib.so", "liblib.so.fatpack"] {
+            sh(Command::new("mkfifo").arg(trap.join(name)));
+        }
+        let mode = format!("dlopen {} {}", p.libdir.display(), trap.display());
+        let r = run_via(&["timeout", "20"], &p.dlopened, &mode, Some("90"), &[]);
+        r.assert_clean();
+        assert_eq!(
+            r.out("lib").as_deref(),
+            Some("0"),
+            "{at:?}\n{}\n{}",
+            r.log,
+            r.stderr
+        );
+        assert_eq!(
+            r.registered(),
+            [vec!["main#M:sm_90"], vec!["lib#L:compute_90"]],
+            "{at:?}"
+        );
+    }
 }

@@ -53,7 +53,11 @@ pub(crate) struct Parsed {
     header_len: u64,
     file_len: usize,
     index_len: u64,
-    dict: Option<Range<usize>>,
+    /// The index bytes, copied once and verified: module names and entry attributes are
+    /// read from here, never again from the (possibly shared, possibly rewritten) mapping.
+    index: Box<[u8]>,
+    /// The dictionary, copied and verified likewise.
+    dict: Option<Box<[u8]>>,
     digest: [u8; 32],
     blobs: Vec<BlobInfo>,
     modules: Vec<ModInfo>,
@@ -158,8 +162,8 @@ impl<'a> Store<'a> {
     }
 
     /// The zstd dictionary shared by `ZstdDict` blobs, if the store has one.
-    pub fn dictionary(&self) -> Option<&'a [u8]> {
-        self.parsed.dict.clone().and_then(|r| self.bytes.get(r))
+    pub fn dictionary(&self) -> Option<&[u8]> {
+        self.parsed.dict.as_deref()
     }
 
     pub fn module_count(&self) -> usize {
@@ -283,15 +287,15 @@ impl<'a> Store<'a> {
         self
     }
 
-    fn module_name_bytes(&self, m: u32) -> &'a [u8] {
+    fn module_name_bytes(&self, m: u32) -> &[u8] {
         self.parsed
             .modules
             .get(m as usize)
-            .and_then(|info| self.bytes.get(info.name.clone()))
+            .and_then(|info| self.parsed.index.get(info.name.clone()))
             .unwrap_or_default()
     }
 
-    fn module_name(&self, m: u32) -> &'a str {
+    fn module_name(&self, m: u32) -> &str {
         std::str::from_utf8(self.module_name_bytes(m)).unwrap_or_default()
     }
 
@@ -494,7 +498,8 @@ impl<'s> ModuleView<'s> {
     pub fn name(&self) -> &'s str {
         std::str::from_utf8(
             self.store
-                .bytes
+                .parsed
+                .index
                 .get(self.info.name.clone())
                 .unwrap_or_default(),
         )
@@ -591,7 +596,8 @@ impl<'s> EntryView<'s> {
 
     pub fn attrs(&self) -> &'s [u8] {
         self.store
-            .bytes
+            .parsed
+            .index
             .get(self.info.attrs.clone())
             .unwrap_or_default()
     }
@@ -696,9 +702,13 @@ impl Parsed {
                 });
             }
         }
-        let hdr = bytes
+        // Everything decided below is decided from copies (header, index, dictionary), so a
+        // file rewritten in place while it is mapped cannot change what was verified.
+        let hdr: [u8; HEADER_LEN] = bytes
             .get(..HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
             .ok_or_else(|| truncated("header", HEADER_LEN as u64))?;
+        let hdr = &hdr[..];
         let u64_at = |off| get_u64(hdr, off).unwrap_or_default();
         let major = get_u16(hdr, H_MAJOR).unwrap_or_default();
         let minor = get_u16(hdr, H_MINOR).unwrap_or_default();
@@ -738,10 +748,11 @@ impl Parsed {
                 "index {index_offset}+{index_len} exceeds file_len {file_len}"
             ))
         })?;
-        let index = bytes
+        let index: Box<[u8]> = bytes
             .get(index_range.clone())
-            .ok_or_else(|| header_err("index out of bounds"))?;
-        if *blake3::hash(index).as_bytes() != index_digest {
+            .ok_or_else(|| header_err("index out of bounds"))?
+            .into();
+        if *blake3::hash(&index).as_bytes() != index_digest {
             return Err(StoreError::IndexDigestMismatch);
         }
 
@@ -762,21 +773,24 @@ impl Parsed {
                     "dictionary {dict_offset}+{dict_len} overlaps the index at {index_offset}"
                 ))
             })?;
-            let d = bytes
+            let d: Box<[u8]> = bytes
                 .get(r.clone())
-                .ok_or_else(|| header_err("dictionary out of bounds"))?;
-            if *blake3::hash(d).as_bytes() != dict_digest {
+                .ok_or_else(|| header_err("dictionary out of bounds"))?
+                .into();
+            if *blake3::hash(&d).as_bytes() != dict_digest {
                 return Err(StoreError::DictionaryDigestMismatch);
             }
-            Some(r)
+            Some((r.end as u64, d))
         };
-        let data_start = match &dict {
-            Some(r) => r.end as u64,
-            None => header_len,
+        let (data_start, dict) = match dict {
+            Some((end, d)) => (end, Some(d)),
+            None => (header_len, None),
         };
 
         // Index header and table sizes. Every count is bounded because the tables must fit
         // exactly in index_len, which is bounded by the slice.
+        let index_copy = index;
+        let index = &index_copy[..];
         let module_count = get_u32(index, 0).ok_or_else(|| index_err("short index header"))?;
         let entry_count = get_u32(index, 4).ok_or_else(|| index_err("short index header"))?;
         let blob_count = get_u32(index, 8).ok_or_else(|| index_err("short index header"))?;
@@ -805,8 +819,8 @@ impl Parsed {
         let modules_at = blobs_at + blob_count as usize * BLOB_RECORD_LEN;
         let entries_at = modules_at + module_count as usize * MODULE_RECORD_LEN;
         let pool_at = entries_at + entry_count as usize * ENTRY_RECORD_LEN;
-        // Absolute position of the pool in `bytes`; pool refs are turned into absolute ranges.
-        let pool_abs = index_range.start + pool_at;
+        // Position of the pool in the index copy; pool refs become ranges into that copy.
+        let pool_abs = pool_at;
         let pool_ref = |off: u32, len: u32, limit: usize, what: &str| {
             if len as usize > limit {
                 return Err(index_err(format!("{what} is {len} bytes (limit {limit})")));
@@ -900,7 +914,7 @@ impl Parsed {
             let first = get_u32(rec, 8).unwrap_or_default();
             let count = get_u32(rec, 12).unwrap_or_default();
             let name = pool_ref(name_off, name_len, MAX_NAME_LEN, "module name")?;
-            let name_bytes = bytes.get(name.clone()).unwrap_or_default();
+            let name_bytes = index.get(name.clone()).unwrap_or_default();
             if std::str::from_utf8(name_bytes).is_err() {
                 return Err(index_err(format!("module {j}: name is not UTF-8")));
             }
@@ -971,7 +985,7 @@ impl Parsed {
         let name_of = |m: u32| {
             modules
                 .get(m as usize)
-                .and_then(|i| bytes.get(i.name.clone()))
+                .and_then(|i| index.get(i.name.clone()))
                 .unwrap_or_default()
         };
         let mut by_name: Vec<u32> = (0..module_count).collect();
@@ -981,14 +995,21 @@ impl Parsed {
             return Err(index_err(format!("duplicate module name {name:?}")));
         }
 
+        // The digest covers the whole header (header_len may exceed the fixed fields); the
+        // bytes past HEADER_LEN are copied here once, then only the copy is hashed.
         let header_len_us = usize::try_from(header_len).unwrap_or(HEADER_LEN);
-        let digest = store_digest(bytes.get(..header_len_us).unwrap_or(hdr));
+        let full_header: Vec<u8> = match bytes.get(HEADER_LEN..header_len_us) {
+            Some(rest) => hdr.iter().chain(rest).copied().collect(),
+            None => hdr.to_vec(),
+        };
+        let digest = store_digest(&full_header);
         Ok(Parsed {
             major,
             minor,
             header_len,
             file_len: file_len_us,
             index_len,
+            index: index_copy,
             dict,
             digest,
             blobs,

@@ -65,6 +65,29 @@ fn range(file: &[u8], offset: u64, size: u64, what: &str) -> Result<Range<usize>
     Ok(start..end)
 }
 
+/// `EM_CUDA`: the machine of a cubin.
+pub const EM_CUDA: u16 = 190;
+
+/// The SM number a cubin (a little-endian ELF64 of machine `EM_CUDA`) was compiled for, from
+/// its header; None if `data` is not such an ELF. ABI version 8 (CUDA 12.8 and later) keeps
+/// it in bits 8-15 of `e_flags`, older ones in bits 0-7. The `a`/`f` variant is not in the
+/// header (ptxas writes the same flags for sm_90 and sm_90a).
+pub fn cubin_sm(data: &[u8]) -> Option<u32> {
+    if data.get(..4) != Some(b"\x7fELF") || data.get(4) != Some(&2) || data.get(5) != Some(&1) {
+        return None;
+    }
+    if u16_at(data, 0x12)? != EM_CUDA {
+        return None;
+    }
+    let flags = u32_at(data, 0x30)?;
+    let abi_version = *data.get(8)?;
+    Some(if abi_version >= 8 {
+        (flags >> 8) & 0xff
+    } else {
+        flags & 0xff
+    })
+}
+
 /// The file range of section `name` (not SHT_NOBITS), None if the file has no such section.
 pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, String> {
     if file.get(..4) != Some(b"\x7fELF") {

@@ -84,10 +84,126 @@ pub const RUNTIME_ARCHIVE: &str = "libfatpack_rt.a";
 pub const STORE_SECTION: &str = ".fatpack";
 /// Suffix of the side-file store (`<output>.fatpack`), tried when the section is absent.
 pub const SIDE_FILE_SUFFIX: &str = ".fatpack";
-/// Allocated section of the glue object that holds the 32-byte store digest.
+/// Allocated section of the glue object that holds the store slot ([`StoreSlot`]).
 pub const DIGEST_SECTION: &str = ".fatpack_digest";
-/// Hidden symbol at the start of [`DIGEST_SECTION`]; the runtime reads the digest through it.
+/// Hidden symbol at the start of [`DIGEST_SECTION`]; the runtime reads the slot through it.
 pub const DIGEST_SYMBOL: &str = "__fatpack_store_digest";
+
+/// Allocated note section of the glue object. Linkers give a note of an alignment no other
+/// note has a program header of its own (`PT_NOTE`); `fatpack ld` turns that header into the
+/// `PT_LOAD` that maps the store after everything else the output loads, so the running
+/// image reaches its store in memory with no file to open.
+pub const SEGMENT_NOTE_SECTION: &str = ".note.fatpack";
+/// Its alignment: 16, which no toolchain note uses (they are 4 or 8), so the linker cannot
+/// merge it into another note's `PT_NOTE`.
+pub const SEGMENT_NOTE_ALIGN: u64 = 16;
+/// The note's owner name (NUL included) and type.
+pub const SEGMENT_NOTE_NAME: &[u8; 8] = b"fatpack\0";
+pub const SEGMENT_NOTE_TYPE: u32 = 0x4650_4b31;
+
+/// The 64-byte slot `fatpack ld` patches after the link, read by the runtime from memory:
+///
+/// | offset | size | field |
+/// |---:|---:|---|
+/// | 0 | 32 | blake3 digest of the store (all zero: not patched) |
+/// | 32 | 8 | `i64`: address of the mapped store minus address of the slot; 0: not mapped |
+/// | 40 | 8 | `u64`: length of the mapped store; 0: not mapped (section or side file) |
+/// | 48 | 4 | `u32`: where the store is, a [`StoreLocation`] |
+/// | 52 | 12 | reserved, zero |
+///
+/// A relative address needs no dynamic relocation, so the slot stays read-only data and
+/// the same bytes are right at any load address. Outputs of fatpack before the mapped
+/// store had a 32-byte slot: the digest alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreSlot {
+    pub digest: [u8; 32],
+    pub store_rel: i64,
+    pub store_len: u64,
+    pub location: StoreLocation,
+}
+
+/// Where a packed output keeps its store, as its slot records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreLocation {
+    /// Not recorded (a slot not patched, or written before locations were recorded): look
+    /// for the section in the file, then the side file.
+    #[default]
+    Unknown,
+    /// Mapped with the image (a `PT_LOAD` of the `.fatpack` section).
+    Mapped,
+    /// The non-allocated `.fatpack` section of the file (no program header was free).
+    Section,
+    /// The side file `<output>.fatpack`.
+    SideFile,
+}
+
+impl StoreLocation {
+    fn to_u32(self) -> u32 {
+        match self {
+            StoreLocation::Unknown => 0,
+            StoreLocation::Mapped => 1,
+            StoreLocation::Section => 2,
+            StoreLocation::SideFile => 3,
+        }
+    }
+
+    fn from_u32(v: u32) -> StoreLocation {
+        match v {
+            1 => StoreLocation::Mapped,
+            2 => StoreLocation::Section,
+            3 => StoreLocation::SideFile,
+            _ => StoreLocation::Unknown,
+        }
+    }
+}
+
+impl StoreSlot {
+    pub const LEN: usize = 64;
+    /// Length of the slot in outputs written before the store was mapped.
+    pub const LEGACY_LEN: usize = 32;
+
+    /// Reads a slot of [`Self::LEN`] or [`Self::LEGACY_LEN`] bytes.
+    pub fn read(b: &[u8]) -> Option<StoreSlot> {
+        let digest: [u8; 32] = b.get(..32)?.try_into().ok()?;
+        if b.len() < Self::LEN {
+            return Some(StoreSlot {
+                digest,
+                ..StoreSlot::default()
+            });
+        }
+        Some(StoreSlot {
+            digest,
+            store_rel: i64::from_le_bytes(b[32..40].try_into().ok()?),
+            store_len: u64::from_le_bytes(b[40..48].try_into().ok()?),
+            location: StoreLocation::from_u32(u32::from_le_bytes(b[48..52].try_into().ok()?)),
+        })
+    }
+
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..32].copy_from_slice(&self.digest);
+        b[32..40].copy_from_slice(&self.store_rel.to_le_bytes());
+        b[40..48].copy_from_slice(&self.store_len.to_le_bytes());
+        b[48..52].copy_from_slice(&self.location.to_u32().to_le_bytes());
+        b
+    }
+
+    /// True when the store is mapped with the image (reached through `store_rel`).
+    pub fn is_mapped(&self) -> bool {
+        self.location == StoreLocation::Mapped && self.store_len != 0
+    }
+}
+
+/// The glue object's note: a valid ELF note (so any note reader skips it) whose descriptor
+/// is 12 zero bytes, 32 bytes in all.
+pub fn segment_note() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    n[0..4].copy_from_slice(&(SEGMENT_NOTE_NAME.len() as u32).to_le_bytes());
+    n[4..8].copy_from_slice(&12u32.to_le_bytes());
+    n[8..12].copy_from_slice(&SEGMENT_NOTE_TYPE.to_le_bytes());
+    n[12..20].copy_from_slice(SEGMENT_NOTE_NAME);
+    n
+}
 
 /// Environment variable: a runtime archive to link instead of the one fatpack carries.
 pub const ENV_RUNTIME: &str = "FATPACK_RUNTIME";
@@ -128,6 +244,21 @@ pub fn link_args(shared_output: bool) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_round_trips_and_reads_legacy_slots() {
+        let s = StoreSlot {
+            digest: [7; 32],
+            store_rel: -4096,
+            store_len: 12345,
+            location: StoreLocation::Mapped,
+        };
+        assert_eq!(StoreSlot::read(&s.to_bytes()), Some(s));
+        let legacy = StoreSlot::read(&[9u8; 32]).unwrap();
+        assert_eq!(legacy.digest, [9; 32]);
+        assert!(!legacy.is_mapped());
+        assert_eq!(StoreSlot::read(&[0u8; 31]), None);
+    }
 
     #[test]
     fn wrapped_symbols_are_unique() {

@@ -94,6 +94,9 @@ pub struct PackedInfo {
     /// `.fatpack` inside the file, or the side file's path.
     pub store: String,
     pub store_size: u64,
+    /// The store is mapped with the image (its own read-only `PT_LOAD`): the runtime reads
+    /// it from memory, no file needed.
+    pub mapped: bool,
     pub digest: String,
     pub digest_matches: bool,
 }

@@ -80,6 +80,7 @@ pub(super) fn inspect_packed(
     report.packed = Some(PackedInfo {
         store: store_name,
         store_size: store_bytes.len() as u64,
+        mapped: p.store.is_section() && p.slot.is_mapped(),
         digest: hex(&digest),
         digest_matches: digest == recorded,
     });

@@ -34,8 +34,13 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
     if let Some(p) = &r.packed {
         let _ = writeln!(
             s,
-            "  packed by fatpack: store in {} ({}), digest {} {}",
+            "  packed by fatpack: store in {}{} ({}), digest {} {}",
             p.store,
+            if p.mapped {
+                ", mapped with the image"
+            } else {
+                ""
+            },
             human(p.store_size),
             &p.digest[..16],
             if p.digest_matches {

@@ -3,9 +3,11 @@
 
 use object::write::{Object, Symbol, SymbolSection};
 use object::{
-    Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind, SymbolScope,
+    Architecture, BinaryFormat, Endianness, SectionFlags, SectionKind, SymbolFlags, SymbolKind,
+    SymbolScope,
 };
 
+use super::abi::{segment_note, StoreSlot, SEGMENT_NOTE_ALIGN, SEGMENT_NOTE_SECTION};
 pub use super::abi::{DIGEST_SECTION, DIGEST_SYMBOL};
 
 #[derive(Debug, thiserror::Error)]
@@ -22,24 +24,34 @@ pub fn architecture(e_machine: u16) -> Option<Architecture> {
     }
 }
 
-/// A relocatable object defining `__fatpack_store_digest`: 32 zero bytes in an allocated,
-/// read-only section of its own, so it can be found by name and patched in the output.
+/// A relocatable object defining `__fatpack_store_digest`: the zeroed [`StoreSlot`] in an
+/// allocated, read-only section of its own, so it can be found by name and patched in the
+/// output; and the allocated note whose program header becomes the store's `PT_LOAD`.
 pub fn glue_object(arch: Architecture) -> Result<Vec<u8>, GlueError> {
     let mut obj = Object::new(BinaryFormat::Elf, arch, Endianness::Little);
     // Without it GNU ld would make the whole output's stack executable.
     obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Note);
+    let note = obj.add_section(
+        Vec::new(),
+        SEGMENT_NOTE_SECTION.as_bytes().to_vec(),
+        SectionKind::Note,
+    );
+    obj.append_section_data(note, &segment_note(), SEGMENT_NOTE_ALIGN);
+    obj.section_mut(note).flags = SectionFlags::Elf {
+        sh_flags: u64::from(object::elf::SHF_ALLOC),
+    };
     let sec = obj.add_section(
         Vec::new(),
         DIGEST_SECTION.as_bytes().to_vec(),
         SectionKind::ReadOnlyData,
     );
-    let off = obj.append_section_data(sec, &[0u8; 32], 16);
+    let off = obj.append_section_data(sec, &[0u8; StoreSlot::LEN], 16);
     obj.add_symbol(Symbol {
         name: DIGEST_SYMBOL.as_bytes().to_vec(),
         value: off,
-        size: 32,
+        size: StoreSlot::LEN as u64,
         kind: SymbolKind::Data,
-        // Hidden: each packed library reads its own digest, never another's.
+        // Hidden: each packed library reads its own slot, never another's.
         scope: SymbolScope::Linkage,
         weak: false,
         section: SymbolSection::Section(sec),

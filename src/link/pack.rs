@@ -53,6 +53,8 @@ pub(super) struct Session {
     summary: Option<cubin_store::StoreSummary>,
     /// A side-file store written but not yet in place (it goes with the binary).
     pending_side: Option<cubin_store::AtomicStoreFile>,
+    /// Where the store was mapped with the image (None: side file, or no header to spare).
+    mapping: Option<packed::Mapping>,
 }
 
 /// Run `fatpack ld ARGS`; returns the exit code.
@@ -190,6 +192,7 @@ impl Session {
             runtime_files: None,
             summary: None,
             pending_side: None,
+            mapping: None,
         })
     }
 
@@ -444,8 +447,7 @@ impl Session {
                 Ok(crate::store::write_store(w, &modules, wopts, maps, &mut before)?.1)
             })?
         };
-        packed::patch_digest(tmp_out, &summary.digest)?;
-        packed::mix_build_id(tmp_out, &summary.digest)?;
+        self.mapping = packed::finish(tmp_out, &summary.digest, !self.opts.side_file)?;
         self.summary = Some(summary);
         Ok(())
     }
@@ -492,6 +494,17 @@ impl Session {
             .collect();
         eprintln!("fatpack:   steps: {}", steps.join(", "));
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
+        match (&self.mapping, self.opts.side_file) {
+            (Some(m), _) => eprintln!(
+                "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",
+                m.vaddr, m.len
+            ),
+            (None, true) => {}
+            (None, false) => eprintln!(
+                "fatpack:   store not mapped (the linker gave the glue note no program \
+                 header of its own): the runtime reads it from the file"
+            ),
+        }
         for p in &self.planned {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }

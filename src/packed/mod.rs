@@ -6,6 +6,7 @@
 //! One definition of how to find them, used by `fatpack ld` (which writes them, [`write`]),
 //! `fatpack prune` and `fatpack inspect`.
 
+mod segment;
 mod write;
 
 use std::io;
@@ -14,7 +15,8 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection};
 
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
-pub use write::{append_store, mix_build_id, patch_digest, OffsetWriter};
+pub use segment::{map_store, Mapping};
+pub use write::{append_store, finish, mix_build_id, patch_slot, OffsetWriter};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 
@@ -87,14 +89,17 @@ impl StoreBytes<'_> {
 pub struct Packed<'a> {
     pub store: StoreBytes<'a>,
     pub recorded_digest: [u8; 32],
+    /// The whole slot: digest and where the store is.
+    pub slot: fatpack_format::link::StoreSlot,
 }
 
 /// The store and recorded digest of `data` (the bytes of the file at `path`); `None` if the
 /// file was not packed by `fatpack ld` (no digest slot).
 pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, OutputError> {
-    let Some(recorded_digest) = recorded_digest(data) else {
+    let Some(slot) = recorded_slot(data) else {
         return Ok(None);
     };
+    let recorded_digest = slot.digest;
     let store = match store_range(data) {
         Some((off, len)) => StoreBytes::Section(
             usize::try_from(off)
@@ -116,6 +121,7 @@ pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, Out
     Ok(Some(Packed {
         store,
         recorded_digest,
+        slot,
     }))
 }
 
@@ -127,9 +133,14 @@ pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
 
 /// The digest recorded in a packed file's [`DIGEST_SECTION`] slot.
 pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
+    recorded_slot(data).map(|s| s.digest)
+}
+
+/// A packed file's [`DIGEST_SECTION`] slot.
+pub fn recorded_slot(data: &[u8]) -> Option<fatpack_format::link::StoreSlot> {
     let file = object::File::parse(data).ok()?;
     let d = file.section_by_name(DIGEST_SECTION)?.data().ok()?;
-    d.get(..32)?.try_into().ok()
+    fatpack_format::link::StoreSlot::read(d)
 }
 
 /// The module names of the stubs in the linked output, in link order: the modules the link

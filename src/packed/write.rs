@@ -7,9 +7,10 @@ use std::path::Path;
 
 use object::{Object, ObjectSection};
 
+use super::segment::{map_store, Mapping};
 use super::{bad, io_err, OutputError};
 use crate::inputs::map_file;
-use fatpack_format::link::{DIGEST_SECTION, STORE_SECTION};
+use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
 /// Alignment of the store in the file, so that it can be mapped on its own.
 const STORE_ALIGN: u64 = 4096;
 
@@ -187,9 +188,15 @@ pub fn append_store<T, E: From<OutputError>>(
     Ok(result)
 }
 
-/// Write `digest` into the output's `.fatpack_digest` slot.
-pub fn patch_digest(path: &Path, digest: &[u8; 32]) -> Result<(), OutputError> {
-    let (offset, size) = {
+/// Writes the [`StoreSlot`] of the output: the store's digest and, when the store is mapped
+/// with the image, where it is relative to the slot.
+pub fn patch_slot(
+    path: &Path,
+    digest: &[u8; 32],
+    mapping: Option<Mapping>,
+    location: StoreLocation,
+) -> Result<(), OutputError> {
+    let (offset, size, addr) = {
         let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
         let file =
             object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
@@ -199,22 +206,62 @@ pub fn patch_digest(path: &Path, digest: &[u8; 32]) -> Result<(), OutputError> {
                 format!("no {DIGEST_SECTION} section: the glue object was not linked"),
             )
         })?;
-        sec.file_range()
-            .ok_or_else(|| bad(path, format!("{DIGEST_SECTION} has no file bytes")))?
+        let (offset, size) = sec
+            .file_range()
+            .ok_or_else(|| bad(path, format!("{DIGEST_SECTION} has no file bytes")))?;
+        (offset, size, sec.address())
     };
-    if size < 32 {
+    // An output linked before the slot grew (prune of an old output) keeps its 32 bytes.
+    let want = if mapping.is_some() || size >= StoreSlot::LEN as u64 {
+        StoreSlot::LEN
+    } else {
+        StoreSlot::LEGACY_LEN
+    };
+    if size < want as u64 {
         return Err(bad(
             path,
-            format!("{DIGEST_SECTION} is {size} bytes, want 32"),
+            format!("{DIGEST_SECTION} is {size} bytes, want {want}"),
         ));
     }
+    let slot = StoreSlot {
+        digest: *digest,
+        store_rel: match mapping {
+            // Two's complement difference: the store may lie below the slot only in a
+            // hand-made layout, and the runtime adds it back with the same wrapping.
+            Some(m) => m.vaddr.wrapping_sub(addr) as i64,
+            None => 0,
+        },
+        store_len: mapping.map_or(0, |m| m.len),
+        location,
+    };
+    let bytes = slot.to_bytes();
     let mut f = File::options()
         .write(true)
         .open(path)
         .map_err(io_err(path))?;
     f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
-    f.write_all(digest).map_err(io_err(path))?;
+    f.write_all(&bytes[..want]).map_err(io_err(path))?;
     f.sync_all().map_err(io_err(path))
+}
+
+/// After the store was written (into the output's section when `embedded`, else the side
+/// file): maps the section with the image where the output allows it, patches the slot and
+/// mixes the store into the build ID. Returns the mapping, None when the store stays
+/// unmapped (side file, or no program header to spare).
+pub fn finish(
+    path: &Path,
+    digest: &[u8; 32],
+    embedded: bool,
+) -> Result<Option<Mapping>, OutputError> {
+    let mapping = if embedded { map_store(path)? } else { None };
+    let location = match (embedded, mapping) {
+        (_, Some(_)) => StoreLocation::Mapped,
+        (true, None) => StoreLocation::Section,
+        (false, None) => StoreLocation::SideFile,
+    };
+    patch_slot(path, digest, mapping, location)?;
+    mix_build_id(path, digest)?;
+    Ok(mapping)
 }
 
 /// Makes the GNU build ID (`.note.gnu.build-id`, if the link wrote one) cover the device

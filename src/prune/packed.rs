@@ -83,7 +83,6 @@ pub(super) fn prune_packed(
         let (w, summary) = write_pruned(&store, sel, w, report, input)?;
         (summary, Some(w))
     };
-    packed::patch_digest(tmp_path, &summary.digest)?;
-    packed::mix_build_id(tmp_path, &summary.digest)?;
+    packed::finish(tmp_path, &summary.digest, embedded)?;
     Ok(side)
 }

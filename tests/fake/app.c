@@ -5,6 +5,7 @@
  *   STUB_A, STUB_B   two ordinary modules ("app#A", "app#B")
  *   STUB_D, STUB_R   a device-linked (-rdc) module and its prelinked relocatable input
  * Usage: app MODE   (see main). Prints one "name=result" line per call. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,41 @@ int main(int argc, char **argv) {
         waitpid(pid, &st, 0);
         printf("child_exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         launch("parent_B", kernB);
+    } else if (!strcmp(mode, "unlinkA")) {
+        /* The binary (and its side file) deleted before the first kernel. */
+        char side[4096];
+        snprintf(side, sizeof side, "%s.fatpack", argv[0]);
+        unlink(argv[0]);
+        unlink(side);
+        launch("launchA", kernA);
+    } else if (!strcmp(mode, "replaceA")) {
+        /* A package upgrade: new files renamed over the binary and its side file before the
+         * first kernel. */
+        char side[4096], tmp[4096];
+        snprintf(side, sizeof side, "%s.fatpack", argv[0]);
+        snprintf(tmp, sizeof tmp, "%s.new", argv[0]);
+        const char *paths[2] = {argv[0], side};
+        for (int i = 0; i < 2; i++) {
+            FILE *f = fopen(tmp, "w");
+            if (!f) return 6;
+            fputs("a newer version\n", f);
+            fclose(f);
+            if (rename(tmp, paths[i])) return 7;
+        }
+        launch("launchA", kernA);
+    } else if (!strcmp(mode, "tamper")) {
+        /* Load A, then rewrite one byte of the store file in place (TAMPER_FILE at
+         * TAMPER_AT), then load B. */
+        launch("launchA", kernA);
+        int fd = open(getenv("TAMPER_FILE"), O_RDWR);
+        if (fd < 0) return 8;
+        off_t at = (off_t)atoll(getenv("TAMPER_AT"));
+        unsigned char c;
+        if (pread(fd, &c, 1, at) != 1) return 9;
+        c ^= 0x55;
+        if (pwrite(fd, &c, 1, at) != 1) return 10;
+        close(fd);
+        launch("launchB", kernB);
     } else if (!strcmp(mode, "race")) {
         pthread_t t[32];
         pthread_barrier_init(&barrier, NULL, 32);

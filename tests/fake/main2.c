@@ -1,6 +1,7 @@
 /* A packed program using a packed shared library: both carry their own runtime copy and
  * store. Modes: "linked" (the library is a DT_NEEDED), "dlopen DIR" (dlopen("./liblib.so")
- * from DIR, then chdir("/"), so the library's recorded path is relative and stale). */
+ * from DIR, then chdir("/") or to a third argument, so the library's recorded path is relative
+ * and names whatever is there now). */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ int main(int argc, char **argv) {
     if (argc < 3 || chdir(argv[2])) return 3;
     void *h = dlopen("./liblib.so", RTLD_NOW);
     if (!h) { printf("dlopen: %s\n", dlerror()); return 4; }
-    if (chdir("/")) return 5;
+    if (chdir(argc > 3 ? argv[3] : "/")) return 5;
     int (*f)(void) = (int (*)(void))dlsym(h, "lib_launch");
     printf("lib=%d\n", f ? f() : -1);
 #endif

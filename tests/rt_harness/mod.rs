@@ -199,20 +199,47 @@ pub fn c_array(bytes: &[u8]) -> String {
 }
 
 /// The glue object: `__fatpack_store_digest`, hidden, in allocated `.fatpack_digest`.
-pub fn glue(dir: &Path, digest: &[u8; 32]) -> PathBuf {
-    let bytes: Vec<String> = digest.iter().map(|b| format!("0x{b:02x}")).collect();
-    let s = format!(
-        ".section .fatpack_digest,\"a\",@progbits\n.balign 16\n.globl __fatpack_store_digest\n\
-         .hidden __fatpack_store_digest\n.type __fatpack_store_digest,@object\n\
-         .size __fatpack_store_digest,32\n__fatpack_store_digest:\n.byte {}\n\
-         .section .note.GNU-stack,\"\",@progbits\n",
-        bytes.join(",")
-    );
-    let src = dir.join("glue.s");
-    std::fs::write(&src, s).unwrap();
+pub fn glue(dir: &Path) -> PathBuf {
+    // fatpack ld's own glue object: the zeroed slot and the note that reserves the store's
+    // program header.
+    let bytes = fatpack::link::glue::glue_object(object::Architecture::X86_64).unwrap();
     let obj = dir.join("glue.o");
-    sh(Command::new("cc").arg("-c").arg(&src).arg("-o").arg(&obj));
+    std::fs::write(&obj, bytes).unwrap();
     obj
+}
+
+/// Puts `store` where `at` says and patches the slot with `digest` (the store's, or
+/// another to test refusal), the way `fatpack ld` finishes an output.
+pub fn install_store(exe: &Path, store: &[u8], at: StoreAt, digest: &[u8; 32]) {
+    use fatpack::format::link::StoreLocation;
+    use std::io::Write;
+    match at {
+        StoreAt::Mapped => {
+            fatpack::packed::append_store(exe, |w| -> Result<(), fatpack::packed::OutputError> {
+                w.write_all(store).unwrap();
+                Ok(())
+            })
+            .unwrap();
+            let m = fatpack::packed::finish(exe, digest, true).unwrap();
+            assert!(m.is_some(), "{}: the store was not mapped", exe.display());
+        }
+        StoreAt::Section => {
+            let sp = exe.with_extension("store.bin");
+            std::fs::write(&sp, store).unwrap();
+            sh(Command::new("objcopy")
+                .arg(format!("--add-section=.fatpack={}", sp.display()))
+                .arg("--set-section-flags=.fatpack=readonly")
+                .arg(exe));
+            fatpack::packed::patch_slot(exe, digest, None, StoreLocation::Section).unwrap();
+        }
+        StoreAt::SideFile => {
+            std::fs::write(fatpack::packed::side_path(exe), store).unwrap();
+            fatpack::packed::patch_slot(exe, digest, None, StoreLocation::SideFile).unwrap();
+        }
+        StoreAt::Nowhere => {
+            fatpack::packed::patch_slot(exe, digest, None, StoreLocation::SideFile).unwrap();
+        }
+    }
 }
 
 /// Links `objects` into `out` the way `fatpack ld` does: --wrap list (with --exclude-libs
@@ -233,8 +260,13 @@ pub fn link(driver: &str, objects: &[PathBuf], out: &Path, extra: &[&str]) {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum StoreAt {
+    /// Mapped with the image by its own PT_LOAD: what `fatpack ld` makes.
+    Mapped,
+    /// A non-allocated section, read through the file (a linker that left no header).
     Section,
+    /// `<exe>.fatpack`.
     SideFile,
+    /// The slot says side file, and there is none.
     Nowhere,
 }
 
@@ -274,18 +306,10 @@ pub fn build_app(at: StoreAt, glue_digest: Option<[u8; 32]>) -> App {
         .arg(format!("{FAKE_DIR}/app.c"))
         .arg("-o")
         .arg(&obj));
-    let g = glue(&dir, &glue_digest.unwrap_or(digest));
+    let g = glue(&dir);
     let exe = dir.join("app");
     link("cc", &[obj, g], &exe, &["-pthread"]);
-    let sp = dir.join("store.bin");
-    std::fs::write(&sp, &store).unwrap();
-    match at {
-        StoreAt::Section => add_store_section(&exe, &sp),
-        StoreAt::SideFile => {
-            std::fs::write(dir.join("app.fatpack"), &store).unwrap();
-        }
-        StoreAt::Nowhere => {}
-    }
+    install_store(&exe, &store, at, &glue_digest.unwrap_or(digest));
     App {
         dir,
         exe,
@@ -294,18 +318,10 @@ pub fn build_app(at: StoreAt, glue_digest: Option<[u8; 32]>) -> App {
     }
 }
 
-/// Appends the store as the non-allocated section `.fatpack`.
-pub fn add_store_section(exe: &Path, store: &Path) {
-    sh(Command::new("objcopy")
-        .arg(format!("--add-section=.fatpack={}", store.display()))
-        .arg("--set-section-flags=.fatpack=readonly")
-        .arg(exe));
-}
-
-/// The standard app (store in a section), built once.
+/// The standard app (store mapped, as fatpack ld makes it), built once.
 pub fn std_app() -> &'static App {
     static APP: OnceLock<App> = OnceLock::new();
-    APP.get_or_init(|| build_app(StoreAt::Section, None))
+    APP.get_or_init(|| build_app(StoreAt::Mapped, None))
 }
 
 pub struct Run {
@@ -373,12 +389,31 @@ impl Run {
 
 /// Runs `exe mode...` (mode split at spaces); `devices` None means no libcuda.so.1 at all.
 pub fn run(exe: &Path, mode: &str, devices: Option<&str>, env: &[(&str, &str)]) -> Run {
+    run_via(&[], exe, mode, devices, env)
+}
+
+/// [`run`], with the executable started by `launcher` (e.g. `["timeout", "20"]`, or the
+/// dynamic loader).
+pub fn run_via(
+    launcher: &[&str],
+    exe: &Path,
+    mode: &str,
+    devices: Option<&str>,
+    env: &[(&str, &str)],
+) -> Run {
     let d = scratch("run");
     let log = d.join("cudart.log");
     let cuda_log = d.join("cuda.log");
     let dump = d.join("dump");
     std::fs::create_dir_all(&dump).unwrap();
-    let mut cmd = Command::new(exe);
+    let mut cmd = match launcher.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
     cmd.args(mode.split(' '))
         .env_remove("FATPACK_LOG")
         .env_remove("FATPACK_ARCH")

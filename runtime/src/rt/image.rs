@@ -1,21 +1,40 @@
-//! The store of the binary this runtime copy is linked into: found through the loaded
-//! object's file, checked against the digest the glue object carries in memory.
+//! The store of the binary this runtime copy is linked into, checked against the slot the
+//! glue object carries in memory.
+//!
+//! Where the store is comes from the slot (`fatpack_format::link::StoreSlot`):
+//! - **mapped** (what `fatpack ld` makes wherever the linker left it a program header): a
+//!   read-only `PT_LOAD` after everything else the image loads, reached through the slot's
+//!   relative address. No file is opened, so nothing can go wrong with paths: launching
+//!   through ld.so, renaming or deleting the file, a `chdir`, strip tools (the section is
+//!   allocated, so they keep it).
+//! - **section** or **side file**: read through the file, which is resolved from the kernel's
+//!   own record of what is mapped (`/proc/self/maps`; never the current directory) and
+//!   opened at the first registration (program or library load), not at first use: a file
+//!   replaced by rename afterwards, as package managers do, does not matter. Only regular
+//!   files are opened, without blocking.
+//!
+//! Whatever the source, `Store::parse` copies and verifies the header and index once, and
+//! every blob is verified after decompression into memory of our own, so rewriting the file
+//! in place cannot change what was checked.
 
 use std::ffi::{c_int, c_void, CStr, OsStr};
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use cubin_store::Store;
 
 use fatpack_format::elf;
-use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
+use fatpack_format::link::{
+    StoreLocation, StoreSlot, DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION,
+};
 
 extern "C" {
-    /// 32 bytes in the glue object's allocated section `.fatpack_digest`, hidden, patched
-    /// by `fatpack ld` after the link. Hidden matters: each packed library must read its own.
-    static __fatpack_store_digest: [u8; 32];
+    /// The glue object's slot in its allocated section `.fatpack_digest`, hidden, patched by
+    /// `fatpack ld` after the link. Hidden matters: each packed library must read its own.
+    static __fatpack_store_digest: [u8; StoreSlot::LEN];
 }
 
 pub(crate) struct Image {
@@ -24,13 +43,48 @@ pub(crate) struct Image {
     pub origin: String,
 }
 
+/// A store that lives in a file: the file, opened at the first registration.
+struct Opened {
+    file: File,
+    /// The object's path (for the section) or the side file's, for messages.
+    path: PathBuf,
+}
+
+static OPENED: OnceLock<Result<Opened, String>> = OnceLock::new();
 static IMAGE: OnceLock<Result<Image, String>> = OnceLock::new();
+
+fn slot() -> StoreSlot {
+    // SAFETY: the glue object defines the symbol as StoreSlot::LEN bytes; volatile because
+    // the bytes are patched in the file after compilation, so no compiler may assume the
+    // placeholder.
+    let bytes = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(__fatpack_store_digest)) };
+    StoreSlot::read(&bytes).unwrap_or_default()
+}
+
+/// Called at each registration of a packed module: for a store in a file, resolves and
+/// opens that file now, while it is still the one this image was loaded from. Nothing is
+/// read or mapped; a mapped store needs nothing at all.
+pub(crate) fn prepare() {
+    if !slot().is_mapped() {
+        opened();
+    }
+}
+
+fn opened() -> &'static Result<Opened, String> {
+    OPENED.get_or_init(|| {
+        let r = open_file(slot().location);
+        if let Err(e) = &r {
+            debug!("store file: {e}");
+        }
+        r
+    })
+}
 
 /// Opened once per runtime copy; a failure is kept too (the file will not get better).
 pub(crate) fn get() -> Result<&'static Image, &'static str> {
     IMAGE
         .get_or_init(|| {
-            let r = open();
+            let r = load();
             match &r {
                 Ok(i) => debug!("store: {} ({:?})", i.origin, i.store),
                 Err(e) => debug!("store unusable: {e}"),
@@ -41,156 +95,263 @@ pub(crate) fn get() -> Result<&'static Image, &'static str> {
         .map_err(String::as_str)
 }
 
-fn expected_digest() -> [u8; 32] {
-    // SAFETY: the glue object defines the symbol as 32 bytes; volatile because the bytes
-    // are patched in the file after compilation, so no compiler may assume the placeholder.
-    unsafe { std::ptr::read_volatile(std::ptr::addr_of!(__fatpack_store_digest)) }
-}
-
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The loaded object containing this function: (path to open, path for the side file).
-fn locate_self() -> Result<(PathBuf, PathBuf), String> {
+/// The loaded object that contains this runtime copy.
+struct SelfObject {
+    /// `dlpi_name`: empty for the main program.
+    name: Vec<u8>,
+    /// Its `PT_LOAD` ranges in memory.
+    loads: Vec<(usize, usize)>,
+    /// An address inside it (one of our functions).
+    addr: usize,
+}
+
+fn self_object() -> Result<SelfObject, String> {
     struct Search {
         addr: usize,
-        found: bool,
-        name: Vec<u8>,
+        found: Option<SelfObject>,
     }
     unsafe extern "C" fn cb(
         info: *mut libc::dl_phdr_info,
         _size: usize,
         data: *mut c_void,
     ) -> c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info; data is our Search.
+        // SAFETY: dl_iterate_phdr passes a valid info with dlpi_phnum headers; data is our
+        // Search.
         unsafe {
             let s = &mut *data.cast::<Search>();
             let info = &*info;
+            let mut loads = Vec::new();
             for i in 0..usize::from(info.dlpi_phnum) {
                 let ph = &*info.dlpi_phdr.add(i);
-                if ph.p_type != libc::PT_LOAD {
-                    continue;
-                }
-                let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-                let end = start.wrapping_add(ph.p_memsz as usize);
-                if (start..end).contains(&s.addr) {
-                    s.found = true;
-                    if !info.dlpi_name.is_null() {
-                        s.name = CStr::from_ptr(info.dlpi_name).to_bytes().to_vec();
-                    }
-                    return 1;
+                if ph.p_type == libc::PT_LOAD {
+                    let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                    loads.push((start, start.wrapping_add(ph.p_memsz as usize)));
                 }
             }
-            0
+            if !loads.iter().any(|&(a, b)| (a..b).contains(&s.addr)) {
+                return 0;
+            }
+            let name = if info.dlpi_name.is_null() {
+                Vec::new()
+            } else {
+                CStr::from_ptr(info.dlpi_name).to_bytes().to_vec()
+            };
+            s.found = Some(SelfObject {
+                name,
+                loads,
+                addr: s.addr,
+            });
+            1
         }
     }
     let mut s = Search {
-        addr: locate_self as *const () as usize,
-        found: false,
-        name: Vec::new(),
+        addr: self_object as *const () as usize,
+        found: None,
     };
     // SAFETY: cb only reads what dl_iterate_phdr hands it and writes to `s`.
     unsafe { libc::dl_iterate_phdr(Some(cb), (&mut s as *mut Search).cast()) };
-    if !s.found {
-        return Err("cannot find the loaded object that contains the fatpack runtime".into());
-    }
-    if s.name.is_empty() {
-        // The main program: /proc/self/exe is the very inode that was executed; the side
-        // file sits next to the path it resolves to.
-        let exe = PathBuf::from("/proc/self/exe");
-        let real = std::fs::read_link(&exe).unwrap_or_else(|_| exe.clone());
-        return Ok((exe, real));
-    }
-    let p = PathBuf::from(OsStr::from_bytes(&s.name));
-    if p.exists() {
-        return Ok((p.clone(), p));
-    }
-    // A library opened by a relative path from another working directory: ask the kernel.
-    match maps_path(s.addr) {
-        Some(m) => Ok((m.clone(), m)),
-        None => Ok((p.clone(), p)),
-    }
+    s.found
+        .ok_or_else(|| "cannot find the loaded object that contains the fatpack runtime".into())
 }
 
-/// The file mapped at `addr`, from /proc/self/maps.
-fn maps_path(addr: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    for line in maps.lines() {
-        let mut f = line.splitn(6, ' ');
+/// The file mapped at `addr`, as the kernel records it in /proc/self/maps: an absolute,
+/// resolved path (whatever relative name the object was loaded by, whatever the current
+/// directory is now), and whether the file has been deleted or replaced since.
+fn maps_path(addr: usize) -> Option<(PathBuf, bool)> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    for line in maps.split(|&b| b == b'\n') {
+        let mut f = line.splitn(6, |&b| b == b' ');
         let range = f.next()?;
-        let (a, b) = range.split_once('-')?;
-        let (a, b) = (
-            usize::from_str_radix(a, 16).ok()?,
-            usize::from_str_radix(b, 16).ok()?,
-        );
-        if (a..b).contains(&addr) {
-            let path = f.nth(4)?.trim_start();
-            return path.starts_with('/').then(|| PathBuf::from(path));
+        let dash = range.iter().position(|&b| b == b'-')?;
+        let hexnum = |b: &[u8]| usize::from_str_radix(std::str::from_utf8(b).ok()?, 16).ok();
+        let (a, b) = (hexnum(&range[..dash])?, hexnum(&range[dash + 1..])?);
+        if !(a..b).contains(&addr) {
+            continue;
         }
+        let path = f.nth(4)?.trim_ascii_start();
+        if path.first() != Some(&b'/') {
+            return None;
+        }
+        return Some(match path.strip_suffix(b" (deleted)") {
+            Some(p) => (PathBuf::from(OsStr::from_bytes(p)), true),
+            None => (PathBuf::from(OsStr::from_bytes(path)), false),
+        });
     }
     None
 }
 
-fn map(path: &Path) -> Result<&'static [u8], String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let len = file
+/// The path of the file this image was loaded from; never relative to the current
+/// directory.
+fn object_path(me: &SelfObject) -> Result<PathBuf, String> {
+    if let Some((p, deleted)) = maps_path(me.addr) {
+        if deleted {
+            return Err(format!(
+                "{} was deleted or replaced after it was loaded, before its device code \
+                 could be found",
+                p.display()
+            ));
+        }
+        return Ok(p);
+    }
+    // No /proc/self/maps (a sandbox without /proc): the loader's own record, if absolute.
+    if me.name.is_empty() {
+        return std::fs::read_link("/proc/self/exe")
+            .map_err(|e| format!("cannot resolve the program's path: {e}"));
+    }
+    let p = PathBuf::from(OsStr::from_bytes(&me.name));
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "cannot resolve {} to an absolute path (no /proc/self/maps)",
+            p.display()
+        ))
+    }
+}
+
+/// Opens `path` read-only if it is a regular file, without blocking (a FIFO or a device in
+/// its place must not hang or feed the process).
+fn open_regular(path: &Path) -> Result<File, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let meta = file
         .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
-        .len();
-    if len == 0 {
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!("{} is {what}", path.display()));
+    }
+    Ok(file)
+}
+
+fn open_file(location: StoreLocation) -> Result<Opened, String> {
+    let me = self_object()?;
+    let path = object_path(&me)?;
+    let side = || {
+        let mut s = path.clone().into_os_string();
+        s.push(SIDE_FILE_SUFFIX);
+        PathBuf::from(s)
+    };
+    let try_side = |why: String| -> Result<Opened, String> {
+        let side = side();
+        match open_regular(&side) {
+            Ok(file) => Ok(Opened { file, path: side }),
+            Err(e) => Err(format!(
+                "no device code store: {why}; side file: {e} (was it installed next to the \
+                 binary?)"
+            )),
+        }
+    };
+    match location {
+        StoreLocation::SideFile => {
+            try_side(format!("{} keeps its store in a side file", path.display()))
+        }
+        StoreLocation::Section | StoreLocation::Mapped => {
+            let file = open_regular(&path)?;
+            Ok(Opened { file, path })
+        }
+        // An unpatched slot: the digest check reports it; look where older outputs kept it.
+        StoreLocation::Unknown => match open_regular(&path) {
+            Ok(file) => Ok(Opened { file, path }),
+            Err(e) => try_side(e),
+        },
+    }
+}
+
+fn map(file: &File, path: &Path) -> Result<&'static [u8], String> {
+    // SAFETY: read-only private mapping of a regular file. What is read from it is copied
+    // and verified before use (Store::parse, read_entry), so a rewrite in place cannot
+    // change a decision; truncation would fault, as for any mapped binary.
+    let m = unsafe { memmap2::Mmap::map(file) }
+        .map_err(|e| format!("cannot map {}: {e}", path.display()))?;
+    if m.is_empty() {
         return Err(format!("{} is empty", path.display()));
     }
-    // SAFETY: read-only private mapping. Replacing a binary by rename keeps this inode; an
-    // in-place rewrite would be caught by the digest check or the store's own checksums.
-    let m = unsafe { memmap2::Mmap::map(&file) }
-        .map_err(|e| format!("cannot map {}: {e}", path.display()))?;
     // Kept for the life of the process: the Store borrows it and modules load lazily.
     Ok(&Box::leak(Box::new(m))[..])
 }
 
-fn open() -> Result<Image, String> {
-    let (path, side_base) = locate_self()?;
-    let file = map(&path)?;
-    let (bytes, origin) = match elf::find_section(file, STORE_SECTION)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-    {
-        Some(r) => (
-            &file[r],
-            format!("section {STORE_SECTION} of {}", side_base.display()),
-        ),
-        None => {
-            let mut side = side_base.clone().into_os_string();
-            side.push(SIDE_FILE_SUFFIX);
-            let side = PathBuf::from(side);
-            if !side.exists() {
-                return Err(format!(
-                    "no device code store: {} has no {STORE_SECTION} section and {} does not \
-                     exist (was the side file not installed next to the binary?)",
-                    side_base.display(),
-                    side.display()
-                ));
+/// The mapped store's bytes, after checking they lie inside this image's own segments.
+fn mapped_bytes(me: &SelfObject, s: &StoreSlot) -> Result<&'static [u8], String> {
+    let at = std::ptr::addr_of!(__fatpack_store_digest) as usize;
+    let start = at.wrapping_add(s.store_rel as usize);
+    let len = usize::try_from(s.store_len).map_err(|_| "mapped store too large")?;
+    let end = start.checked_add(len).ok_or("mapped store wraps around")?;
+    if !me.loads.iter().any(|&(a, b)| a <= start && end <= b) {
+        return Err(format!(
+            "the slot places the store at {start:#x}..{end:#x}, outside every segment of \
+             this image (was a program header removed?)"
+        ));
+    }
+    // SAFETY: the range lies inside a PT_LOAD of this very object, mapped read-only by the
+    // loader for as long as this code is (the code reading it is in the same object).
+    Ok(unsafe { std::slice::from_raw_parts(start as *const u8, len) })
+}
+
+fn load() -> Result<Image, String> {
+    let slot = slot();
+    let (bytes, origin): (&'static [u8], String) = if slot.is_mapped() {
+        let me = self_object()?;
+        let whose = if me.name.is_empty() {
+            "the program".to_owned()
+        } else {
+            String::from_utf8_lossy(&me.name).into_owned()
+        };
+        (
+            mapped_bytes(&me, &slot)?,
+            format!("mapped with the image of {whose}"),
+        )
+    } else {
+        let o = opened().as_ref().map_err(String::clone)?;
+        let file = map(&o.file, &o.path)?;
+        let is_elf = file.get(..4) == Some(b"\x7fELF");
+        if is_elf {
+            match elf::find_section(file, STORE_SECTION)
+                .map_err(|e| format!("{}: {e}", o.path.display()))?
+            {
+                Some(r) => (
+                    &file[r],
+                    format!("section {STORE_SECTION} of {}", o.path.display()),
+                ),
+                None => {
+                    return Err(format!(
+                        "no device code store: {} has no {STORE_SECTION} section",
+                        o.path.display()
+                    ))
+                }
             }
-            (map(&side)?, side.display().to_string())
+        } else {
+            (file, o.path.display().to_string())
         }
     };
     let store = Store::parse(bytes)
         .map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
-    let want = expected_digest();
-    if want == [0; 32] {
+    if slot.digest == [0; 32] {
         return Err(format!(
-            "{} of {} holds no store digest (the binary was not finished by fatpack ld)",
-            DIGEST_SECTION,
-            side_base.display()
+            "{DIGEST_SECTION} holds no store digest (the binary was not finished by fatpack ld)"
         ));
     }
     let got = store.digest();
-    if got != want {
+    if got != slot.digest {
         return Err(format!(
             "the device code store ({origin}) does not belong to this binary: digest {} \
              but the binary expects {} (stale or replaced store)",
             hex(&got),
-            hex(&want)
+            hex(&slot.digest)
         ));
     }
     Ok(Image { store, origin })

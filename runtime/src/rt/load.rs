@@ -175,6 +175,18 @@ impl Plan {
                     e.arch_name()
                 )
             })?;
+            // The label decides which GPU gets these bytes: a cubin must say the same.
+            if e.kind() == EntryKind::Sass {
+                if let Some(sm) = fatpack_format::elf::cubin_sm(&data) {
+                    if sm != e.arch() {
+                        return Err(format!(
+                            "module {:?}: the entry stored as {} holds a cubin for sm_{sm}",
+                            self.name,
+                            e.arch_name()
+                        ));
+                    }
+                }
+            }
             *bytes += data.len() as u64;
             raw.push(data);
         }

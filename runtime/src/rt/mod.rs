@@ -212,6 +212,8 @@ fn register_module(
         Err(e) => error!("unreadable fatpack stub: {e}"),
     }
     NOT_LOADED.fetch_add(1, Ordering::AcqRel);
+    // A store in a file is opened now, while the file is the one this image came from.
+    image::prepare();
     registry_write()
         .handles
         .insert(m as *const Module as usize, m);
