@@ -233,6 +233,51 @@ if grep -q '^packed OK' "$status_file"; then
     fi
 fi
 
+# A packed build after `eu-strip -f` (elfutils; what RPM's find-debuginfo and Debian's
+# dh_strip do): the store is an allocated section in its own PT_LOAD, so it stays.
+if grep -q '^packed OK' "$status_file"; then
+    rm -rf "$out/packed_eu_stripped"
+    cp -a "$out/packed" "$out/packed_eu_stripped"
+    ok=1
+    for b in suite libsuite_lib.so libdyn.so; do
+        eu-strip --remove-comment -f "$work/$b.debug" "$out/packed_eu_stripped/$b" >>"$work/logs/eu-strip.log" 2>&1 || ok=0
+    done
+    if [ $ok = 1 ]; then
+        echo "packed_eu_stripped OK std packed+eu-strip" >>"$status_file"
+        echo "build.sh: variant packed_eu_stripped: eu-strip --remove-comment -f copy of packed"
+    else
+        echo "packed_eu_stripped FAILED eu-strip (see $work/logs/eu-strip.log)" >>"$status_file"
+        failed+=(packed_eu_stripped)
+    fi
+fi
+
+# __managed__ variables touched by host code before any kernel or other CUDA call.
+mkdir -p "$work/managed"
+if "${NV[@]}" $G_FULL -c "$src/managed_first.cu" -o "$work/managed/managed_first.o" >"$work/logs/managed.log" 2>&1; then
+    for m in plain packed packed_shared; do
+        d="$out/managed/$m"
+        mkdir -p "$d"
+        cxx=(g++)
+        [ "$m" != plain ] && cxx+=(-B"$work/fp")
+        rt=(-lcudart_static)
+        if [ "$m" = packed_shared ]; then
+            rt=(-lcudart)
+            cp "$CUDA_HOME/lib/libcudart.so.13" "$d/"
+        fi
+        # shellcheck disable=SC2016
+        if "${cxx[@]}" -o "$d/managed_first" "$work/managed/managed_first.o" -L"$CUDA_HOME/lib" "${rt[@]}" \
+            -ldl -lpthread -lrt '-Wl,-rpath,$ORIGIN' >>"$work/logs/managed.log" 2>&1; then
+            echo "managed/$m OK std $m" >>"$status_file"
+        else
+            echo "managed/$m FAILED link (see $work/logs/managed.log)" >>"$status_file"
+            failed+=("managed/$m")
+        fi
+    done
+else
+    echo "managed FAILED compile (see $work/logs/managed.log)" >>"$status_file"
+    failed+=(managed)
+fi
+
 # Tail mode: ordinary fatbins placed after .bss by linker-scripts/fatbin-tail.ld.
 variant tail std tail static
 

@@ -127,6 +127,13 @@ for name, st in status.items():
     d = os.path.join(out, name)
     print(f"{name}:")
     is_bench = name.startswith("bench/")
+    if name.startswith("managed/"):
+        path = os.path.join(d, "managed_first")
+        check(os.path.isfile(path), "managed_first exists")
+        if "packed" in st[1:][1] if len(st) > 2 else False:
+            rep, err = inspect(path)
+            check(bool(rep) and rep.get("packed", {}).get("mapped") is True, "managed_first: store mapped", err)
+        continue
     packed = "packed" in st[2] if len(st) > 2 else False
     want_archs = PTX80 if st[1] == "ptx80" else PRUNED90 if st[1] == "pruned90" else FULL
     bins = ["first_kernel"] if is_bench else ["suite", "libsuite_lib.so", "libdyn.so"]

@@ -270,8 +270,14 @@ pub unsafe extern "C" fn __wrap___cudaInitModule(handle: Handle) -> c_char {
                 return 0;
             }
             match m.real_handle() {
-                // SAFETY: the real handle of this module.
-                Some(h) => unsafe { __real___cudaInitModule(h) },
+                Some(h) => {
+                    // SAFETY: the real handle of this module.
+                    let r = unsafe { __real___cudaInitModule(h) };
+                    if super::log::level() >= super::log::DEBUG {
+                        m.log_managed(r);
+                    }
+                    r
+                }
                 // Deferred (no driver/device): cudart could not initialise either.
                 None => 0,
             }

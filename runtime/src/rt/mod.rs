@@ -331,6 +331,30 @@ impl Module {
         }
     }
 
+    /// Debug log after `__cudaInitModule`: what cudart returned and the host pointers of the
+    /// module's `__managed__` variables it should have filled in.
+    fn log_managed(&self, ret: c_char) {
+        let g = lock(&self.inner);
+        for r in &g.regs {
+            if let Reg::ManagedVar {
+                host_var_ptr,
+                device_name,
+                ..
+            } = *r
+            {
+                // SAFETY: nvcc's arguments: a pointer to the host pointer variable and a
+                // NUL-terminated name, both static data of the binary.
+                let (ptr, name) = unsafe {
+                    (
+                        *host_var_ptr,
+                        std::ffi::CStr::from_ptr(device_name).to_string_lossy(),
+                    )
+                };
+                debug!("__cudaInitModule returned {ret}; managed {name}: host pointer {ptr:p}");
+            }
+        }
+    }
+
     /// cudart's handle, once loaded.
     fn real_handle(&self) -> Option<Handle> {
         match &lock(&self.inner).state {
