@@ -44,6 +44,10 @@ enum Command {
         /// included).
         #[arg(long = "for", id = "for_gpus")]
         for_gpus: Option<String>,
+        /// With --keep: allow a module to be left with no entry at all (by default that is
+        /// refused: its kernels could not run anywhere).
+        #[arg(long, requires = "keep")]
+        allow_empty: bool,
         /// The file to prune (never modified).
         input: PathBuf,
         /// Where to write the result.
@@ -150,18 +154,29 @@ fn extract(
 fn prune(
     keep: Option<&str>,
     for_gpus: Option<&str>,
+    allow_empty: bool,
     input: &std::path::Path,
     output: &std::path::Path,
 ) -> anyhow::Result<()> {
     use fatpack::prune::Selection;
     let sel = match (keep, for_gpus) {
-        (Some(k), _) => Selection::Keep(fatpack::prune::parse_keep(k)?),
+        (Some(k), _) => Selection::Keep {
+            targets: fatpack::prune::parse_keep(k)?,
+            allow_empty,
+        },
         (None, Some(f)) => Selection::For(fatpack::prune::parse_capabilities(f)?),
         (None, None) => anyhow::bail!("prune needs --keep or --for"),
     };
     let r = fatpack::prune::prune(input, output, &sel)?;
     for line in fatpack::prune::describe(&r.chosen) {
         eprintln!("fatpack prune: for {line}");
+    }
+    if !r.absent.is_empty() {
+        eprintln!(
+            "fatpack prune: {}: has no {} (kept what it has of the list)",
+            input.display(),
+            r.absent.join(", ")
+        );
     }
     eprintln!(
         "fatpack prune: {}: kept {} of {} entries; device code {} -> {} bytes",
@@ -171,6 +186,15 @@ fn prune(
         r.bytes_before,
         r.bytes_after
     );
+    if r.in_place {
+        eprintln!(
+            "fatpack prune: note: {} keeps its size: a linked ELF's device code cannot move, so \
+             the dropped bytes are zeroed and punched out as holes (less disk use, but copies, \
+             tar, zip, NAR and wheels keep the full size). For real savings link it through \
+             `fatpack ld`: then prune truncates the store.",
+            output.display()
+        );
+    }
     Ok(())
 }
 
@@ -246,9 +270,16 @@ fn main() -> ExitCode {
         Command::Prune {
             keep,
             for_gpus,
+            allow_empty,
             input,
             output,
-        } => prune(keep.as_deref(), for_gpus.as_deref(), &input, &output),
+        } => prune(
+            keep.as_deref(),
+            for_gpus.as_deref(),
+            allow_empty,
+            &input,
+            &output,
+        ),
         Command::Extract {
             input,
             output,

@@ -86,13 +86,18 @@ fn pruned_files_hold_exactly_the_kept_entries() {
 fn pruning_to_an_absent_arch_names_what_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.o");
-    let (code, err) = prune(&fixture("kernels.o"), &out, "sm_70,sm_80");
+    let (code, err) = prune(&fixture("kernels.o"), &out, "sm_70,sm_72");
     assert_ne!(code, 0);
     assert!(
         err.contains("sm_70") && err.contains("sm_75, sm_80, sm_86, sm_90, compute_90"),
         "{err}"
     );
     assert!(!out.exists());
+    // A list meant for many files may name targets one of them lacks: kept what it has.
+    let (code, err) = prune(&fixture("kernels.o"), &out, "sm_70,sm_80");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("has no sm_70"), "{err}");
+    std::fs::remove_file(&out).unwrap();
     let (code, err) = prune(&fixture("kernels.o"), &fixture("kernels.o"), "sm_80");
     assert_ne!(code, 0, "pruned onto its own input");
     assert!(err.contains("must not be the input"), "{err}");
@@ -118,7 +123,19 @@ fn pruned_packed_program_keeps_running_with_a_smaller_store() {
         let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, extra);
         assert_eq!(code, 0, "{err}");
         let out = dir.path().join(format!("pruned{side}"));
+        // main.o has only sm_80 and compute_80: --keep would leave its module empty.
         let (code, err) = prune(&exe, &out, "sm_90,compute_90");
+        assert_ne!(code, 0);
+        assert!(
+            err.contains("module main.o#0") && err.contains("--allow-empty"),
+            "{err}"
+        );
+        assert!(!out.exists());
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .args(["prune", "--keep", "sm_90,compute_90", "--allow-empty"])
+            .arg(&exe)
+            .arg("-o")
+            .arg(&out));
         assert_eq!(code, 0, "{err}");
         let before = inspect_json(&exe);
         let after = inspect_json(&out);
@@ -132,9 +149,19 @@ fn pruned_packed_program_keeps_running_with_a_smaller_store() {
         assert_eq!(archs, ["sm_90", "compute_90"], "side={side}");
         assert!(after["packed"]["store_size"].as_u64() < before["packed"]["store_size"].as_u64());
         if !side {
-            assert!(
-                std::fs::metadata(&out).unwrap().len() < std::fs::metadata(&exe).unwrap().len()
+            // The store is at the end of the file: the file shrinks by what the store lost
+            // (up to the store's page alignment), and the store stays mapped.
+            let dropped = before["packed"]["store_size"].as_u64().unwrap()
+                - after["packed"]["store_size"].as_u64().unwrap();
+            let (len_before, len_after) = (
+                std::fs::metadata(&exe).unwrap().len(),
+                std::fs::metadata(&out).unwrap().len(),
             );
+            assert!(
+                len_before - len_after + 4096 >= dropped,
+                "{len_before} -> {len_after}, store lost {dropped}"
+            );
+            assert_eq!(after["packed"]["mapped"], true);
         }
         assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
         // The original is untouched and still consistent.
@@ -261,14 +288,16 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
         assert_eq!(archs(&out), want, "{spec}");
         assert!(err.contains("fatpack prune: for "), "{err}");
     }
+    // Nothing in it runs on 8.6, before pruning either: said, and the module left whole.
     let out = dir.path().join("af-86.o");
     let (code, _, err) = prune(&["--for", "8.6"], &af, &out);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("compute capability 8.6") && err.contains("sm_90a"),
+        err.contains("for 8.6: nothing runs there, before or after pruning")
+            && err.contains("sm_90a"),
         "{err}"
     );
-    assert!(!out.exists());
+    assert_eq!(archs(&out), archs(&af));
     let (code, _, err) = prune(&["--for", "nine"], &af, &out);
     assert_eq!(code, 1);
     assert!(err.contains("--for nine"), "{err}");
@@ -288,4 +317,80 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
     assert_eq!(got, ["compute_80", "sm_90", "sm_90"]);
     assert_eq!(inspect_json(&pruned)["packed"]["digest_matches"], true);
     assert_eq!(run(&mut Command::new(&pruned)).1, "fixture main ok\n");
+}
+
+/// Prune checks what it prunes: a store that is not the binary's own is refused (it would
+/// otherwise be re-signed and run with this binary's host code), a damaged slot section
+/// header is refused instead of written through, and a kept entry that does not decode is
+/// refused. In each case nothing is written.
+#[test]
+fn prune_refuses_foreign_stores_bad_slots_and_damaged_entries() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let objs = fixture_objs();
+    let side = ["-Wl,--fatpack-side-file"];
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    assert_eq!(gxx(Some(w.path()), &a, &objs, &cuda, &side).0, 0);
+    // Another build of the same program: another compression level, another store.
+    let side_b = ["-Wl,--fatpack-side-file", "-Wl,--fatpack-level=1"];
+    assert_eq!(gxx(Some(w.path()), &b, &objs, &cuda, &side_b).0, 0);
+    // b's store next to a: another build's device code.
+    std::fs::copy(dir.path().join("b.fatpack"), dir.path().join("a.fatpack")).unwrap();
+    let out = dir.path().join("a-pruned");
+    let (code, err) = prune(&a, &out, "sm_90,compute_90");
+    assert_ne!(code, 0);
+    assert!(err.contains("does not belong to this binary"), "{err}");
+    assert!(!out.exists() && !dir.path().join("a-pruned.fatpack").exists());
+
+    // The slot section's header says offset 0: writing there would clobber the ELF header.
+    let c = dir.path().join("c");
+    assert_eq!(gxx(Some(w.path()), &c, &objs, &cuda, &[]).0, 0);
+    let mut data = std::fs::read(&c).unwrap();
+    let (idx, shoff) = {
+        let f = object::File::parse(&*data).unwrap();
+        let idx = f.section_by_name(".fatpack_digest").unwrap().index().0;
+        (
+            idx,
+            u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize,
+        )
+    };
+    data[shoff + idx * 64 + 24..][..8].copy_from_slice(&0u64.to_le_bytes());
+    let bad = dir.path().join("bad-slot");
+    std::fs::write(&bad, &data).unwrap();
+    let out = dir.path().join("bad-slot-pruned");
+    let (code, err) = prune(&bad, &out, "sm_90,compute_90");
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("section header is inconsistent"), "{err}");
+    assert!(!err.contains("does not belong"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(std::fs::read(&bad).unwrap(), data, "the input was modified");
+
+    // A zstd entry (nvcc --compress-mode=size) whose frame magic is damaged.
+    let obj = std::fs::read(fixture("kernels_size.o")).unwrap();
+    let (start, entries) = {
+        let f = object::File::parse(&*obj).unwrap();
+        let sec = f.section_by_name(".nv_fatbin").unwrap();
+        let (off, size) = sec.file_range().unwrap();
+        let fbs = fatpack::fatbin::parse_all(&obj[off as usize..][..size as usize]).unwrap();
+        (off as usize, fbs[0].entries.clone())
+    };
+    let e90 = entries.iter().find(|e| e.arch_name() == "sm_90").unwrap();
+    let at = start
+        + obj[start..]
+            .windows(16)
+            .position(|w| w == &e90.stored[..16])
+            .unwrap();
+    let mut damaged = obj.clone();
+    damaged[at] ^= 0xFF;
+    let dobj = dir.path().join("damaged.o");
+    std::fs::write(&dobj, &damaged).unwrap();
+    let out = dir.path().join("damaged-pruned.o");
+    let (code, err) = prune(&dobj, &out, "sm_90");
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("sm_90 is damaged"), "{err}");
+    assert!(!out.exists());
+    // The same file pruned to an intact entry is fine.
+    let (code, err) = prune(&dobj, &out, "sm_86");
+    assert_eq!(code, 0, "{err}");
 }

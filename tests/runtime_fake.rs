@@ -358,6 +358,34 @@ fn every_kind_of_call_loads_its_module_first() {
     assert!(r.log.contains("initmodule 1"));
 }
 
+/// Static cudart fills a `__managed__` host pointer only when it loads the module into a
+/// context; a module registered after the context exists (the lazy load, when the program
+/// made any CUDA call first) was left with a NULL pointer by `__cudaInitModule`, and the
+/// host access then crashed (H200, static cudart 13.0). The fake cudart reproduces that
+/// with FAKE_CUDART_STATIC=1; the runtime must leave the pointer filled in every order.
+#[test]
+fn managed_variables_are_filled_whatever_came_first() {
+    let app = std_app();
+    for mode in ["managed", "initmanaged"] {
+        for static_cudart in ["0", "1"] {
+            let r = run(
+                &app.exe,
+                mode,
+                Some("86"),
+                &[("FAKE_CUDART_STATIC", static_cudart)],
+            );
+            r.assert_clean();
+            assert_eq!(
+                r.out("initmodule").as_deref(),
+                Some("1 managed=set"),
+                "{mode} static={static_cudart}: {}\n{}",
+                r.log,
+                r.stderr
+            );
+        }
+    }
+}
+
 #[test]
 fn no_driver_or_no_device_leaves_the_error_to_cudart() {
     let app = std_app();

@@ -12,7 +12,7 @@ mod write;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSegment};
 
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
 pub use segment::{map_store, Mapping};
@@ -96,6 +96,10 @@ pub struct Packed<'a> {
 /// The store and recorded digest of `data` (the bytes of the file at `path`); `None` if the
 /// file was not packed by `fatpack ld` (no digest slot).
 pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, OutputError> {
+    let Some(range) = slot_range(data) else {
+        return Ok(None);
+    };
+    range.map_err(|e| bad(path, e))?;
     let Some(slot) = recorded_slot(data) else {
         return Ok(None);
     };
@@ -136,11 +140,42 @@ pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
     recorded_slot(data).map(|s| s.digest)
 }
 
-/// A packed file's [`DIGEST_SECTION`] slot.
+/// A packed file's [`DIGEST_SECTION`] slot (None also when its section header is
+/// inconsistent: see [`slot_range`]).
 pub fn recorded_slot(data: &[u8]) -> Option<fatpack_format::link::StoreSlot> {
-    let file = object::File::parse(data).ok()?;
-    let d = file.section_by_name(DIGEST_SECTION)?.data().ok()?;
+    let (offset, size, _) = slot_range(data)?.ok()?;
+    let d = data
+        .get(usize::try_from(offset).ok()?..)?
+        .get(..usize::try_from(size).ok()?)?;
     fatpack_format::link::StoreSlot::read(d)
+}
+
+/// `(file offset, size, address)` of the [`DIGEST_SECTION`] slot; None if the file has no
+/// such section. Err when its header is inconsistent: the bytes must be where the loader
+/// maps the section's address from (else the runtime would read other bytes than these, and
+/// a damaged header would turn a patch into a write over, say, the ELF header).
+pub fn slot_range(data: &[u8]) -> Option<Result<(u64, u64, u64), String>> {
+    let file = object::File::parse(data).ok()?;
+    let sec = file.section_by_name(DIGEST_SECTION)?;
+    let Some((offset, size)) = sec.file_range() else {
+        return Some(Err(format!("{DIGEST_SECTION} has no file bytes")));
+    };
+    let addr = sec.address();
+    let consistent = file.segments().any(|s| {
+        let (so, ss) = s.file_range();
+        addr >= s.address()
+            && offset >= so
+            && addr - s.address() == offset - so
+            && (offset - so).checked_add(size).is_some_and(|end| end <= ss)
+    });
+    Some(if consistent && offset >= 64 {
+        Ok((offset, size, addr))
+    } else {
+        Err(format!(
+            "the {DIGEST_SECTION} section header is inconsistent (file offset {offset:#x}, \
+             address {addr:#x}, {size} bytes: not where any segment maps that address from)"
+        ))
+    })
 }
 
 /// The module names of the stubs in the linked output, in link order: the modules the link

@@ -198,18 +198,14 @@ pub fn patch_slot(
 ) -> Result<(), OutputError> {
     let (offset, size, addr) = {
         let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-        let file =
-            object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
-        let sec = file.section_by_name(DIGEST_SECTION).ok_or_else(|| {
-            bad(
-                path,
-                format!("no {DIGEST_SECTION} section: the glue object was not linked"),
-            )
-        })?;
-        let (offset, size) = sec
-            .file_range()
-            .ok_or_else(|| bad(path, format!("{DIGEST_SECTION} has no file bytes")))?;
-        (offset, size, sec.address())
+        super::slot_range(&map)
+            .ok_or_else(|| {
+                bad(
+                    path,
+                    format!("no {DIGEST_SECTION} section: the glue object was not linked"),
+                )
+            })?
+            .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?
     };
     // An output linked before the slot grew (prune of an old output) keeps its 32 bytes.
     let want = if mapping.is_some() || size >= StoreSlot::LEN as u64 {

@@ -15,17 +15,17 @@ pub enum PruneError {
     #[error("--for {0}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 90a-real)")]
     Capability(String),
     #[error(
-        "module {module}: nothing in it runs on a GPU of compute capability {capability} (it \
-         has {has}); the pruned binary could not run it there"
+        "module {module}: --keep {keep} keeps none of its entries (it has {has}); the pruned \
+         binary could not run its kernels anywhere (pass --allow-empty to do it anyway)"
     )]
-    NoneRuns {
+    Emptied {
         module: String,
-        capability: String,
+        keep: String,
         has: String,
     },
     #[error("{}: the output must not be the input (prune never modifies its input)", .0.display())]
     OutputIsInput(PathBuf),
-    #[error("{}: --keep names {missing} but the file has only {present}", path.display())]
+    #[error("{}: --keep names {missing} but the file has none of them, only {present}", path.display())]
     Absent {
         path: PathBuf,
         missing: String,
@@ -54,6 +54,23 @@ pub enum PruneError {
         path: PathBuf,
         #[source]
         source: cubin_store::StoreError,
+    },
+    #[error(
+        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
+         binary records {recorded}; prune refuses to re-sign another build's device code",
+        path.display()
+    )]
+    ForeignStore {
+        path: PathBuf,
+        store: String,
+        found: String,
+        recorded: String,
+    },
+    #[error("{origin}: entry {arch} is damaged ({message}); prune keeps only entries it can read")]
+    BadEntry {
+        origin: String,
+        arch: String,
+        message: String,
     },
     #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
     Grew(PathBuf),

@@ -39,6 +39,11 @@ pub struct PruneReport {
     pub bytes_after: u64,
     /// With `--for`: per capability, the entries chosen.
     pub chosen: Chosen,
+    /// With `--keep`: targets named that the file does not have.
+    pub absent: Vec<String>,
+    /// A linked ELF pruned in place: its size is unchanged (the freed bytes are zeroed and
+    /// punched out as holes, which copies and archives do not keep).
+    pub in_place: bool,
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
@@ -60,6 +65,15 @@ fn prune_container(
 ) -> Result<Vec<u8>, PruneError> {
     let cands: Vec<Candidate> = fb.entries.iter().map(candidate).collect();
     let keep = sel.choose(module, &cands, &mut report.chosen)?;
+    // Every kept entry must decode (nvcc's compressed payloads included): prune never passes
+    // on bytes that `inspect` or the driver would reject.
+    for (e, _) in fb.entries.iter().zip(&keep).filter(|(_, k)| **k) {
+        e.payload().map_err(|err| PruneError::BadEntry {
+            origin: module.to_owned(),
+            arch: e.arch_name(),
+            message: err.to_string(),
+        })?;
+    }
     let mut out = fb.clone();
     let mut it = keep.iter();
     out.retain(|_| *it.next().expect("one flag per entry"));
@@ -142,19 +156,19 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     let mut side = None;
     match kind {
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
-            if crate::packed::recorded_digest(data).is_some() =>
+            if crate::packed::slot_range(data).is_some() =>
         {
             side = packed::prune_packed(input, data, sel, tmp.path(), output, &mut report)?;
         }
         FileKind::Object => {
             let scanned = inputs::scan_bytes(input, data)?;
-            sel.check_present(input, &present_in(&scanned))?;
+            report.absent = sel.check_present(input, &present_in(&scanned))?;
             let bytes = prune_object(&shown, data, sel, &mut report)?;
             std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let scanned = inputs::scan_bytes(input, data)?;
-            sel.check_present(input, &present_in(&scanned))?;
+            report.absent = sel.check_present(input, &present_in(&scanned))?;
             let mut members = Vec::new();
             for m in inputs::archive::members(input, &shown, data, &inputs::Maps::default())? {
                 let (name, origin, bytes) = (m.name, m.origin, m.bytes);
@@ -170,8 +184,9 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
         }
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
-            sel.check_present(input, &present_in(&scanned))?;
+            report.absent = sel.check_present(input, &present_in(&scanned))?;
             elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
+            report.in_place = true;
         }
         FileKind::Fatbin => {
             let fbs = fatbin::parse_all(data).map_err(|source| PruneError::Fatbin {
@@ -183,7 +198,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
                 .flat_map(|f| &f.entries)
                 .filter_map(|e| e.target())
                 .collect();
-            sel.check_present(input, &present)?;
+            report.absent = sel.check_present(input, &present)?;
             let mut bytes = Vec::new();
             for (index, fb) in fbs.iter().enumerate() {
                 bytes.extend(prune_container(

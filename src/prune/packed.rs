@@ -67,11 +67,22 @@ pub(super) fn prune_packed(
         source,
     };
     let store = Store::parse(store_bytes).map_err(store_err)?;
+    // A store that is not this binary's (a side file from another build, a swapped section)
+    // must not be pruned and re-signed as if it were.
+    if store.digest() != located.recorded_digest {
+        let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        return Err(PruneError::ForeignStore {
+            path: input.to_path_buf(),
+            store: located.store.describe(),
+            found: hex(&store.digest()),
+            recorded: hex(&located.recorded_digest),
+        });
+    }
     let present: BTreeSet<Target> = store
         .entries()
         .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))
         .collect();
-    sel.check_present(input, &present)?;
+    report.absent = sel.check_present(input, &present)?;
     std::fs::write(tmp_path, data).map_err(io_at(tmp_path))?;
     let (summary, side) = if embedded {
         let s = packed::append_store(tmp_path, |w| -> Result<_, PruneError> {

@@ -12,11 +12,19 @@ use super::PruneError;
 
 #[derive(Debug, Clone)]
 pub enum Selection {
-    /// `--keep`: these exact targets, in every module.
-    Keep(BTreeSet<Target>),
+    /// `--keep`: these exact targets, in every module. A module left with nothing is refused
+    /// unless `allow_empty` (an `-rdc` program's cudadevrt modules, kept only as PTX, would
+    /// silently lose everything).
+    Keep {
+        targets: BTreeSet<Target>,
+        allow_empty: bool,
+    },
     /// `--for`: these compute capabilities (`major * 10 + minor`).
     For(Vec<u32>),
 }
+
+/// What [`describe`] says of a module that has nothing for a capability.
+pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
 
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
@@ -66,8 +74,10 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<u32>, PruneError> {
 }
 
 impl Selection {
-    /// Which of a module's entries to keep. With `--for`, a capability nothing in the module
-    /// runs on is an error naming the module: the pruned binary could not run it there.
+    /// Which of a module's entries to keep. With `--for`, what the runtime would choose for
+    /// each capability; a capability nothing in the module runs on could not run it before
+    /// either (real libraries have such modules: cuBLAS carries sm_75-only ones), so that is
+    /// reported, not refused, and a module nothing listed can run is left as it was.
     pub fn choose(
         &self,
         module: &str,
@@ -75,53 +85,74 @@ impl Selection {
         chosen: &mut Chosen,
     ) -> Result<Vec<bool>, PruneError> {
         match self {
-            Selection::Keep(keep) => Ok(cands
-                .iter()
-                .map(|c| Target::of(c.kind, c.arch, c.variant).is_some_and(|t| keep.contains(&t)))
-                .collect()),
+            Selection::Keep {
+                targets,
+                allow_empty,
+            } => {
+                let keep: Vec<bool> = cands
+                    .iter()
+                    .map(|c| {
+                        Target::of(c.kind, c.arch, c.variant).is_some_and(|t| targets.contains(&t))
+                    })
+                    .collect();
+                if !allow_empty && !cands.is_empty() && !keep.contains(&true) {
+                    return Err(PruneError::Emptied {
+                        module: module.to_string(),
+                        keep: join(targets),
+                        has: select::list(cands),
+                    });
+                }
+                Ok(keep)
+            }
             Selection::For(caps) => {
                 let mut keep = vec![false; cands.len()];
                 for &cap in caps {
-                    let i = select::select(cap, cands).ok_or_else(|| PruneError::NoneRuns {
-                        module: module.to_string(),
-                        capability: capability_string(cap),
-                        has: select::list(cands),
-                    })?;
-                    keep[i] = true;
-                    *chosen
-                        .entry(cap)
-                        .or_default()
-                        .entry(cands[i].name())
-                        .or_default() += 1;
+                    let name = match select::select(cap, cands) {
+                        Some(i) => {
+                            keep[i] = true;
+                            cands[i].name()
+                        }
+                        None => format!("{NOTHING_RUNS} (has {})", select::list(cands)),
+                    };
+                    *chosen.entry(cap).or_default().entry(name).or_default() += 1;
+                }
+                if !keep.contains(&true) {
+                    keep.fill(true);
                 }
                 Ok(keep)
             }
         }
     }
 
-    /// `--keep` names only what the file has (checked against all its targets).
+    /// `--keep` must name something the file has; targets it lacks are returned, for the
+    /// report (a list meant for many files, e.g. `sm_90,compute_90` over a package, names
+    /// some that one library does not have).
     pub fn check_present(
         &self,
         path: &std::path::Path,
         present: &BTreeSet<Target>,
-    ) -> Result<(), PruneError> {
-        let Selection::Keep(keep) = self else {
-            return Ok(());
+    ) -> Result<Vec<String>, PruneError> {
+        let Selection::Keep { targets, .. } = self else {
+            return Ok(Vec::new());
         };
-        let missing: Vec<String> = keep.difference(present).map(|t| t.to_string()).collect();
-        if missing.is_empty() {
-            return Ok(());
+        let missing: Vec<String> = targets.difference(present).map(|t| t.to_string()).collect();
+        if present.is_empty() || targets.intersection(present).next().is_some() {
+            return Ok(missing);
         }
         Err(PruneError::Absent {
             path: path.to_path_buf(),
             missing: missing.join(", "),
-            present: present
-                .iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            present: join(present),
         })
     }
+}
+
+fn join(targets: &BTreeSet<Target>) -> String {
+    targets
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `9.0: sm_90a (3 modules), compute_90 (1)` for each capability.
@@ -170,9 +201,12 @@ mod tests {
         // 9.0 runs sm_90a, 8.6 sm_80, 12.0 JITs compute_90.
         assert_eq!(keep, vec![true, false, true, true]);
         assert_eq!(chosen[&90]["sm_90a"], 1);
-        let e = Selection::For(vec![75])
+        // Nothing runs on 7.5: the module stays as it was, and the report says so.
+        let keep = Selection::For(vec![75])
             .choose("m", &cands, &mut chosen)
-            .unwrap_err();
-        assert!(e.to_string().contains("7.5"), "{e}");
+            .unwrap();
+        assert_eq!(keep, vec![true; 4]);
+        let (what, n) = chosen[&75].iter().next().unwrap();
+        assert!(what.starts_with(NOTHING_RUNS) && *n == 1, "{what}");
     }
 }

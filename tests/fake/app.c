@@ -34,6 +34,7 @@ extern void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, cons
 extern void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress,
                                      const char *deviceName, int ext, size_t size, int constant,
                                      int global);
+extern int cudaFree(void *p);
 extern char __cudaInitModule(void **h);
 extern int __cudaGetKernel(void **kernel, const void *fun);
 extern int cudaLaunchKernel(const void *func, dim3 g, dim3 b, void **args, size_t shared,
@@ -149,6 +150,11 @@ int main(int argc, char **argv) {
         printf("graphaddnode=%d\n", cudaGraphAddNode(&node, 0, 0, 0, 0, np));
     } else if (!strcmp(mode, "managed")) {
         /* What nvcc's __nv_init_managed_rt does on host access to a __managed__ variable. */
+        char ok = __cudaInitModule(hA);
+        printf("initmodule=%d managed=%s\n", ok, mvarA ? "set" : "null");
+    } else if (!strcmp(mode, "initmanaged")) {
+        /* The same after the program created the context (any CUDA call first). */
+        cudaFree(0);
         char ok = __cudaInitModule(hA);
         printf("initmodule=%d managed=%s\n", ok, mvarA ? "set" : "null");
     } else if (!strcmp(mode, "fork")) {

@@ -164,12 +164,48 @@ void __cudaRegisterVar(void **h, char *hostVar, char *deviceAddress, const char 
     add_var(h, hostVar, deviceName, "var", size, constant);
 }
 
+/* FAKE_CUDART_STATIC=1 behaves as static cudart 13.0 does on the H200 (docs/RUNTIME.md):
+ * a __managed__ host pointer is filled when the module is loaded into the context, i.e.
+ * when the context is created (cudaFree(0), or __cudaInitModule creating it) for modules
+ * registered by then, or when a kernel or variable of a module registered later is looked
+ * up; __cudaInitModule on such a late module leaves it NULL. Otherwise (shared cudart) the
+ * pointer is filled at registration. */
+static struct { void **ptr; size_t size; int handle; } managed[MAXN];
+static int nmanaged, context;
+static int static_mode(void) { const char *s = getenv("FAKE_CUDART_STATIC"); return s && *s == '1'; }
+static void fill_managed(int handle) { /* -1: every module; call with mu held */
+    for (int i = 0; i < nmanaged; i++)
+        if ((handle < 0 || managed[i].handle == handle) && !*managed[i].ptr)
+            *managed[i].ptr = calloc(1, managed[i].size ? managed[i].size : 1);
+}
+static void create_context(void) { /* call with mu held */
+    if (!context) { context = 1; fill_managed(-1); logline("context"); }
+}
+int cudaFree(void *p) {
+    (void)p;
+    pthread_mutex_lock(&mu);
+    create_context();
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
 void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *deviceAddress,
                               const char *deviceName, int ext, size_t size, int constant,
                               int global) {
     (void)deviceAddress; (void)ext; (void)global;
-    /* cudart fills the host pointer with the managed allocation. */
-    *hostVarPtrAddress = calloc(1, size ? size : 1);
+    if (static_mode()) {
+        pthread_mutex_lock(&mu);
+        if (nmanaged < MAXN) {
+            managed[nmanaged].ptr = hostVarPtrAddress;
+            managed[nmanaged].size = size;
+            managed[nmanaged].handle = handle_id(h);
+            nmanaged++;
+        }
+        pthread_mutex_unlock(&mu);
+    } else {
+        /* cudart fills the host pointer with the managed allocation. */
+        *hostVarPtrAddress = calloc(1, size ? size : 1);
+    }
     add_var(h, hostVarPtrAddress, deviceName, "managedvar", size, constant);
 }
 
@@ -177,6 +213,7 @@ char __cudaInitModule(void **h) {
     pthread_mutex_lock(&mu);
     int id = handle_id(h);
     logline(id < 0 ? "BAD initmodule: unknown handle" : "initmodule %d", id);
+    create_context();
     pthread_mutex_unlock(&mu);
     return id < 0 ? 0 : 1;
 }
@@ -204,6 +241,11 @@ static int by_func(const char *api, const void *f) {
     const char *n = func_name(f);
     if (!n) { logline("%s unknown-function", api); return 98; }
     logline("%s %s", api, n);
+    /* A lookup loads the function's module into the context. */
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nfuncs; i++)
+        if (funcs[i].host == f) { create_context(); fill_managed(funcs[i].handle); }
+    pthread_mutex_unlock(&mu);
     return 0;
 }
 

@@ -276,6 +276,11 @@ pub unsafe extern "C" fn __wrap___cudaInitModule(handle: Handle) -> c_char {
                     if super::log::level() >= super::log::DEBUG {
                         m.log_managed(r);
                     }
+                    if r != 0 {
+                        // SAFETY: the module is loaded; its recorded registrations are
+                        // nvcc's static data.
+                        unsafe { fill_managed(m) };
+                    }
                     r
                 }
                 // Deferred (no driver/device): cudart could not initialise either.
@@ -284,6 +289,48 @@ pub unsafe extern "C" fn __wrap___cudaInitModule(handle: Handle) -> c_char {
         }
         // SAFETY: a cudart handle, forwarded unchanged.
         None => unsafe { __real___cudaInitModule(handle) },
+    }
+}
+
+/// Static cudart (13.0) fills in the host pointer of a `__managed__` variable when it loads
+/// the variable's module into a context. A module registered after the context exists (a
+/// lazy load, whenever the program made any CUDA call before touching the variable; also
+/// any library loaded late) is loaded into the context only when one of its kernels or
+/// variables is looked up, and `__cudaInitModule` then returns 1 with the pointers still
+/// NULL (seen on the H200: docs/RUNTIME.md), so the host access that follows dereferences
+/// NULL. Shared cudart fills them in `__cudaInitModule` itself. So when a pointer is still
+/// NULL, the module is looked up the way a launch would (one of its kernels, else one of
+/// its variables), which loads it and fills the pointers, and `__cudaInitModule` is asked
+/// again.
+///
+/// # Safety
+/// `m` must be loaded; its registrations are nvcc's.
+unsafe fn fill_managed(m: &super::Module) {
+    let Some((fun, var, handle)) = m.unfilled_managed() else {
+        return;
+    };
+    // SAFETY: nvcc's host stub / shadow addresses of this module, now registered with
+    // cudart; the attribute buffer is larger than cudaFuncAttributes in any CUDA 13.
+    unsafe {
+        if let Some(f) = fun {
+            let mut attrs = [0u64; 128];
+            __real_cudaFuncGetAttributes(attrs.as_mut_ptr().cast(), f.cast());
+        } else if let Some(v) = var {
+            let mut size = 0usize;
+            __real_cudaGetSymbolSize(&mut size, v.cast());
+        }
+        __real___cudaInitModule(handle);
+    }
+    if m.unfilled_managed().is_some() {
+        warn!(
+            "module {}: cudart left a __managed__ variable's host pointer unset",
+            m.display_name()
+        );
+    } else {
+        debug!(
+            "module {}: managed host pointers filled by a lookup",
+            m.display_name()
+        );
     }
 }
 

@@ -355,6 +355,37 @@ impl Module {
         }
     }
 
+    /// If some `__managed__` host pointer of this loaded module is still NULL: a kernel and a
+    /// variable of the module to look it up by, and its real handle.
+    fn unfilled_managed(&self) -> Option<(Option<*const c_char>, Option<*mut c_char>, Handle)> {
+        let g = lock(&self.inner);
+        let State::Loaded(l) = &g.state else {
+            return None;
+        };
+        let unset = g.regs.iter().any(|r| match *r {
+            // SAFETY: nvcc's pointer to the host pointer variable, static data of the binary.
+            Reg::ManagedVar { host_var_ptr, .. } => unsafe { (*host_var_ptr).is_null() },
+            _ => false,
+        });
+        if !unset {
+            return None;
+        }
+        let fun = g.regs.iter().find_map(|r| match *r {
+            Reg::Function { host_fun, .. } => Some(host_fun),
+            _ => None,
+        });
+        let var = g.regs.iter().find_map(|r| match *r {
+            Reg::Var { host_var, .. } => Some(host_var),
+            _ => None,
+        });
+        Some((fun, var, l.handle))
+    }
+
+    /// The module's name for messages.
+    fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("<unreadable stub>")
+    }
+
     /// cudart's handle, once loaded.
     fn real_handle(&self) -> Option<Handle> {
         match &lock(&self.inner).state {
