@@ -942,7 +942,7 @@ fn the_build_id_covers_the_store() {
     );
     let pruned = dir.path().join("pruned");
     let (code, _, err) = run(Command::new(fatpack_bin())
-        .args(["prune", "--keep", "sm_90"])
+        .args(["prune", "--for", "9.0"])
         .arg(&a)
         .arg("-o")
         .arg(&pruned));

@@ -278,6 +278,21 @@ else
     failed+=(managed)
 fi
 
+# A packed program naming a packed library's kernel from outside (the documented limitation).
+d="$out/cross_lib"
+mkdir -p "$d"
+cp "$CUDA_HOME/lib/libcudart.so.13" "$d/"
+# shellcheck disable=SC2016
+if "${NV[@]}" $G_FULL -DCROSS_LIB -c "$src/cross_lib.cu" -o "$work/managed/cross_lib.o" >>"$work/logs/cross.log" 2>&1 &&
+    "${NV[@]}" $G_FULL -c "$src/cross_lib.cu" -o "$work/managed/cross_main.o" >>"$work/logs/cross.log" 2>&1 &&
+    g++ -B"$work/fp" -shared -o "$d/libcross.so" "$work/managed/cross_lib.o" -L"$CUDA_HOME/lib" -lcudart '-Wl,-rpath,$ORIGIN' >>"$work/logs/cross.log" 2>&1 &&
+    g++ -B"$work/fp" -o "$d/cross_lib" "$work/managed/cross_main.o" -L"$d" -lcross -L"$CUDA_HOME/lib" -lcudart '-Wl,-rpath,$ORIGIN' >>"$work/logs/cross.log" 2>&1; then
+    echo "cross_lib OK std packed" >>"$status_file"
+else
+    echo "cross_lib FAILED (see $work/logs/cross.log)" >>"$status_file"
+    failed+=(cross_lib)
+fi
+
 # Tail mode: ordinary fatbins placed after .bss by linker-scripts/fatbin-tail.ld.
 variant tail std tail static
 

@@ -127,6 +127,9 @@ for name, st in status.items():
     d = os.path.join(out, name)
     print(f"{name}:")
     is_bench = name.startswith("bench/")
+    if name == "cross_lib":
+        check(os.path.isfile(os.path.join(d, "cross_lib")), "cross_lib exists")
+        continue
     if name.startswith("managed/"):
         path = os.path.join(d, "managed_first")
         check(os.path.isfile(path), "managed_first exists")

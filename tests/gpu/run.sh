@@ -315,6 +315,21 @@ for m in plain packed packed_shared; do
     done
 done
 
+# The documented cross-library limitation: what the call made from outside returns.
+if built cross_lib; then
+    log="$T/logs/cross_lib.log"
+    timeout -k 5 60 "$O/cross_lib/cross_lib" >"$log" 2>&1
+    rc=$?
+    line="$(grep -m1 '^cross_lib:' "$log")"
+    if [ $rc = 0 ]; then
+        pass "packed library's kernel named from the program (docs/RUNTIME.md limitation): $line"
+    else
+        fail "cross_lib" "rc=$rc ${line:-no result line}"
+    fi
+else
+    fail "cross_lib" "not built"
+fi
+
 # --- 3. measurements -----------------------------------------------------------------------
 echo
 echo "== first_kernel measurements"
