@@ -105,3 +105,134 @@ fn build_systems_link_through_fatpack() {
         "{out}"
     );
 }
+
+/// nix/prune-for.nix, evaluated by Nix (Debian's nix-bin) against tests/nix/stand-in.nix:
+/// one prune step per output, with the capabilities as given.
+#[test]
+fn nix_prune_function_evaluates() {
+    let nix = tool("nix-instantiate", "apt-get install nix-bin");
+    let (code, out, err) = run(Command::new(nix)
+        .args(["--eval", "--strict", "--json", "-E"])
+        .arg("let s = import ./stand-in.nix; in { inherit (s.pruned) name outputs buildCommand passthru; }")
+        .current_dir(root().join("tests/nix")));
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["name"], "magma-2.9.0");
+    assert_eq!(v["outputs"], serde_json::json!(["out", "dev"]));
+    let cmd = v["buildCommand"].as_str().unwrap();
+    let steps: Vec<&str> = cmd.lines().collect();
+    assert_eq!(steps.len(), 2, "{cmd}");
+    for (step, (src, var)) in steps.iter().zip([
+        ("22222222222222222222222222222222-magma-2.9.0", "${out}"),
+        ("33333333333333333333333333333333-magma-2.9.0-dev", "${dev}"),
+    ]) {
+        assert!(
+            step.starts_with("bash /nix/store/") && step.contains("-prune-tree.sh "),
+            "{step}"
+        );
+        assert!(step.contains(src) && step.contains(var), "{step}");
+        assert!(step.ends_with(" '8.9,9.0'"), "{step}");
+    }
+    assert_eq!(
+        v["passthru"]["cudaCapabilities"],
+        serde_json::json!(["8.9", "9.0"])
+    );
+    // An empty list is refused at evaluation.
+    let (code, _, err) = run(Command::new(tool("nix-instantiate", "apt-get install nix-bin"))
+        .args(["--eval", "--strict", "-E"])
+        .arg("let s = import ./stand-in.nix; in (s.pruneFor s.pkg { cudaCapabilities = []; }).name")
+        .current_dir(root().join("tests/nix")));
+    assert_ne!(code, 0);
+    assert!(err.contains("cudaCapabilities is empty"), "{err}");
+}
+
+/// nix/prune-tree.sh, the build step of that function, in plain bash on a package-like
+/// tree: a packed program (mapped store) and a side-file one, an ordinary fat shared
+/// library, a symlink and a text file that point into the source path. The copy is pruned
+/// for 9.0, every reference to the source path now names the copy, the source is untouched.
+#[test]
+fn nix_prune_tree_step() {
+    tool("python3", "apt-get install python3");
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("store/aaaaaaaa-pkg-1.0");
+    let dst = base.path().join("store/bbbbbbbb-pkg-1.0");
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    std::fs::create_dir_all(src.join("lib")).unwrap();
+    std::fs::create_dir_all(src.join("share")).unwrap();
+    let app = src.join("bin/app");
+    let (code, _, err) = gxx(Some(w.path()), &app, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let side = src.join("bin/app-side");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &side,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-side-file"],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::copy(fixture("libfixture.so"), src.join("lib/libfixture.so")).unwrap();
+    std::os::unix::fs::symlink(
+        src.join("lib/libfixture.so"),
+        src.join("lib/libfixture.so.1"),
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("share/paths.txt"),
+        format!("prefix={}\n", src.display()),
+    )
+    .unwrap();
+    let before = std::fs::read(&app).unwrap();
+
+    let (code, out, err) = run(Command::new("bash")
+        .arg(root().join("nix/prune-tree.sh"))
+        .arg(&src)
+        .arg(&dst)
+        .arg("9.0")
+        .env("FATPACK", fatpack_bin()));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("pruned 3 file(s)"), "{out}\n{err}");
+
+    let archs = |p: &Path| -> Vec<String> {
+        let r = inspect_json(p);
+        r["per_arch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["arch"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for f in ["bin/app", "bin/app-side", "lib/libfixture.so"] {
+        let got = archs(&dst.join(f));
+        assert!(
+            got.iter()
+                .all(|a| a == "sm_90" || a.starts_with("compute_")),
+            "{f}: {got:?}"
+        );
+        assert!(archs(&src.join(f)).len() > got.len(), "{f}");
+    }
+    assert_eq!(inspect_json(&dst.join("bin/app"))["packed"]["mapped"], true);
+    assert!(
+        std::fs::metadata(dst.join("bin/app")).unwrap().len()
+            < std::fs::metadata(&app).unwrap().len()
+    );
+    for f in ["bin/app", "bin/app-side"] {
+        let (code, out, err) = run(&mut Command::new(dst.join(f)));
+        assert_eq!((code, out.as_str()), (0, "fixture main ok\n"), "{f}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_link(dst.join("lib/libfixture.so.1")).unwrap(),
+        dst.join("lib/libfixture.so")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dst.join("share/paths.txt")).unwrap(),
+        format!("prefix={}\n", dst.display())
+    );
+    assert_eq!(
+        std::fs::read(&app).unwrap(),
+        before,
+        "the source was modified"
+    );
+}
