@@ -182,6 +182,11 @@ fn tail_link(extra: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, i32, Str
 }
 
 fn check_tail_layout(exe: &Path) {
+    check_tail_layout_n(exe, 12);
+}
+
+/// The tail layout, with `entries` entries listed by cuobjdump.
+fn check_tail_layout_n(exe: &Path, entries: usize) {
     let data = std::fs::read(exe).unwrap();
     let f = object::File::parse(&*data).unwrap();
     let fat = f.section_by_name(".nv_fatbin").unwrap();
@@ -205,7 +210,7 @@ fn check_tail_layout(exe: &Path) {
         ".bss became file-backed"
     );
     // cuobjdump still finds every entry (through the wrapper pointer's target).
-    assert_eq!(cuobjdump_list(&cuda_tool("cuobjdump"), exe).len(), 12);
+    assert_eq!(cuobjdump_list(&cuda_tool("cuobjdump"), exe).len(), entries);
 }
 
 #[test]
@@ -393,4 +398,88 @@ fn prune_refuses_foreign_stores_bad_slots_and_damaged_entries() {
     // The same file pruned to an intact entry is fine.
     let (code, err) = prune(&dobj, &out, "sm_86");
     assert_eq!(code, 0, "{err}");
+}
+
+/// A tail-mode output pruned: the containers are packed together, the file is smaller by
+/// exactly the bytes dropped (up to alignment), every wrapper points at a container, and it
+/// runs; PIE (relocated pointers) and non-PIE (absolute ones) alike.
+#[test]
+fn pruned_tail_outputs_shrink_and_keep_their_pointers() {
+    for extra in [&[][..], &["-no-pie"][..]] {
+        let (dir, exe, code, err) = tail_link(extra);
+        assert_eq!(code, 0, "{err}");
+        let out = dir.path().join("app90");
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .args(["prune", "--for", "9.0"])
+            .arg(&exe)
+            .arg("-o")
+            .arg(&out));
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        assert!(!err.contains("keeps its size"), "{err}");
+        let bytes = |e: &str| -> u64 {
+            e.lines()
+                .find_map(|l| l.split("device code ").nth(1))
+                .and_then(|s| {
+                    let (a, b) = s.split_once(" -> ")?;
+                    Some(a.parse::<u64>().ok()? - b.split(' ').next()?.parse::<u64>().ok()?)
+                })
+                .expect("device code line")
+        };
+        let dropped = bytes(&err);
+        let (before, after) = (
+            std::fs::metadata(&exe).unwrap().len(),
+            std::fs::metadata(&out).unwrap().len(),
+        );
+        assert!(
+            before - after <= dropped && before - after + 8 >= dropped,
+            "{extra:?}: {before} -> {after}, dropped {dropped}"
+        );
+        check_tail_layout_n(&out, 3);
+        assert_eq!(
+            run(&mut Command::new(&out)).1,
+            "fixture main ok\n",
+            "{extra:?}"
+        );
+        // Every wrapper's data pointer names a container in the new file.
+        let data = std::fs::read(&out).unwrap();
+        let f = object::File::parse(&*data).unwrap();
+        let fat = f.section_by_name(".nv_fatbin").unwrap();
+        let seg = f.section_by_name(".nvFatBinSegment").unwrap();
+        let wrappers = seg.data().unwrap();
+        let pie = f.kind() != object::ObjectKind::Executable;
+        let relocs: std::collections::BTreeMap<u64, u64> = f
+            .dynamic_relocations()
+            .into_iter()
+            .flatten()
+            .map(|(at, r)| (at, r.addend() as u64))
+            .collect();
+        let mut n = 0;
+        for (i, w) in wrappers.chunks_exact(24).enumerate() {
+            if u32::from_le_bytes(w[..4].try_into().unwrap()) != 0x466243b1 {
+                continue;
+            }
+            let field = seg.address() + i as u64 * 24 + 8;
+            let target = if pie {
+                relocs[&field]
+            } else {
+                u64::from_le_bytes(w[8..16].try_into().unwrap())
+            };
+            let off = (target - fat.address()) as usize;
+            let body = fat.data().unwrap();
+            assert_eq!(
+                &body[off..off + 4],
+                &0xBA55ED50u32.to_le_bytes(),
+                "wrapper {i}"
+            );
+            n += 1;
+        }
+        assert_eq!(n, 3, "{extra:?}");
+        let archs: Vec<String> = inspect_json(&out)["per_arch"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["arch"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(archs, ["sm_90", "compute_80"], "{extra:?}");
+    }
 }

@@ -72,6 +72,8 @@ pub enum PruneError {
         arch: String,
         message: String,
     },
+    #[error("{}: tail-mode layout: {message}", path.display())]
+    Tail { path: PathBuf, message: String },
     #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
     Grew(PathBuf),
     #[error("{}: {source}", path.display())]

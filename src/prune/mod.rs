@@ -14,6 +14,7 @@ mod elf_inplace;
 mod error;
 mod packed;
 mod selection;
+mod tail;
 
 pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
@@ -185,8 +186,12 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
             report.absent = sel.check_present(input, &present_in(&scanned))?;
-            elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
-            report.in_place = true;
+            if tail::is_tail(data, &scanned) {
+                tail::prune_tail(input, data, &scanned, sel, &mut tmp, &mut report)?;
+            } else {
+                elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
+                report.in_place = true;
+            }
         }
         FileKind::Fatbin => {
             let fbs = fatbin::parse_all(data).map_err(|source| PruneError::Fatbin {

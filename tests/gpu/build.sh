@@ -297,7 +297,7 @@ fi
 variant tail std tail static
 
 # `fatpack prune --keep sm_90,compute_90` without relinking, on a packed and on a plain build.
-for src in packed plain; do
+for src in packed plain tail; do
     if grep -q "^$src OK" "$status_file"; then
         dst="pruned_$src"
         rm -rf "${out:?}/$dst"
@@ -308,7 +308,7 @@ for src in packed plain; do
             "$FP" prune --keep sm_90,compute_90 "$out/$src/$b" -o "$out/$dst/$b" >>"$work/logs/prune_$dst.log" 2>&1 || ok=0
         done
         if [ $ok = 1 ]; then
-            echo "$dst OK pruned90 $([ $src = packed ] && echo packed+pruned || echo plain+pruned)" >>"$status_file"
+            echo "$dst OK pruned90 $src+pruned" >>"$status_file"
             echo "build.sh: variant $dst: $(tail -n 3 "$work/logs/prune_$dst.log" | tr '\n' ' ')"
         else
             echo "$dst FAILED prune (see $work/logs/prune_$dst.log)" >>"$status_file"
