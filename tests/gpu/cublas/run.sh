@@ -37,12 +37,15 @@ nvcc -O2 -std=c++17 -c "$here/cublas_check.cu" -o "$W/check.o" || exit 1
 LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
 measure link_plain g++ -o "$W/plain" "$W/check.o" "${LIBS[@]}" || { echo "plain link failed"; exit 1; }
 measure link_packed g++ -B"$W/fp" -Wl,--fatpack-verbose -o "$W/packed" "$W/check.o" "${LIBS[@]}" || { echo "packed link failed"; exit 1; }
+measure link_tail g++ -B"$W/fp" -Wl,--fatpack-mode=tail -o "$W/tail" "$W/check.o" "${LIBS[@]}" || echo "tail link failed"
 measure prune "$FP" prune --for "$cap" "$W/packed" -o "$W/pruned" > "$W/prune.txt" 2>&1 || { cat "$W/prune.txt"; echo "prune failed"; }
-tail -n 4 "$W/prune.txt" | sed 's/^/  prune: /'
+tail -n 4 "$W/prune.txt" | sed 's/^/  prune packed: /'
+measure prune_tail "$FP" prune --for "$cap" "$W/tail" -o "$W/tail_pruned" > "$W/prune_tail.txt" 2>&1 || { cat "$W/prune_tail.txt"; echo "prune of tail failed"; }
+tail -n 4 "$W/prune_tail.txt" | sed 's/^/  prune tail: /'
 
 row() { # NAME FILE
     local name="$1" f="$2" i
-    [ -x "$f" ] || { printf '%-8s missing\n' "$name"; return; }
+    [ -x "$f" ] || { printf '%-11s missing\n' "$name"; return; }
     : >"$W/$name.runs"
     for i in 1 2 3; do
         timeout 300 "$f" >"$W/$name.out.$i" 2>&1
@@ -59,7 +62,7 @@ def med(k, scale=1.0):
     return f"{statistics.median(v) * scale:.1f}" if v else "-"
 ok = runs.count("cublas_check: PASS")
 st = os.stat(f)
-print(f"{name:<8} {st.st_size/1e6:>9.1f} {st.st_blocks*512/1e6:>8.1f} {ok}/3 PASS "
+print(f"{name:<11} {st.st_size/1e6:>9.1f} {st.st_blocks*512/1e6:>8.1f} {ok}/3 PASS "
       f"{med('first_sgemm_ms'):>10} {med('rss_kb', 1/1024):>8} "
       f"{med('hwm_kb', 1/1024):>8} {med('sgemm4096_tflops'):>8}")
 if ok < 3:
@@ -67,16 +70,19 @@ if ok < 3:
 PY
 }
 echo
-echo "binary    file MB    du MB  results  1st SGEMM ms  RSS MB  peak MB  TFLOP/s (median of 3)"
+echo "binary        file MB    du MB  results  1st SGEMM ms  RSS MB  peak MB  TFLOP/s (median of 3)"
 row plain "$W/plain"
 row packed "$W/packed"
 row pruned "$W/pruned"
+row tail "$W/tail"
+row tail_pruned "$W/tail_pruned"
 echo
-for t in link_plain link_packed prune; do
+for t in link_plain link_packed link_tail prune prune_tail; do
+    [ -f "$W/$t.time" ] || { echo "$t: not run"; continue; }
     read -r wall peak rc <"$W/$t.time"
     printf '%-12s %6.2f s  peak %6d MB  rc %s\n' "$t" "$wall" "$peak" "$rc"
 done
 grep -m3 "packed\|store mapped" "$W/link_packed.log" 2>/dev/null
-for n in plain packed pruned; do
+for n in plain packed pruned tail tail_pruned; do
     grep -h "error\|FAIL\|fatpack:" "$W/$n.runs" 2>/dev/null | sort | uniq -c | head -5 | sed "s/^/  $n: /"
 done
