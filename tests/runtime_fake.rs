@@ -191,7 +191,7 @@ fn fatpack_arch_forces_an_entry() {
     r.assert_clean();
     assert_eq!(one_module(&r), ["app#A:sm_80"]);
     assert!(
-        r.stderr.contains("does not run on device 0"),
+        r.stderr.contains("does not run on compute capability 9.0 (device 0)"),
         "{}",
         r.stderr
     );
@@ -286,14 +286,29 @@ fn info_log_reports_each_choice() {
     r.assert_clean();
     let e = &r.stderr;
     assert!(
-        e.contains("fatpack: module app#A: device 0 (compute capability 9.0): sm_90a"),
+        e.contains("fatpack: module app#A: compute capability 9.0 (device 0): sm_90a"),
         "{e}"
     );
     assert!(
-        e.contains("fatpack: module app#A: device 1 (compute capability 8.6): sm_86"),
+        e.contains("fatpack: module app#A: compute capability 8.6 (device 1): sm_86"),
         "{e}"
     );
     assert!(e.contains("registered 2 entries ("), "{e}");
+    // Two GPUs of one capability: one choice, one entry, both devices named.
+    let r = run(
+        &app.exe,
+        "launchA",
+        Some("90,86,90"),
+        &[("FATPACK_LOG", "info")],
+    );
+    r.assert_clean();
+    let e = &r.stderr;
+    assert!(
+        e.contains("fatpack: module app#A: compute capability 9.0 (devices 0, 2): sm_90a"),
+        "{e}"
+    );
+    assert_eq!(e.matches("compute capability 9.0").count(), 1, "{e}");
+    assert_eq!(r.registered(), [vec!["app#A:sm_86", "app#A:sm_90a"]]);
     assert!(
         e.contains(" bytes decompressed) in ") && e.contains(" ms"),
         "{e}"

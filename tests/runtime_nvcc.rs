@@ -152,7 +152,7 @@ fn real_nvcc_object_launches_through_the_runtime() {
         );
         assert!(
             r.stderr.contains(&format!(
-                "compute capability {}.{}): {want}",
+                "compute capability {}.{} (device 0): {want}",
                 &devs[..devs.len() - 1],
                 &devs[devs.len() - 1..]
             )),

@@ -226,7 +226,7 @@ def fake_run(what, exe, devices, env_extra=None, must=(), must_not=(r"^fatpack: 
 
 
 def choice(mod, dev, cap, entry):
-    return rf"^fatpack: module (\S*/)?{re.escape(mod)}#0: device {dev} \(compute capability {cap}\): {re.escape(entry)}$"
+    return rf"^fatpack: module (\S*/)?{re.escape(mod)}#0: compute capability {cap} \(device {dev}\): {re.escape(entry)}$"
 
 
 def copy_variant(name, dest):
@@ -254,12 +254,12 @@ if fake and os.path.isfile(os.path.join(fake, "libcuda.so.1")):
         fake_run("packed: 10.0 device -> compute_90 PTX; dlink via prelinked JIT", exe, "100",
                  must=[choice("a.o", 0, "10.0", "compute_90"), choice("dlink.o", 0, "10.0", "prelinked JIT inputs")])
         fake_run("packed: 7.0 device -> clear error, no crash", exe, "70",
-                 must=[r"^fatpack: error: module \S*a\.o#0\S* has no device code for device 0 \(compute capability 7\.0"],
+                 must=[r"^fatpack: error: module \S*a\.o#0\S* has no device code for compute capability 7\.0 \(device 0\)"],
                  must_not=())
         fake_run("packed: FATPACK_ARCH=compute_90 -> compute_90", exe, "90", {"FATPACK_ARCH": "compute_90"},
                  must=[choice("a.o", 0, "9.0", "compute_90")])
         fake_run("packed: FATPACK_ARCH=sm_80 on 9.0 -> warning, cudart refuses", exe, "90", {"FATPACK_ARCH": "sm_80"},
-                 must=[choice("a.o", 0, "9.0", "sm_80"), r"^fatpack: warning: .*FATPACK_ARCH=sm_80 does not run on device 0"])
+                 must=[choice("a.o", 0, "9.0", "sm_80"), r"^fatpack: warning: .*FATPACK_ARCH=sm_80 does not run on compute capability 9\.0 \(device 0\)"])
         fake_run("packed: FATPACK_ARCH=sm_banana -> clear error", exe, "90", {"FATPACK_ARCH": "sm_banana"},
                  must=[r"^fatpack: error: FATPACK_ARCH=\"sm_banana\" is not an arch name"], must_not=())
         fake_run("packed: FATPACK_EAGER=1 loads at registration", exe, "90", {"FATPACK_EAGER": "1"},

@@ -133,9 +133,9 @@ echo "  device capability: sm_$CAP"
 echo
 echo "== runtime checks (packed suite)"
 P="$O/packed"
-# choices LOG: the runtime's "device N (compute capability X.Y): CHOICE" lines, one choice a line.
-choices() { sed -n 's/^fatpack: module .*: device [0-9]* (compute capability [0-9.]*): \(.*\)$/\1/p' "$1"; }
-count_mod() { grep -cE "^fatpack: module (.*/)?$2#[0-9]*: device 0 \(compute capability [0-9.]*\): $3\$" "$1"; }
+# choices LOG: the runtime's "compute capability X.Y (device N): CHOICE" lines, one a line.
+choices() { sed -n 's/^fatpack: module .*: compute capability [0-9.]* (devices\{0,1\} [0-9, ]*): \(.*\)$/\1/p' "$1"; }
+count_mod() { grep -cE "^fatpack: module (.*/)?$2#[0-9]*: compute capability [0-9.]* \(devices? [0-9, ]*\): $3\$" "$1"; }
 summary_choices() { choices "$1" | sort | uniq -c | tr -s ' ' | paste -sd, -; }
 if built packed; then
 

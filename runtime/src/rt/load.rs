@@ -299,18 +299,38 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     // in cudart with cudaErrorNoKernelImageForDevice on its own, as an unpacked binary would.
     let fits = |cap: u32| main.choice(cap).is_some() || (jit_caps.contains(&cap) && jit_ok(cap));
     let none_fit = devices.iter().all(|d| !fits(d.cap));
+    // One report per distinct capability (what is chosen depends on nothing else), naming
+    // the devices that have it: two identical GPUs are one choice, not two.
+    let mut groups: Vec<(u32, Vec<i32>)> = Vec::new();
     for d in devices {
-        if !fits(d.cap) {
+        match groups.iter_mut().find(|g| g.0 == d.cap) {
+            Some(g) => g.1.push(d.ordinal),
+            None => groups.push((d.cap, vec![d.ordinal])),
+        }
+    }
+    for (cap, ordinals) in &groups {
+        let cap = *cap;
+        let on = format!(
+            "compute capability {} ({} {})",
+            capability_string(cap),
+            if ordinals.len() == 1 {
+                "device"
+            } else {
+                "devices"
+            },
+            ordinals
+                .iter()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if !fits(cap) {
             let why = match &forced {
                 Some(f) => format!("it has no {} (forced by FATPACK_ARCH)", f.name()),
                 None => "nothing in it runs there".to_owned(),
             };
             let msg = format!(
-                "module {name:?} has no device code for device {} (compute capability {}, \
-                 sm_{}): {why}; available: {}",
-                d.ordinal,
-                capability_string(d.cap),
-                d.cap,
+                "module {name:?} has no device code for {on}, sm_{cap}: {why}; available: {}",
                 main.available()
             );
             if none_fit {
@@ -320,35 +340,27 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             }
             continue;
         }
-        let jit = jit_caps.contains(&d.cap) && !prelinked.is_empty();
-        let what = match (main.choice(d.cap), jit) {
+        let jit = jit_caps.contains(&cap) && !prelinked.is_empty();
+        let what = match (main.choice(cap), jit) {
             (Some(i), false) => main.cands[i].name(),
             (Some(i), true) => format!("{} + prelinked JIT inputs", main.cands[i].name()),
             (None, _) => "prelinked JIT inputs".to_owned(),
         };
-        info!(
-            "module {name}: device {} (compute capability {}): {what}",
-            d.ordinal,
-            capability_string(d.cap)
-        );
+        info!("module {name}: {on}: {what}");
         for p in plans().filter(|_| jit) {
-            if let Some(i) = p.choice(d.cap) {
+            if let Some(i) = p.choice(cap) {
                 info!(
-                    "module {name}: device {}: prelinked {}: {}",
-                    d.ordinal,
+                    "module {name}: prelinked {}: {} for {on}",
                     p.name,
                     p.cands[i].name()
                 );
             }
         }
-        if let (Some(f), Some(i)) = (&forced, main.choice(d.cap)) {
-            if !select::runs_on(&main.cands[i], d.cap) {
+        if let (Some(f), Some(i)) = (&forced, main.choice(cap)) {
+            if !select::runs_on(&main.cands[i], cap) {
                 warn!(
-                    "module {name}: FATPACK_ARCH={} does not run on device {} (compute \
-                     capability {}); cudart will refuse it",
-                    f.name(),
-                    d.ordinal,
-                    capability_string(d.cap)
+                    "module {name}: FATPACK_ARCH={} does not run on {on}; cudart will refuse it",
+                    f.name()
                 );
             }
         }
