@@ -275,7 +275,7 @@ if fake and os.path.isfile(os.path.join(fake, "libcuda.so.1")):
         fake_run("ptx_only: sm_90 device -> compute_80; dlink via prelinked compute_80", os.path.join(out, "ptx_only", "suite"), "90",
                  must=[choice("a.o", 0, "9.0", "compute_80"), choice("d.o", 0, "9.0", "compute_80"),
                        choice("dlink.o", 0, "9.0", "prelinked JIT inputs"),
-                       r"^fatpack: module \S*dlink\.o#0: device 0: prelinked \S*f1\.o#0: compute_80$"])
+                       r"^fatpack: module \S*dlink\.o#0: prelinked \S*f1\.o#0: compute_80 for compute capability 9\.0 \(device 0\)$"])
         fake_run("ptx_only: 8.6 device -> sm_80", os.path.join(out, "ptx_only", "suite"), "86",
                  must=[choice("a.o", 0, "8.6", "sm_80"), choice("dlink.o", 0, "8.6", "sm_80")])
     for v in ("packed_shared_cudart", "packed_stripped", "packed_side_file"):
