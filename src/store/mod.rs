@@ -6,7 +6,7 @@ use std::io::{Seek, Write};
 
 use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
-use crate::fatbin::{DecompressError, Entry};
+use crate::fatbin::{DecompressError, Entry, Fatbin};
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
 
@@ -44,12 +44,8 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
     }
 }
 
-/// Add one extracted container as a module, reading it back from its file.
-pub fn add_module<W: Write + Seek>(
-    w: &mut StoreWriter<W>,
-    m: &Extracted,
-    maps: &Maps,
-) -> Result<(), PackError> {
+/// One extracted container, read back from its file and parsed.
+fn read_module(m: &Extracted, maps: &Maps) -> Result<Fatbin, PackError> {
     let map = maps.get(&m.file)?;
     let bytes = usize::try_from(m.file_offset)
         .ok()
@@ -60,28 +56,63 @@ pub fn add_module<W: Write + Seek>(
     let (fatbin, _) = crate::fatbin::parse_one(bytes, 0).map_err(|_| PackError::Changed {
         origin: m.origin.clone(),
     })?;
-    let id = w.add_module(&m.module)?;
-    let mut raws = Vec::with_capacity(fatbin.entries.len());
-    for e in &fatbin.entries {
-        raws.push(e.payload().map_err(|source| PackError::Payload {
-            origin: m.origin.clone(),
-            module: m.module.clone(),
-            source,
-        })?);
+    Ok(fatbin)
+}
+
+/// Container bytes read per batch of modules: their entries compress in parallel together
+/// (real libraries have one or two entries per module, too few to keep the cores busy one
+/// module at a time), and memory stays at one window of device code.
+const WINDOW_BYTES: u64 = 16 << 20;
+
+/// Add `modules` (in this order), a window at a time; `before(i)` hears of each module.
+fn add_modules<W: Write + Seek>(
+    w: &mut StoreWriter<W>,
+    modules: &[&Extracted],
+    maps: &Maps,
+    before: &mut dyn FnMut(usize),
+) -> Result<(), PackError> {
+    let mut i = 0;
+    while i < modules.len() {
+        let mut j = i;
+        let mut bytes = 0u64;
+        while j < modules.len() && (j == i || bytes + modules[j].len <= WINDOW_BYTES) {
+            bytes += modules[j].len;
+            j += 1;
+        }
+        let mut parsed = Vec::with_capacity(j - i);
+        for (k, m) in modules.iter().enumerate().take(j).skip(i) {
+            before(k);
+            let fatbin = read_module(m, maps)?;
+            parsed.push((w.add_module(&m.module)?, m, fatbin));
+        }
+        let mut raws = Vec::with_capacity(parsed.len());
+        for (_, m, fatbin) in &parsed {
+            let mut r = Vec::with_capacity(fatbin.entries.len());
+            for e in &fatbin.entries {
+                r.push(e.payload().map_err(|source| PackError::Payload {
+                    origin: m.origin.clone(),
+                    module: m.module.clone(),
+                    source,
+                })?);
+            }
+            raws.push(r);
+        }
+        // Entries are stored in batch order, whatever the threads: the same bytes as one
+        // module at a time.
+        let batch = parsed
+            .iter()
+            .zip(&raws)
+            .flat_map(|((id, _, fatbin), raws)| {
+                fatbin.entries.iter().zip(raws).map(|(e, raw)| NewEntry {
+                    module: *id,
+                    meta: entry_meta(e),
+                    raw,
+                })
+            })
+            .collect();
+        w.add_entries(batch, 0)?;
+        i = j;
     }
-    // One module's entries compress in parallel (same bytes as one at a time); memory
-    // stays at one module's device code.
-    let batch = fatbin
-        .entries
-        .iter()
-        .zip(&raws)
-        .map(|(e, raw)| NewEntry {
-            module: id,
-            meta: entry_meta(e),
-            raw,
-        })
-        .collect();
-    w.add_entries(batch, 0)?;
     Ok(())
 }
 
@@ -95,9 +126,6 @@ pub fn write_store<W: Write + Seek>(
     before: &mut dyn FnMut(usize),
 ) -> Result<(W, StoreSummary), PackError> {
     let mut w = StoreWriter::new(out, opts)?;
-    for (i, m) in modules.iter().enumerate() {
-        before(i);
-        add_module(&mut w, m, maps)?;
-    }
+    add_modules(&mut w, modules, maps, before)?;
     Ok(w.finish()?)
 }
