@@ -1172,3 +1172,54 @@ fn the_store_is_mapped_by_a_pt_load_of_its_own() {
     let (_, _, warnings) = run(Command::new("readelf").args(["-n", "-W"]).arg(&exe));
     assert!(!warnings.contains("Warning"), "{warnings}");
 }
+
+/// Entries nvcc already compressed with zstd (`--compress-mode=size`) keep their frames in
+/// the store (the link only decodes them once, to check and deduplicate them); a level given
+/// with `--fatpack-level` recompresses them. Both read back (extract checks every blob).
+#[test]
+fn nvcc_zstd_frames_are_kept_unless_a_level_is_given() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let objs = vec![
+        fixture("main.o"),
+        fixture("kernels_size.o"),
+        fixture("other.o"),
+    ];
+    let stored = |r: &serde_json::Value, origin: &str| -> Vec<(String, u64)> {
+        r["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["origin"].as_str().unwrap().contains(origin))
+            .flat_map(|m| m["entries"].as_array().unwrap().clone())
+            .map(|e| {
+                (
+                    e["arch"].as_str().unwrap().to_string(),
+                    e["stored_size"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let nvcc = stored(&inspect_json(&fixture("kernels_size.o")), "kernels_size.o");
+    assert!(!nvcc.is_empty());
+    for (name, extra, kept) in [
+        ("reuse", &[][..], true),
+        ("level", &["-Wl,--fatpack-level=9"][..], false),
+    ] {
+        let exe = dir.path().join(name);
+        let (code, _, err) = gxx(Some(w.path()), &exe, &objs, &cuda, extra);
+        assert_eq!(code, 0, "{err}");
+        let got = stored(&inspect_json(&exe), "kernels_size.o");
+        assert_eq!(got.len(), nvcc.len(), "{name}: {got:?}");
+        assert_eq!(got == nvcc, kept, "{name}: store {got:?}, nvcc {nvcc:?}");
+        let out = dir.path().join(format!("{name}-x"));
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .arg("extract")
+            .arg(&exe)
+            .arg("-o")
+            .arg(&out));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    }
+}

@@ -191,7 +191,8 @@ fn fatpack_arch_forces_an_entry() {
     r.assert_clean();
     assert_eq!(one_module(&r), ["app#A:sm_80"]);
     assert!(
-        r.stderr.contains("does not run on compute capability 9.0 (device 0)"),
+        r.stderr
+            .contains("does not run on compute capability 9.0 (device 0)"),
         "{}",
         r.stderr
     );

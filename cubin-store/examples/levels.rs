@@ -62,6 +62,7 @@ fn run_parallel(files: &[Vec<u8>], opts: WriteOptions, threads: usize) -> (Durat
             module: m,
             meta: meta(i),
             raw,
+            frame: None,
         })
         .collect();
     w.add_entries(batch, threads).expect("entries");

@@ -478,6 +478,25 @@ pub struct NewEntry<'r> {
     pub module: ModuleId,
     pub meta: EntryMeta,
     pub raw: &'r [u8],
+    /// A zstd frame the caller decompressed `raw` from (nvcc's compressed fatbin entries):
+    /// kept as the blob instead of compressing `raw` again, when it is exactly one frame
+    /// that records `raw`'s length and needs no dictionary, and the store has none. The
+    /// caller vouches that it decodes to `raw` (it just did); readers check the blake3.
+    pub frame: Option<&'r [u8]>,
+}
+
+/// `frame` as a blob for `raw`: one whole zstd frame, content size `raw.len()`, no
+/// dictionary, smaller than `raw` and within the ratio readers accept.
+fn reusable_frame(frame: &[u8], raw: &[u8]) -> bool {
+    use zstd::zstd_safe;
+    frame.get(..4) == Some(&0xFD2F_B528u32.to_le_bytes()[..])
+        && matches!(zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == raw.len() as u64)
+        && matches!(zstd_safe::find_frame_compressed_size(frame), Ok(n) if n == frame.len())
+        && zstd_safe::get_dict_id_from_frame(frame).is_none()
+        && frame.len() < raw.len()
+        && (frame.len() as u64)
+            .checked_mul(MAX_ZSTD_RATIO)
+            .is_some_and(|max| raw.len() as u64 <= max)
 }
 
 impl<W: Write + Seek> StoreWriter<W> {
@@ -526,9 +545,21 @@ impl<W: Write + Seek> StoreWriter<W> {
                 !self.by_digest.contains_key(&d) && seen.insert(d)
             })
             .collect();
+        // Jobs whose entry brings a reusable frame need no compression.
+        let no_dict = self.dict.is_empty();
+        let reused: Vec<Option<&[u8]>> = jobs
+            .iter()
+            .map(|&i| {
+                batch
+                    .get(i)
+                    .and_then(|e| e.frame.filter(|f| no_dict && reusable_frame(f, e.raw)))
+            })
+            .collect();
         let job_raw: Vec<&[u8]> = jobs
             .iter()
-            .filter_map(|&i| batch.get(i).map(|e| e.raw))
+            .zip(&reused)
+            .filter(|(_, r)| r.is_none())
+            .filter_map(|(&i, _)| batch.get(i).map(|e| e.raw))
             .collect();
         let compressed: Vec<Option<Vec<u8>>> = if threads <= 1 {
             job_raw
@@ -550,6 +581,15 @@ impl<W: Write + Seek> StoreWriter<W> {
                 },
             )?
         };
+        // Back in job order: reused frames in their places.
+        let mut fresh = compressed.into_iter();
+        let compressed: Vec<Option<Vec<u8>>> = reused
+            .iter()
+            .map(|r| match r {
+                Some(f) => Some(f.to_vec()),
+                None => fresh.next().flatten(),
+            })
+            .collect();
 
         let mut out = Vec::with_capacity(batch.len());
         let mut next_job = jobs.iter().zip(compressed).peekable();

@@ -363,6 +363,7 @@ fn build_batched(spec: &Spec, opts: WriteOptions, threads: usize, prefill: bool)
                 module: *m,
                 meta: meta.clone(),
                 raw,
+                frame: None,
             });
         }
     }
@@ -437,6 +438,7 @@ fn add_entries_validates_before_writing() {
         module: m,
         meta: EntryMeta::new(EntryKind::Sass, 90, ArchVariant::Plain),
         raw: b"abc",
+        frame: None,
     };
     let bad = NewEntry {
         module: ModuleId::clone(&m),
@@ -445,6 +447,7 @@ fn add_entries_validates_before_writing() {
             ..good.meta.clone()
         },
         raw: b"def",
+        frame: None,
     };
     assert!(matches!(
         w.add_entries(vec![good.clone(), bad], 2),

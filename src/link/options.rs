@@ -33,6 +33,9 @@ pub struct PackOptions {
     pub side_file: bool,
     pub verbose: bool,
     pub level: i32,
+    /// No `--fatpack-level`: nvcc's zstd-compressed entries keep their frames (a level
+    /// given asks for everything to be compressed at it).
+    pub reuse_frames: bool,
     /// `--fatpack-save-temps`: keep the rewritten inputs, glue, runtime and the real
     /// linker's command line (`ld.rsp`) in `<output>.fatpack-temps/`.
     pub save_temps: bool,
@@ -92,6 +95,7 @@ impl PackOptions {
             dry_run: line.fatpack_flag("dry-run"),
             verbose,
             level,
+            reuse_frames: line.fatpack_value("level").is_none(),
         })
     }
 }

@@ -422,6 +422,7 @@ impl Session {
             dictionary: None,
         };
         let maps = &self.maps;
+        let reuse = self.opts.reuse_frames;
         // On a terminal: modules and bytes stored so far.
         let total: u64 = modules.iter().map(|m| m.len).sum();
         let (progress, mut done) = (&self.progress, 0u64);
@@ -438,13 +439,13 @@ impl Session {
         let summary = if self.opts.side_file {
             let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
             let (file, summary) =
-                crate::store::write_store(file, &modules, wopts, maps, &mut before)?;
+                crate::store::write_store(file, &modules, wopts, maps, reuse, &mut before)?;
             // Renamed into place with the binary, in commit, never before.
             self.pending_side = Some(file);
             summary
         } else {
             packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
-                Ok(crate::store::write_store(w, &modules, wopts, maps, &mut before)?.1)
+                Ok(crate::store::write_store(w, &modules, wopts, maps, reuse, &mut before)?.1)
             })?
         };
         self.mapping = packed::finish(tmp_out, &summary.digest, !self.opts.side_file)?;

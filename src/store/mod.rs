@@ -6,7 +6,7 @@ use std::io::{Seek, Write};
 
 use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
-use crate::fatbin::{DecompressError, Entry, Fatbin};
+use crate::fatbin::{Compression, DecompressError, Entry, Fatbin};
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
 
@@ -69,6 +69,7 @@ fn add_modules<W: Write + Seek>(
     w: &mut StoreWriter<W>,
     modules: &[&Extracted],
     maps: &Maps,
+    reuse_frames: bool,
     before: &mut dyn FnMut(usize),
 ) -> Result<(), PackError> {
     let mut i = 0;
@@ -107,6 +108,11 @@ fn add_modules<W: Write + Seek>(
                     module: *id,
                     meta: entry_meta(e),
                     raw,
+                    // nvcc's zstd frame, kept as it is (it just decoded to `raw`), unless a
+                    // level was asked for.
+                    frame: (reuse_frames && e.compression() == Compression::Zstd)
+                        .then(|| e.stored.get(..e.header.compressed_len as usize))
+                        .flatten(),
                 })
             })
             .collect();
@@ -117,15 +123,18 @@ fn add_modules<W: Write + Seek>(
 }
 
 /// Write a whole store of `modules` (in this order) to `out`; `before(i)` hears of each
-/// module as its turn comes (progress display).
+/// module as its turn comes (progress display). With `reuse_frames`, entries nvcc already
+/// compressed with zstd keep their frames (no second compression: the link stays as fast
+/// as decoding them once); without, everything is compressed at `opts.level`.
 pub fn write_store<W: Write + Seek>(
     out: W,
     modules: &[&Extracted],
     opts: WriteOptions,
     maps: &Maps,
+    reuse_frames: bool,
     before: &mut dyn FnMut(usize),
 ) -> Result<(W, StoreSummary), PackError> {
     let mut w = StoreWriter::new(out, opts)?;
-    add_modules(&mut w, modules, maps, before)?;
+    add_modules(&mut w, modules, maps, reuse_frames, before)?;
     Ok(w.finish()?)
 }
