@@ -86,15 +86,28 @@ struct Shdr {
     size: u64,
 }
 
-struct Headers {
+/// The ELF header, program headers, section headers and section-name table of a file.
+pub(super) struct Headers {
     ehdr: [u8; EHDR_LEN],
     phdrs: Vec<Phdr>,
-    shdrs: Vec<u8>,
-    shstrtab: Vec<u8>,
+    pub(super) shdrs: Vec<u8>,
+    pub(super) shstrtab: Vec<u8>,
 }
 
 impl Headers {
-    fn read(path: &Path, f: &mut File) -> Result<Headers, OutputError> {
+    pub(super) fn shoff(&self) -> u64 {
+        u64::from_le_bytes(self.ehdr[40..48].try_into().expect("8"))
+    }
+
+    pub(super) fn shnum(&self) -> u16 {
+        u16::from_le_bytes([self.ehdr[60], self.ehdr[61]])
+    }
+
+    pub(super) fn shstrndx(&self) -> u16 {
+        u16::from_le_bytes([self.ehdr[62], self.ehdr[63]])
+    }
+
+    pub(super) fn read(path: &Path, f: &mut File) -> Result<Headers, OutputError> {
         let mut ehdr = [0u8; EHDR_LEN];
         f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
         f.read_exact(&mut ehdr).map_err(io_err(path))?;

@@ -41,6 +41,8 @@ impl Seek for OffsetWriter {
     }
 }
 
+/// The section tables of an ELF file, as `append_store` needs them (read by
+/// [`Headers`](super::segment::Headers), the one reader of them in this module).
 struct ElfLayout {
     shoff: u64,
     shnum: u16,
@@ -50,35 +52,13 @@ struct ElfLayout {
 }
 
 fn read_layout(path: &Path, f: &mut File) -> Result<ElfLayout, OutputError> {
-    let mut eh = [0u8; 64];
-    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
-    f.read_exact(&mut eh).map_err(io_err(path))?;
-    if eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
-        return Err(bad(path, "not a 64-bit little-endian ELF"));
-    }
-    let shoff = u64::from_le_bytes(eh[40..48].try_into().expect("8"));
-    let shnum = u16::from_le_bytes([eh[60], eh[61]]);
-    let shstrndx = u16::from_le_bytes([eh[62], eh[63]]);
-    if shoff == 0 || shnum == 0 || shstrndx >= shnum {
-        return Err(bad(path, "no section header table"));
-    }
-    let mut headers = vec![0u8; shnum as usize * 64];
-    f.seek(SeekFrom::Start(shoff)).map_err(io_err(path))?;
-    f.read_exact(&mut headers).map_err(io_err(path))?;
-    let sh = &headers[shstrndx as usize * 64..][..64];
-    let (off, size) = (
-        u64::from_le_bytes(sh[24..32].try_into().expect("8")),
-        u64::from_le_bytes(sh[32..40].try_into().expect("8")),
-    );
-    let mut shstrtab = vec![0u8; size as usize];
-    f.seek(SeekFrom::Start(off)).map_err(io_err(path))?;
-    f.read_exact(&mut shstrtab).map_err(io_err(path))?;
+    let h = super::segment::Headers::read(path, f)?;
     Ok(ElfLayout {
-        shoff,
-        shnum,
-        shstrndx,
-        headers,
-        shstrtab,
+        shoff: h.shoff(),
+        shnum: h.shnum(),
+        shstrndx: h.shstrndx(),
+        headers: h.shdrs,
+        shstrtab: h.shstrtab,
     })
 }
 
