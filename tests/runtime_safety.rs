@@ -144,18 +144,24 @@ fn store_rewritten_between_two_loads_changes_nothing_verified() {
     // when it is read; a copy made before the rewrite never sees it.
     let at = attrs + 28;
     assert_eq!(u32_at(at), 90);
+    // Loads A, flips the store file's byte at `at` in place, loads B.
+    let tamper = |app: &App, at: usize| -> Run {
+        let side = fatpack::packed::side_path(&app.exe);
+        let r = run(
+            &app.exe,
+            "tamper",
+            Some("90"),
+            &[
+                ("TAMPER_FILE", side.to_str().unwrap()),
+                ("TAMPER_AT", &at.to_string()),
+            ],
+        );
+        r.assert_clean();
+        assert_eq!(r.out("launchA").as_deref(), Some("0"), "{}", r.stderr);
+        r
+    };
     let side = fatpack::packed::side_path(&app.exe);
-    let r = run(
-        &app.exe,
-        "tamper",
-        Some("90"),
-        &[
-            ("TAMPER_FILE", side.to_str().unwrap()),
-            ("TAMPER_AT", &at.to_string()),
-        ],
-    );
-    r.assert_clean();
-    assert_eq!(r.out("launchA").as_deref(), Some("0"), "{}", r.stderr);
+    let r = tamper(&app, at);
     assert_eq!(r.out("launchB").as_deref(), Some("0"), "{}", r.stderr);
     assert_eq!(
         r.registered(),
@@ -169,19 +175,7 @@ fn store_rewritten_between_two_loads_changes_nothing_verified() {
     let blob = u32_at(rec + 8);
     let blob_rec = index + 24 + blob * 64;
     let mid = u64_at(blob_rec) + u64_at(blob_rec + 8) / 2;
-    let app = build_app(StoreAt::SideFile, None);
-    let side = fatpack::packed::side_path(&app.exe);
-    let r = run(
-        &app.exe,
-        "tamper",
-        Some("90"),
-        &[
-            ("TAMPER_FILE", side.to_str().unwrap()),
-            ("TAMPER_AT", &mid.to_string()),
-        ],
-    );
-    r.assert_clean();
-    assert_eq!(r.out("launchA").as_deref(), Some("0"), "{}", r.stderr);
+    let r = tamper(&build_app(StoreAt::SideFile, None), mid);
     assert_eq!(r.out("launchB").as_deref(), Some("200"), "{}", r.stderr);
     assert!(r.stderr.contains("cannot read sm_90a"), "{}", r.stderr);
 }
