@@ -1,6 +1,7 @@
 //! Store size and speed against nvcc's own compression, on real cubins.
 //!
-//!   cargo bench --bench store_sizes -- FILE...      (objects, archives, libraries, fatbins)
+//!   cargo bench --bench store_sizes -- [--levels=3,9,...] [--no-dictionary] FILE...
+//!                                                   (objects, archives, libraries, fatbins)
 //!
 //! For the device code of all FILEs: raw size; nvcc's `-compress-all` and
 //! `--compress-mode=size -compress-all` (the same entries repacked by `fatbinary`, so every
@@ -68,16 +69,25 @@ fn nvcc_repack(dir: &Path, idx: usize, fb: &Fatbin, flags: &[&str]) -> u64 {
 }
 
 fn main() {
-    let files: Vec<PathBuf> = std::env::args()
-        .skip(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let files: Vec<PathBuf> = args
+        .iter()
         .filter(|a| !a.starts_with("--"))
         .map(PathBuf::from)
         .collect();
+    let levels: Vec<i32> = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--levels="))
+        .map(|l| l.split(',').map(|x| x.parse().expect("--levels")).collect())
+        .unwrap_or_else(|| vec![3, 9, 15, 19, 22]);
+    let with_dictionary = !args.iter().any(|a| a == "--no-dictionary");
     assert!(
         !files.is_empty(),
         "usage: cargo bench --bench store_sizes -- FILE..."
     );
     let mut modules: Vec<(String, Fatbin)> = Vec::new();
+    // The containers as the files hold them (NVIDIA's own compression, if any).
+    let mut shipped: Vec<Fatbin> = Vec::new();
     for f in &files {
         let s = fatpack::inputs::scan(f).unwrap_or_else(|e| panic!("{e}"));
         for sec in s.sections {
@@ -91,6 +101,7 @@ fn main() {
                         .collect(),
                 };
                 modules.push((format!("{}#{i}", sec.origin), plain));
+                shipped.push(fb);
             }
         }
     }
@@ -114,6 +125,12 @@ fn main() {
     println!(
         "| fatbin, `--compress-mode=none` | {:.2} | 1.000 | - | - |",
         mib(fatbin_plain)
+    );
+    let as_shipped: u64 = shipped.iter().map(|f| f.encoded_len() as u64).sum();
+    println!(
+        "| as the files hold it | {:.2} | {:.3} | - | - |",
+        mib(as_shipped),
+        as_shipped as f64 / fatbin_plain as f64
     );
     let tmp = tempfile::tempdir().unwrap();
     for (label, flags) in [
@@ -149,8 +166,42 @@ fn main() {
         .map(|e| e.payload().unwrap().into_owned())
         .collect();
     let refs: Vec<&[u8]> = samples.iter().map(|s| s.as_slice()).collect();
-    let dict = cubin_store::train_dictionary(&refs, 112 * 1024).ok();
-    let mut configs: Vec<(String, WriteOptions)> = [3, 9, 15, 19, 22]
+    let dict = with_dictionary
+        .then(|| cubin_store::train_dictionary(&refs, 112 * 1024).ok())
+        .flatten();
+    // What `fatpack ld` does by default: nvcc's zstd frames kept, the rest at level 9.
+    {
+        let t = Instant::now();
+        let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
+        for ((name, fb), orig) in modules.iter().zip(&shipped) {
+            let id = w.add_module(name).unwrap();
+            let raws: Vec<_> = fb.entries.iter().map(|e| e.payload().unwrap()).collect();
+            let batch = fb
+                .entries
+                .iter()
+                .zip(&orig.entries)
+                .zip(&raws)
+                .map(|((e, o), raw)| cubin_store::NewEntry {
+                    module: id,
+                    meta: fatpack::store::entry_meta(e),
+                    raw,
+                    frame: (o.compression() == fatpack::fatbin::Compression::Zstd)
+                        .then(|| o.stored.get(..o.header.compressed_len as usize))
+                        .flatten(),
+                })
+                .collect();
+            w.add_entries(batch, 1).unwrap();
+        }
+        let (_, summary) = w.finish().unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "| store, nvcc's zstd frames kept, others zstd -9 (link default) | {:.2} | {:.3} | {:.0} | - |",
+            mib(summary.file_len),
+            summary.file_len as f64 / fatbin_plain as f64,
+            raw as f64 / 1e6 / secs
+        );
+    }
+    let mut configs: Vec<(String, WriteOptions)> = levels
         .iter()
         .map(|&l| {
             (

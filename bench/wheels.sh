@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 12's benchmark: NVIDIA's own device code, from the PyPI wheels nvidia-cublas
+# (libcublasLt.so) and nvidia-cusparse (libcusparse.so), each library on its own:
+#
+#   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9]
+#
+# Installs the wheels (--no-deps) into a venv under WORK, then for each library runs
+# `cargo bench --bench store_sizes` (the same entries as the library holds them, repacked
+# uncompressed, by nvcc's fatbinary in its default and size modes, as fatpack's link default
+# (nvcc's zstd frames kept) and as stores at LEVELS) and `xz -9e` over the entries that
+# `fatpack extract` writes (the reference limit). Slow on few cores: nvcc's size mode writes
+# about 3 MB/s, xz -9e about 2 MB/s per thread.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="${1:-/tmp/fatpack-wheels}"
+levels="${2:-3,9}"
+source "$root/scripts/cuda-env.sh"
+cd "$root"
+cargo build --release --locked -q -p fatpack
+mkdir -p "$work"
+if [ ! -x "$work/venv/bin/python" ]; then
+    python3 -m venv "$work/venv"
+fi
+"$work/venv/bin/pip" install -q --no-deps nvidia-cublas nvidia-cusparse
+site="$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+"$work/venv/bin/pip" list 2>/dev/null | grep -i "^nvidia-" | sed 's/^/wheels: /'
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+for lib in libcublasLt.so libcusparse.so; do
+    f="$(find "$site/nvidia" -name "$lib.*" -type f | sort | head -1)"
+    [ -n "$f" ] || { echo "no $lib in the wheels" >&2; exit 1; }
+    echo
+    echo "== $(basename "$f") ($(stat -c %s "$f") bytes)"
+    cargo bench -q --bench store_sizes -- "--levels=$levels" --no-dictionary "$f"
+    x="$work/extract-$lib"
+    rm -rf "$x"
+    ./target/release/fatpack extract "$f" -o "$x" >/dev/null
+    t0=$(date +%s.%N)
+    n=$(find "$x" -type f \( -name '*.cubin' -o -name '*.ptx' \) -print0 | sort -z | xargs -0 cat | xz -9e -T0 | wc -c)
+    t1=$(date +%s.%N)
+    printf '| xz -9e over the extracted entries (limit) | %.2f MiB | %.0f s |\n' "$(echo "$n / 1048576" | bc -l)" "$(echo "$t1 - $t0" | bc -l)"
+done
