@@ -293,7 +293,8 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
         assert_eq!(archs(&out), want, "{spec}");
         assert!(err.contains("fatpack prune: for "), "{err}");
     }
-    // Nothing in it runs on 8.6, before pruning either: said, and the module left whole.
+    // Nothing in it runs on 8.6, before pruning either: said, and only its smallest entry
+    // stays (a well-formed container, no code an 8.6 GPU would never load).
     let out = dir.path().join("af-86.o");
     let (code, _, err) = prune(&["--for", "8.6"], &af, &out);
     assert_eq!(code, 0, "{err}");
@@ -302,7 +303,11 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
             && err.contains("sm_90a"),
         "{err}"
     );
-    assert_eq!(archs(&out), archs(&af));
+    assert!(
+        err.contains("none of them: only its smallest entry kept (compute_90a)"),
+        "{err}"
+    );
+    assert_eq!(archs(&out), ["compute_90a"]);
     let (code, _, err) = prune(&["--for", "nine"], &af, &out);
     assert_eq!(code, 1);
     assert!(err.contains("--for nine"), "{err}");

@@ -65,7 +65,8 @@ fn prune_container(
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
     let cands: Vec<Candidate> = fb.entries.iter().map(candidate).collect();
-    let keep = sel.choose(module, &cands, &mut report.chosen)?;
+    let sizes: Vec<u64> = fb.entries.iter().map(|e| e.encoded_len() as u64).collect();
+    let keep = sel.choose(module, &cands, &sizes, &mut report.chosen)?;
     // Every kept entry must decode (nvcc's compressed payloads included): prune never passes
     // on bytes that `inspect` or the driver would reject.
     for (e, _) in fb.entries.iter().zip(&keep).filter(|(_, k)| **k) {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{Seek, Write};
 use std::path::Path;
 
-use cubin_store::{AtomicStoreFile, Store, StoreWriter, WriteOptions};
+use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
 
 use super::{io_at, PruneError, PruneReport, Selection};
 use crate::arch::Target;
@@ -25,6 +25,7 @@ fn write_pruned<W: Write + Seek>(
         source,
     };
     let mut w = StoreWriter::new(out, WriteOptions::default()).map_err(store_err)?;
+    let bytes = store.as_bytes();
     for m in store.modules() {
         let id = w.add_module(m.name()).map_err(store_err)?;
         let entries: Vec<_> = m.entries().collect();
@@ -32,17 +33,42 @@ fn write_pruned<W: Write + Seek>(
             .iter()
             .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
             .collect();
-        let keep = sel.choose(m.name(), &cands, &mut report.chosen)?;
-        for (e, k) in entries.iter().zip(keep) {
-            report.entries_before += 1;
-            report.bytes_before += e.stored_len();
-            if k {
-                let raw = store.read_entry(e).map_err(store_err)?;
-                let r = w.add_entry(id, e.meta(), &raw).map_err(store_err)?;
-                report.entries_after += 1;
-                if !r.deduplicated {
-                    report.bytes_after += e.stored_len();
+        let sizes: Vec<u64> = entries.iter().map(|e| e.stored_len()).collect();
+        let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;
+        let kept: Vec<_> = entries.iter().zip(keep).filter(|(_, k)| *k).collect();
+        report.entries_before += entries.len();
+        report.bytes_before += sizes.iter().sum::<u64>();
+        // Every kept entry is read (decompressed, length- and blake3-checked) before its
+        // frame is copied as it is: nothing is compressed again.
+        let mut raws = Vec::with_capacity(kept.len());
+        for (e, _) in &kept {
+            raws.push(store.read_entry(e).map_err(store_err)?);
+        }
+        let batch = kept
+            .iter()
+            .zip(&raws)
+            .map(|((e, _), raw)| {
+                let b = e.blob();
+                let frame = (b.codec == cubin_store::Codec::Zstd)
+                    .then(|| bytes.get(b.offset as usize..(b.offset + b.stored_len) as usize))
+                    .flatten();
+                NewEntry {
+                    module: id,
+                    meta: e.meta(),
+                    raw,
+                    frame,
                 }
+            })
+            .collect();
+        for (r, (e, _)) in w
+            .add_entries(batch, 0)
+            .map_err(store_err)?
+            .iter()
+            .zip(&kept)
+        {
+            report.entries_after += 1;
+            if !r.deduplicated {
+                report.bytes_after += e.stored_len();
             }
         }
     }

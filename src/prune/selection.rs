@@ -25,6 +25,8 @@ pub enum Selection {
 
 /// What [`describe`] says of a module that has nothing for a capability.
 pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
+/// ... and of a module that has nothing for any capability listed.
+pub const SMALLEST_KEPT: &str = "only its smallest entry kept";
 
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
@@ -74,14 +76,17 @@ pub fn parse_capabilities(text: &str) -> Result<Vec<u32>, PruneError> {
 }
 
 impl Selection {
-    /// Which of a module's entries to keep. With `--for`, what the runtime would choose for
-    /// each capability; a capability nothing in the module runs on could not run it before
-    /// either (real libraries have such modules: cuBLAS carries sm_75-only ones), so that is
-    /// reported, not refused, and a module nothing listed can run is left as it was.
+    /// Which of a module's entries to keep (`sizes`: each entry's stored bytes). With
+    /// `--for`, what the runtime would choose for each capability; a capability nothing in
+    /// the module runs on could not run it before either (cuBLAS has hundreds of modules for
+    /// sm_100 or sm_120 only), so that is reported, not refused. A module that none of the
+    /// listed GPUs can run keeps only its smallest entry: it stays a well-formed container
+    /// to register, and stops costing the space of code those GPUs never load.
     pub fn choose(
         &self,
         module: &str,
         cands: &[Candidate],
+        sizes: &[u64],
         chosen: &mut Chosen,
     ) -> Result<Vec<bool>, PruneError> {
         match self {
@@ -117,7 +122,11 @@ impl Selection {
                     *chosen.entry(cap).or_default().entry(name).or_default() += 1;
                 }
                 if !keep.contains(&true) {
-                    keep.fill(true);
+                    if let Some(i) = (0..cands.len()).min_by_key(|&i| sizes.get(i).copied()) {
+                        keep[i] = true;
+                        let what = format!("{SMALLEST_KEPT} ({})", cands[i].name());
+                        *chosen.entry(0).or_default().entry(what).or_default() += 1;
+                    }
                 }
                 Ok(keep)
             }
@@ -164,7 +173,11 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
                 .iter()
                 .map(|(n, k)| format!("{n} ({k} module{})", if *k == 1 { "" } else { "s" }))
                 .collect();
-            format!("{}: {}", capability_string(*cap), parts.join(", "))
+            match cap {
+                // Modules none of the capabilities runs.
+                0 => format!("none of them: {}", parts.join(", ")),
+                _ => format!("{}: {}", capability_string(*cap), parts.join(", ")),
+            }
         })
         .collect()
 }
@@ -195,18 +208,20 @@ mod tests {
         let c = |n: &str| Candidate::parse(n).unwrap();
         let cands = [c("sm_80"), c("sm_90"), c("sm_90a"), c("compute_90")];
         let mut chosen = Chosen::new();
+        let sizes = [40, 30, 20, 10];
         let keep = Selection::For(vec![90, 86, 120])
-            .choose("m", &cands, &mut chosen)
+            .choose("m", &cands, &sizes, &mut chosen)
             .unwrap();
         // 9.0 runs sm_90a, 8.6 sm_80, 12.0 JITs compute_90.
         assert_eq!(keep, vec![true, false, true, true]);
         assert_eq!(chosen[&90]["sm_90a"], 1);
-        // Nothing runs on 7.5: the module stays as it was, and the report says so.
+        // Nothing runs on 7.5: said, and only the smallest entry stays.
         let keep = Selection::For(vec![75])
-            .choose("m", &cands, &mut chosen)
+            .choose("m", &cands, &sizes, &mut chosen)
             .unwrap();
-        assert_eq!(keep, vec![true; 4]);
+        assert_eq!(keep, vec![false, false, false, true]);
         let (what, n) = chosen[&75].iter().next().unwrap();
         assert!(what.starts_with(NOTHING_RUNS) && *n == 1, "{what}");
+        assert!(chosen[&0].keys().next().unwrap().contains("compute_90"));
     }
 }
