@@ -80,7 +80,7 @@ fn rewritten_objects_and_archive_link_with_the_real_linker() {
         let (bytes, _) = rewrite(name);
         members.push(archive::Member {
             name: name.to_string(),
-            data: bytes,
+            data: bytes.into(),
         });
     }
     let lib = dir.path().join("libpacked.a");

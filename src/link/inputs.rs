@@ -2,6 +2,7 @@
 //! whose containers are stubs naming store modules, the names unique within the link and
 //! independent of the build folder.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -124,8 +125,9 @@ pub(super) fn rewrite_input(
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let shown = origin_of(&p.path);
-            let mut members = Vec::new();
-            for m in inputs::archive::members(&p.path, &shown, &map, maps)? {
+            let input_members = inputs::archive::members(&p.path, &shown, &map, maps)?;
+            let mut members = Vec::with_capacity(input_members.len());
+            for m in &input_members {
                 // This member's sections, by where their bytes are (names can repeat in an archive).
                 let mut secs: Vec<DeviceSection> = p
                     .sections
@@ -139,17 +141,23 @@ pub(super) fn rewrite_input(
                 for s in &mut secs {
                     s.origin = m.origin.clone();
                 }
-                let (name, origin, bytes) = (m.name, m.origin, m.bytes);
+                // Members without device code are written from the input's mapping as they are.
                 let data = if secs.is_empty() {
-                    bytes.to_vec()
+                    Cow::Borrowed(&m.bytes[..])
                 } else {
-                    let (b, ex) = rewrite_object(&origin, &bytes, &secs, &mut name_for)?;
+                    let (b, ex) = rewrite_object(&m.origin, &m.bytes, &secs, &mut name_for)?;
                     extracted.extend(ex);
-                    b
+                    Cow::Owned(b)
                 };
-                members.push(archive::Member { name, data });
+                members.push(archive::Member {
+                    name: m.name.clone(),
+                    data,
+                });
             }
-            std::fs::write(&dest, archive::write_archive(&members))
+            let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+            archive::write_archive_to(&members, &mut w)
+                .and_then(|()| std::io::Write::flush(&mut w))
                 .map_err(io_at("writing", &dest))?;
         }
         _ => unreachable!("plan() keeps objects and archives only"),

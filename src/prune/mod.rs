@@ -179,7 +179,10 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
                 } else {
                     bytes.to_vec()
                 };
-                members.push(archive::Member { name, data: pruned });
+                members.push(archive::Member {
+                    name,
+                    data: std::borrow::Cow::Owned(pruned),
+                });
             }
             std::io::Write::write_all(tmp.as_file_mut(), &archive::write_archive(&members))
                 .map_err(io_at(tmp.path()))?;

@@ -2,11 +2,15 @@
 //! the rewritten copy of an input archive. No crate writes the GNU index with 64-bit
 //! offsets, and the format is small.
 
+use std::borrow::Cow;
+use std::io::{self, Write};
+
 use object::{Object, ObjectSymbol};
 
-pub struct Member {
+/// One member to write: its bytes borrowed from the input where they do not change.
+pub struct Member<'a> {
     pub name: String,
-    pub data: Vec<u8>,
+    pub data: Cow<'a, [u8]>,
 }
 
 /// Global symbols an archive member defines: what the linker's archive index lists.
@@ -33,6 +37,14 @@ fn header(out: &mut Vec<u8>, name: &str, size: usize) {
 
 /// Encode an archive of `members`, with a GNU symbol index (64-bit when offsets need it).
 pub fn write_archive(members: &[Member]) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_archive_to(members, &mut out).expect("writing to memory");
+    out
+}
+
+/// [`write_archive`], streamed to `out`: the index first, then each member as it is, so a
+/// large archive is never held in memory a second time.
+pub fn write_archive_to(members: &[Member], sink: &mut impl Write) -> io::Result<()> {
     // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
     let mut longnames = Vec::new();
     let mut header_names = Vec::with_capacity(members.len());
@@ -68,7 +80,7 @@ pub fn write_archive(members: &[Member]) -> Vec<u8> {
     if wide {
         (index_size, offsets, _) = layout(8);
     }
-    let mut out = Vec::with_capacity(total as usize + 64);
+    let mut out: Vec<u8> = Vec::with_capacity(index_size + longnames.len() + 256);
     out.extend_from_slice(b"!<arch>\n");
     header(&mut out, if wide { "/SYM64/" } else { "/" }, index_size);
     let put = |out: &mut Vec<u8>, v: u64| {
@@ -98,13 +110,19 @@ pub fn write_archive(members: &[Member]) -> Vec<u8> {
             out.push(b'\n');
         }
     }
+    let mut written = out.len() as u64;
+    sink.write_all(&out)?;
     for ((m, hn), &off) in members.iter().zip(&header_names).zip(&offsets) {
-        debug_assert_eq!(out.len() as u64, off);
-        header(&mut out, hn, m.data.len());
-        out.extend_from_slice(&m.data);
+        debug_assert_eq!(written, off);
+        let mut h = Vec::with_capacity(60);
+        header(&mut h, hn, m.data.len());
+        sink.write_all(&h)?;
+        sink.write_all(&m.data)?;
         if m.data.len() & 1 == 1 {
-            out.push(b'\n');
+            sink.write_all(b"\n")?;
         }
+        written += 60 + (m.data.len() + (m.data.len() & 1)) as u64;
     }
-    out
+    debug_assert_eq!(written, total);
+    Ok(())
 }
