@@ -34,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
             .collect();
         members.push(fatpack::rewrite::archive::Member {
             name,
-            data: body.to_vec(),
+            data: body.to_vec().into(),
         });
         p = at + 2 + dl;
     }
