@@ -30,6 +30,10 @@ fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();
     let (i, o) = (dir.path().join("in.o"), dir.path().join("out.o"));
     std::fs::write(&i, data).unwrap();
-    let keep = fatpack::prune::parse_keep("sm_90").unwrap();
+    let keep = fatpack::prune::Selection::Keep {
+        targets: fatpack::prune::parse_keep("sm_90").unwrap(),
+        allow_empty: true,
+    };
     let _ = fatpack::prune::prune(&i, &o, &keep);
+    let _ = fatpack::prune::prune(&i, &o, &fatpack::prune::Selection::For(vec![90, 86]));
 });
