@@ -23,6 +23,8 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// ~32768:1 (a 4-byte RLE block per 128 KiB), so this only rejects hostile indexes that would
 /// make a reader allocate far more than the store could ever decompress to.
 pub const MAX_ZSTD_RATIO: u64 = 1 << 16;
+/// The first four bytes of a zstd frame.
+pub(crate) const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
 
 // Header field offsets.
 pub const H_MAGIC: usize = 0x00;

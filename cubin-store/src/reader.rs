@@ -13,8 +13,6 @@ use crate::meta::{
     arch_name, kind_from_wire, variant_from_wire, ArchVariant, Codec, EntryKind, EntryMeta,
 };
 
-const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
-
 #[derive(Debug)]
 pub(crate) struct BlobInfo {
     offset: u64,

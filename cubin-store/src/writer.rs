@@ -489,7 +489,7 @@ pub struct NewEntry<'r> {
 /// dictionary, smaller than `raw` and within the ratio readers accept.
 fn reusable_frame(frame: &[u8], raw: &[u8]) -> bool {
     use zstd::zstd_safe;
-    frame.get(..4) == Some(&0xFD2F_B528u32.to_le_bytes()[..])
+    frame.get(..4) == Some(&crate::format::ZSTD_MAGIC[..])
         && matches!(zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == raw.len() as u64)
         && matches!(zstd_safe::find_frame_compressed_size(frame), Ok(n) if n == frame.len())
         && zstd_safe::get_dict_id_from_frame(frame).is_none()
@@ -583,11 +583,12 @@ impl<W: Write + Seek> StoreWriter<W> {
         };
         // Back in job order: reused frames in their places.
         let mut fresh = compressed.into_iter();
-        let compressed: Vec<Option<Vec<u8>>> = reused
+        let compressed: Vec<Option<std::borrow::Cow<[u8]>>> = reused
             .iter()
             .map(|r| match r {
-                Some(f) => Some(f.to_vec()),
-                None => fresh.next().flatten(),
+                // Written straight from the caller's bytes: no copy.
+                Some(f) => Some(std::borrow::Cow::Borrowed(*f)),
+                None => fresh.next().flatten().map(std::borrow::Cow::Owned),
             })
             .collect();
 

@@ -99,8 +99,8 @@ pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, Out
     let Some(range) = slot_range(data) else {
         return Ok(None);
     };
-    range.map_err(|e| bad(path, e))?;
-    let Some(slot) = recorded_slot(data) else {
+    let (offset, size, _) = range.map_err(|e| bad(path, e))?;
+    let Some(slot) = slot_at(data, offset, size) else {
         return Ok(None);
     };
     let recorded_digest = slot.digest;
@@ -135,15 +135,8 @@ pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
     file.section_by_name(STORE_SECTION)?.file_range()
 }
 
-/// The digest recorded in a packed file's [`DIGEST_SECTION`] slot.
-pub fn recorded_digest(data: &[u8]) -> Option<[u8; 32]> {
-    recorded_slot(data).map(|s| s.digest)
-}
-
-/// A packed file's [`DIGEST_SECTION`] slot (None also when its section header is
-/// inconsistent: see [`slot_range`]).
-pub fn recorded_slot(data: &[u8]) -> Option<fatpack_format::link::StoreSlot> {
-    let (offset, size, _) = slot_range(data)?.ok()?;
+/// The slot whose bytes [`slot_range`] found at `offset`, `size` bytes long.
+fn slot_at(data: &[u8], offset: u64, size: u64) -> Option<fatpack_format::link::StoreSlot> {
     let d = data
         .get(usize::try_from(offset).ok()?..)?
         .get(..usize::try_from(size).ok()?)?;

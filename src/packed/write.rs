@@ -41,27 +41,6 @@ impl Seek for OffsetWriter {
     }
 }
 
-/// The section tables of an ELF file, as `append_store` needs them (read by
-/// [`Headers`](super::segment::Headers), the one reader of them in this module).
-struct ElfLayout {
-    shoff: u64,
-    shnum: u16,
-    shstrndx: u16,
-    headers: Vec<u8>,
-    shstrtab: Vec<u8>,
-}
-
-fn read_layout(path: &Path, f: &mut File) -> Result<ElfLayout, OutputError> {
-    let h = super::segment::Headers::read(path, f)?;
-    Ok(ElfLayout {
-        shoff: h.shoff(),
-        shnum: h.shnum(),
-        shstrndx: h.shstrndx(),
-        headers: h.shdrs,
-        shstrtab: h.shstrtab,
-    })
-}
-
 /// Write a store as the non-allocated section [`STORE_SECTION`] of the ELF file at `path`,
 /// with contents from `write` (which may seek within them). A new section goes at the end
 /// of the file; an existing one (`fatpack prune`) is replaced: in place of the old bytes
@@ -77,11 +56,12 @@ pub fn append_store<T, E: From<OutputError>>(
         .write(true)
         .open(path)
         .map_err(io_err(path))?;
-    let lay = read_layout(path, &mut f)?;
+    let lay = super::segment::Headers::read(path, &mut f)?;
+    let (shoff, shstrndx) = (lay.shoff(), usize::from(lay.shstrndx()));
     let field = |h: &[u8], at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8"));
     let name_at = |h: &[u8]| u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
     let wanted = format!("{STORE_SECTION}\0");
-    let existing = lay.headers.chunks_exact(64).position(|h| {
+    let existing = lay.shdrs.chunks_exact(64).position(|h| {
         let n = name_at(h);
         lay.shstrtab.get(n..n + wanted.len()) == Some(wanted.as_bytes())
     });
@@ -89,26 +69,26 @@ pub fn append_store<T, E: From<OutputError>>(
     // Where the bytes that may be overwritten start: the old store if it is last, else the
     // tables if they are last, else the end of the file.
     let data_end_except = |skip: Option<usize>| -> u64 {
-        lay.headers
+        lay.shdrs
             .chunks_exact(64)
             .enumerate()
             .filter(|(i, h)| {
                 Some(*i) != skip
-                    && *i != lay.shstrndx as usize
+                    && *i != shstrndx
                     && u32::from_le_bytes(h[4..8].try_into().expect("4")) != object::elf::SHT_NOBITS
             })
             .map(|(_, h)| field(h, 24) + field(h, 32))
             .max()
             .unwrap_or(0)
     };
-    let shstr_off = field(&lay.headers[lay.shstrndx as usize * 64..], 24);
-    let tables_last = lay.shoff + lay.headers.len() as u64 == end;
+    let shstr_off = field(&lay.shdrs[shstrndx * 64..], 24);
+    let tables_last = shoff + lay.shdrs.len() as u64 == end;
     let mut tail_start = end;
-    if tables_last && shstr_off < lay.shoff && data_end_except(existing) <= shstr_off {
-        tail_start = shstr_off.min(lay.shoff);
+    if tables_last && shstr_off < shoff && data_end_except(existing) <= shstr_off {
+        tail_start = shstr_off.min(shoff);
     }
     if let Some(i) = existing {
-        let old = field(&lay.headers[i * 64..], 24);
+        let old = field(&lay.shdrs[i * 64..], 24);
         if tables_last && data_end_except(existing) <= old && old <= shstr_off {
             tail_start = old;
         }
@@ -121,9 +101,8 @@ pub fn append_store<T, E: From<OutputError>>(
     let mut f = w.file;
     let store_end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
     let store_len = store_end - base;
-    let mut shstrtab = lay.shstrtab.clone();
-    let mut headers = lay.headers.clone();
-    let mut shnum = lay.shnum;
+    let mut shnum = lay.shnum();
+    let (mut shstrtab, mut headers) = (lay.shstrtab, lay.shdrs);
     match existing {
         Some(i) => {
             let h = &mut headers[i * 64..(i + 1) * 64];
@@ -153,7 +132,7 @@ pub fn append_store<T, E: From<OutputError>>(
     let shoff = pos.div_ceil(8) * 8;
     f.write_all(&vec![0u8; (shoff - pos) as usize])
         .map_err(io_err(path))?;
-    let si = lay.shstrndx as usize * 64;
+    let si = shstrndx * 64;
     headers[si + 24..si + 32].copy_from_slice(&strtab_off.to_le_bytes());
     headers[si + 32..si + 40].copy_from_slice(&(shstrtab.len() as u64).to_le_bytes());
     f.write_all(&headers).map_err(io_err(path))?;
