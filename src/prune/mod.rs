@@ -190,8 +190,8 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
             report.absent = sel.check_present(input, &present_in(&scanned))?;
-            if tail::is_tail(data, &scanned) {
-                tail::prune_tail(input, data, &scanned, sel, &mut tmp, &mut report)?;
+            if let Some(seg) = tail::tail_segment(data, &scanned) {
+                tail::prune_tail(input, data, seg, &scanned, sel, &mut tmp, &mut report)?;
             } else {
                 elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
                 report.in_place = true;

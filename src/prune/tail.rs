@@ -25,7 +25,7 @@ fn put_u64(b: &mut [u8], o: usize, v: u64) {
     b[o..o + 8].copy_from_slice(&v.to_le_bytes());
 }
 
-struct Segment {
+pub(super) struct Segment {
     /// Index of the program header.
     index: usize,
     offset: u64,
@@ -35,7 +35,7 @@ struct Segment {
 }
 
 /// The last loaded segment, if the device sections are exactly what it holds (tail layout).
-fn tail_segment(data: &[u8], scanned: &Scanned) -> Option<Segment> {
+pub(super) fn tail_segment(data: &[u8], scanned: &Scanned) -> Option<Segment> {
     let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
     let loads: Vec<Segment> = hdr
         .program_headers(LE, data)
@@ -77,14 +77,11 @@ fn tail_segment(data: &[u8], scanned: &Scanned) -> Option<Segment> {
         .then_some(last)
 }
 
-/// Whether `data` has the tail layout.
-pub(super) fn is_tail(data: &[u8], scanned: &Scanned) -> bool {
-    tail_segment(data, scanned).is_some()
-}
-
+/// Compacts the device code of `data`, whose tail segment is `seg` ([`tail_segment`]).
 pub(super) fn prune_tail(
     input: &Path,
     data: &[u8],
+    seg: Segment,
     scanned: &Scanned,
     sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
@@ -94,7 +91,6 @@ pub(super) fn prune_tail(
         path: input.to_path_buf(),
         message: m,
     };
-    let seg = tail_segment(data, scanned).ok_or_else(|| bad("not a tail-mode layout".into()))?;
     let hdr = elf::FileHeader64::<LE>::parse(data).map_err(|e| bad(e.to_string()))?;
     let sections = hdr.sections(LE, data).map_err(|e| bad(e.to_string()))?;
     let addr_of = |off: u64| seg.vaddr + (off - seg.offset);
