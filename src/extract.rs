@@ -77,39 +77,56 @@ fn file_stem(origin: &str) -> String {
         .to_string()
 }
 
+/// Every module of a store with its entries, each read by `read`.
+fn store_items(
+    store: &cubin_store::Store<'_>,
+    read: impl Fn(&cubin_store::EntryView<'_>) -> Result<Vec<u8>, ExtractError>,
+) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
+    let mut out = Vec::new();
+    for m in store.modules() {
+        let mut items = Vec::new();
+        for e in m.entries() {
+            let meta = e.meta();
+            items.push(Item {
+                kind: meta.kind,
+                arch: meta.arch,
+                variant: meta.variant,
+                header: meta.attrs.clone(),
+                raw: read(&e)?,
+            });
+        }
+        out.push((m.name().to_string(), items));
+    }
+    Ok(out)
+}
+
 /// Every module of `path` with its entries, decoded.
 fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
     let map = inputs::map_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
-    let store_modules = |bytes: &[u8]| -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
-        let store_err = |source| ExtractError::Store {
-            path: path.to_path_buf(),
-            source,
-        };
-        let store = cubin_store::Store::parse(bytes).map_err(store_err)?;
-        let mut out = Vec::new();
-        for m in store.modules() {
-            let mut items = Vec::new();
-            for e in m.entries() {
-                let meta = e.meta();
-                items.push(Item {
-                    kind: meta.kind,
-                    arch: meta.arch,
-                    variant: meta.variant,
-                    header: meta.attrs.clone(),
-                    raw: store.read_entry(&e).map_err(store_err)?,
-                });
-            }
-            out.push((m.name().to_string(), items));
-        }
-        Ok(out)
+    let store_err = |source| ExtractError::Store {
+        path: path.to_path_buf(),
+        source,
     };
     if kind == FileKind::Store {
-        return store_modules(data);
+        let store = cubin_store::Store::parse(data).map_err(store_err)?;
+        return store_items(&store, |e| store.read_entry(e).map_err(store_err));
     }
     if let Some(p) = packed::locate(path, data)? {
-        return store_modules(p.store.bytes());
+        let bytes = p.store.bytes();
+        if fatpack_format::split::is_manifest(bytes) {
+            // A split binary: each entry from its pack next to it, checked against the index.
+            let split_err = |e: crate::split::SplitError| ExtractError::Entry {
+                origin: path.display().to_string(),
+                message: e.to_string(),
+            };
+            let c = crate::split::SplitContents::open(path, bytes, &p.recorded_digest)
+                .map_err(split_err)?;
+            return store_items(&c.store, |e| c.read_entry(e).map_err(split_err));
+        }
+        let store = cubin_store::Store::parse(bytes).map_err(store_err)?;
+        return store_items(&store, |e| store.read_entry(e).map_err(store_err));
     }
     let scanned = inputs::scan_bytes(path, data)?;
     let mut out = Vec::new();

@@ -18,4 +18,5 @@ pub mod packed;
 pub mod prune;
 pub mod ptx;
 pub mod rewrite;
+pub mod split;
 pub mod store;

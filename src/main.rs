@@ -54,6 +54,25 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Split a packed output into a host binary plus one pack file per GPU architecture (and
+    /// one for PTX), written into DIR; each machine then needs only its GPUs' packs, found
+    /// next to the binary at run time.
+    Split {
+        /// The packed binary (never modified).
+        input: PathBuf,
+        /// The folder to write the host binary and its packs into (made if missing).
+        #[arg(long)]
+        into: PathBuf,
+    },
+    /// Join a split binary and its packs (next to it) back into one packed binary, the same
+    /// bytes as before the split.
+    Join {
+        /// The split host binary (never modified).
+        input: PathBuf,
+        /// Where to write the joined binary.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Write the device code of any file fatpack reads (packed outputs and stores included)
     /// as `.cubin`/`.ptx` files, or `.fatbin` files, that cuobjdump and nvdisasm read.
     Extract {
@@ -198,6 +217,46 @@ fn prune(
     Ok(())
 }
 
+fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> {
+    let r = fatpack::split::split(input, into)?;
+    let host = match &r.side_file {
+        Some(side) => format!("{} (manifest in {})", r.host.display(), side.display()),
+        None => r.host.display().to_string(),
+    };
+    eprintln!("fatpack split: {host}: {} bytes", r.host_len);
+    for p in &r.packs {
+        eprintln!(
+            "fatpack split: {}: {} ({} blobs, {} bytes)",
+            p.path.display(),
+            p.kind.describe(),
+            p.blobs,
+            p.len
+        );
+    }
+    for (cap, packs) in &r.needs {
+        eprintln!(
+            "fatpack split: a GPU of compute capability {} loads from {}",
+            fatpack_format::select::capability_string(*cap),
+            packs.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn join(input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
+    let r = fatpack::split::join(input, output)?;
+    eprintln!(
+        "fatpack join: {}: {} bytes from {} packs{}",
+        r.output.display(),
+        r.len,
+        r.packs,
+        r.side_file
+            .map(|s| format!(" (store in {})", s.display()))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
 /// The error and its causes, each cause once: library errors already quote their source in
 /// their own message, which `{:#}` would repeat.
 fn message(e: &anyhow::Error) -> String {
@@ -286,6 +345,8 @@ fn main() -> ExitCode {
             arch,
             fatbin,
         } => extract(&input, &output, arch.as_deref(), fatbin),
+        Command::Split { input, into } => split(&input, &into),
+        Command::Join { input, output } => join(&input, &output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

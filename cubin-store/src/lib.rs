@@ -18,6 +18,7 @@ mod format;
 mod mapped;
 mod meta;
 mod reader;
+mod skeleton;
 mod writer;
 
 pub use atomic::AtomicStoreFile;
@@ -29,6 +30,7 @@ pub use format::{
 pub use mapped::MappedStore;
 pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
 pub use reader::{BlobView, EntryView, ModuleView, Store, StoreStats};
+pub use skeleton::SKELETON_MAGIC;
 pub use writer::{
     train_dictionary, EntryRef, ModuleId, NewEntry, StoreSummary, StoreWriter, WriteOptions,
     DEFAULT_LEVEL,

@@ -43,6 +43,23 @@ pub(crate) struct EntInfo {
     index_in_module: u32,
 }
 
+/// Where [`Parsed::parse_from`] reads the header, dictionary and index from.
+pub(crate) trait Source {
+    /// How many bytes of the store this source claims to cover.
+    fn len(&self) -> u64;
+    /// The bytes at `r`, in store offsets; `None` if the source does not hold them.
+    fn get(&self, r: Range<usize>) -> Option<&[u8]>;
+}
+
+impl Source for &[u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+    fn get(&self, r: Range<usize>) -> Option<&[u8]> {
+        <[u8]>::get(self, r)
+    }
+}
+
 /// Everything [`Store::parse`] learns, independent of the slice's lifetime so a
 /// [`crate::MappedStore`] can keep it next to its mapping.
 pub(crate) struct Parsed {
@@ -51,6 +68,11 @@ pub(crate) struct Parsed {
     header_len: u64,
     file_len: usize,
     index_len: u64,
+    /// The whole header (`header_len` bytes), copied: the digest covers it, and a detached
+    /// index ([`Store::skeleton`]) carries it.
+    header: Box<[u8]>,
+    index_offset: u64,
+    dict_offset: u64,
     /// The index bytes, copied once and verified: module names and entry attributes are
     /// read from here, never again from the (possibly shared, possibly rewritten) mapping.
     index: Box<[u8]>,
@@ -133,6 +155,24 @@ impl<'a> Store<'a> {
             bytes,
             parsed: ParsedRef::Owned(Box::new(parsed)),
         })
+    }
+
+    /// A store whose blobs are not in any slice this reader holds.
+    pub(crate) fn detached(parsed: Parsed) -> Store<'static> {
+        Store {
+            bytes: &[],
+            parsed: ParsedRef::Owned(Box::new(parsed)),
+        }
+    }
+
+    /// Whether the blobs are elsewhere ([`Store::parse_skeleton`]): only
+    /// [`Store::read_entry_from`] can read them.
+    pub fn is_detached(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    pub(crate) fn parsed(&self) -> &Parsed {
+        &self.parsed
     }
 
     pub(crate) fn from_parsed(bytes: &'a [u8], parsed: &'a Parsed) -> Self {
@@ -243,6 +283,21 @@ impl<'a> Store<'a> {
         self.read_blob_inner(id, None)
     }
 
+    /// Like [`Store::read_entry`], with the entry's stored bytes supplied by the caller: for
+    /// a detached store ([`Store::parse_skeleton`]) whose blobs live in other files. The
+    /// bytes are checked against this store's index (stored length, raw length, blake3).
+    pub fn read_entry_from(&self, e: &EntryView<'_>, stored: &[u8]) -> Result<Vec<u8>> {
+        if !std::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+            return Err(StoreError::ForeignEntry);
+        }
+        self.decode_blob(e.info.blob, Some(e.info), stored)
+    }
+
+    /// Like [`Store::read_blob`], with the stored bytes supplied by the caller.
+    pub fn read_blob_from(&self, id: u32, stored: &[u8]) -> Result<Vec<u8>> {
+        self.decode_blob(id, None, stored)
+    }
+
     /// Reads and checks every blob, one at a time (memory stays at the largest blob).
     pub fn verify(&self) -> Result<()> {
         for id in 0..self.parsed.blobs.len() {
@@ -331,6 +386,26 @@ impl<'a> Store<'a> {
             .checked_add(len)
             .and_then(|end| self.bytes.get(start..end))
             .ok_or_else(oob)?;
+        self.decode_blob(id, entry, src)
+    }
+
+    /// Decodes `src`, the stored bytes of blob `id` (from this store or from wherever a
+    /// detached store's blobs are), and checks length and blake3 against the index.
+    fn decode_blob(&self, id: u32, entry: Option<&EntInfo>, src: &[u8]) -> Result<Vec<u8>> {
+        let blob = self
+            .parsed
+            .blobs
+            .get(id as usize)
+            .ok_or(StoreError::ForeignEntry)?;
+        if src.len() as u64 != blob.stored_len {
+            let (module, arch) = self.describe(id, entry);
+            return Err(StoreError::BlobLengthMismatch {
+                module,
+                arch,
+                expected: blob.stored_len,
+                found: src.len() as u64,
+            });
+        }
         let raw_len = usize::try_from(blob.raw_len)
             .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
         let corrupt = |message: String| {
@@ -680,8 +755,38 @@ impl Parsed {
         self.file_len
     }
 
+    pub(crate) fn header_bytes(&self) -> &[u8] {
+        &self.header
+    }
+
+    pub(crate) fn index_bytes(&self) -> &[u8] {
+        &self.index
+    }
+
+    pub(crate) fn index_at(&self) -> u64 {
+        self.index_offset
+    }
+
+    pub(crate) fn dict_bytes(&self) -> &[u8] {
+        self.dict.as_deref().unwrap_or_default()
+    }
+
+    pub(crate) fn dict_at(&self) -> Option<u64> {
+        self.dict.as_ref().map(|_| self.dict_offset)
+    }
+
     pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed> {
-        let have = bytes.len() as u64;
+        Self::parse_from(&bytes)
+    }
+
+    /// Parses from wherever `src` finds the header, dictionary and index: a whole store, or
+    /// a detached index whose blobs live elsewhere ([`crate::skeleton`]).
+    pub(crate) fn parse_from(src: &impl Source) -> Result<Parsed> {
+        let have = src.len();
+        let head = src
+            .get(0..HEADER_LEN.min(have as usize))
+            .unwrap_or_default();
+        let bytes = head;
         let truncated = |what, need: u64| StoreError::Truncated { what, need, have };
 
         // Check what is present in order, so a short prefix of a valid store reports
@@ -746,7 +851,7 @@ impl Parsed {
                 "index {index_offset}+{index_len} exceeds file_len {file_len}"
             ))
         })?;
-        let index: Box<[u8]> = bytes
+        let index: Box<[u8]> = src
             .get(index_range.clone())
             .ok_or_else(|| header_err("index out of bounds"))?
             .into();
@@ -771,7 +876,7 @@ impl Parsed {
                     "dictionary {dict_offset}+{dict_len} overlaps the index at {index_offset}"
                 ))
             })?;
-            let d: Box<[u8]> = bytes
+            let d: Box<[u8]> = src
                 .get(r.clone())
                 .ok_or_else(|| header_err("dictionary out of bounds"))?
                 .into();
@@ -996,9 +1101,9 @@ impl Parsed {
         // The digest covers the whole header (header_len may exceed the fixed fields); the
         // bytes past HEADER_LEN are copied here once, then only the copy is hashed.
         let header_len_us = usize::try_from(header_len).unwrap_or(HEADER_LEN);
-        let full_header: Vec<u8> = match bytes.get(HEADER_LEN..header_len_us) {
+        let full_header: Box<[u8]> = match src.get(HEADER_LEN..header_len_us) {
             Some(rest) => hdr.iter().chain(rest).copied().collect(),
-            None => hdr.to_vec(),
+            None => hdr.to_vec().into(),
         };
         let digest = store_digest(&full_header);
         Ok(Parsed {
@@ -1007,6 +1112,9 @@ impl Parsed {
             header_len,
             file_len: file_len_us,
             index_len,
+            header: full_header,
+            index_offset,
+            dict_offset,
             index: index_copy,
             dict,
             digest,

@@ -14,4 +14,5 @@ pub mod elf;
 pub mod fatbin;
 pub mod link;
 pub mod select;
+pub mod split;
 pub mod stub;

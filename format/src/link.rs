@@ -109,7 +109,9 @@ pub const SEGMENT_NOTE_TYPE: u32 = 0x4650_4b31;
 /// | 32 | 8 | `i64`: address of the mapped store minus address of the slot; 0: not mapped |
 /// | 40 | 8 | `u64`: length of the mapped store; 0: not mapped (section or side file) |
 /// | 48 | 4 | `u32`: where the store is, a [`StoreLocation`] |
-/// | 52 | 12 | reserved, zero |
+/// | 52 | 4 | `u32`: what the linked runtime can read, [`RUNTIME_FEATURES`] bits; set in the
+/// glue object at link time and kept by every later patch |
+/// | 56 | 8 | reserved, zero |
 ///
 /// A relative address needs no dynamic relocation, so the slot stays read-only data and
 /// the same bytes are right at any load address. Outputs of fatpack before the mapped
@@ -120,7 +122,15 @@ pub struct StoreSlot {
     pub store_rel: i64,
     pub store_len: u64,
     pub location: StoreLocation,
+    pub features: u32,
 }
+
+/// [`StoreSlot::features`] bit: the runtime reads a split manifest ([`crate::split`]) where
+/// the store was, and loads blobs from pack files. `fatpack split` refuses binaries whose
+/// runtime predates it.
+pub const FEATURE_SPLIT: u32 = 1;
+/// Everything the runtime of this fatpack reads.
+pub const RUNTIME_FEATURES: u32 = FEATURE_SPLIT;
 
 /// Where a packed output keeps its store, as its slot records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -176,6 +186,7 @@ impl StoreSlot {
             store_rel: i64::from_le_bytes(b[32..40].try_into().ok()?),
             store_len: u64::from_le_bytes(b[40..48].try_into().ok()?),
             location: StoreLocation::from_u32(u32::from_le_bytes(b[48..52].try_into().ok()?)),
+            features: u32::from_le_bytes(b[52..56].try_into().ok()?),
         })
     }
 
@@ -185,6 +196,7 @@ impl StoreSlot {
         b[32..40].copy_from_slice(&self.store_rel.to_le_bytes());
         b[40..48].copy_from_slice(&self.store_len.to_le_bytes());
         b[48..52].copy_from_slice(&self.location.to_u32().to_le_bytes());
+        b[52..56].copy_from_slice(&self.features.to_le_bytes());
         b
     }
 
@@ -252,6 +264,7 @@ mod tests {
             store_rel: -4096,
             store_len: 12345,
             location: StoreLocation::Mapped,
+            features: RUNTIME_FEATURES,
         };
         assert_eq!(StoreSlot::read(&s.to_bytes()), Some(s));
         let legacy = StoreSlot::read(&[9u8; 32]).unwrap();

@@ -28,6 +28,9 @@ pub enum InspectError {
         #[source]
         source: cubin_store::StoreError,
     },
+    /// A split binary whose manifest or packs are wrong (the message names the file).
+    #[error("{path}: {message}")]
+    Split { path: String, message: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,6 +102,20 @@ pub struct PackedInfo {
     pub mapped: bool,
     pub digest: String,
     pub digest_matches: bool,
+    /// For a split binary (`fatpack split`): its packs, each with its state.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub packs: Vec<PackInfo>,
+}
+
+/// One pack of a split binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct PackInfo {
+    pub path: String,
+    /// `sm_90`, `PTX`, ...
+    pub holds: String,
+    pub size: u64,
+    /// `ok`, or why it cannot be used (`is missing`, `belongs to another build`, ...).
+    pub state: String,
 }
 
 /// The version of the `--json` layout (docs/inspect-json.md); raised on any change that is

@@ -6,7 +6,7 @@ use cubin_store::Store;
 use std::path::Path;
 
 use super::report::{
-    payload_report, summarise, FileReport, InspectError, ModuleReport, PackedInfo,
+    payload_report, summarise, FileReport, InspectError, ModuleReport, PackInfo, PackedInfo,
 };
 use crate::inputs::FileKind;
 use crate::packed;
@@ -68,6 +68,9 @@ pub(super) fn inspect_packed(
     let (store_bytes, store_name) = (p.store.bytes(), p.store.describe());
     let recorded = p.recorded_digest;
     let label = format!("{shown} [{store_name}]");
+    if fatpack_format::split::is_manifest(store_bytes) {
+        return inspect_split(path, shown, kind, &p, &label).map(Some);
+    }
     let modules = modules(&label, store_bytes)?;
     let store = Store::parse(store_bytes).map_err(store_err(&label))?;
     let digest = store.digest();
@@ -83,6 +86,91 @@ pub(super) fn inspect_packed(
         mapped: p.store.is_section() && p.slot.is_mapped(),
         digest: hex(&digest),
         digest_matches: digest == recorded,
+        packs: Vec::new(),
     });
     Ok(Some(report))
+}
+
+/// A split binary: modules and entries from the index it carries, each entry read (and so
+/// checked) from its pack where the pack is present; entries whose pack is not there are
+/// listed from the index with `compression` saying so.
+fn inspect_split(
+    path: &Path,
+    shown: &str,
+    kind: FileKind,
+    p: &packed::Packed<'_>,
+    label: &str,
+) -> Result<FileReport, InspectError> {
+    let split_err = |e: crate::split::SplitError| InspectError::Split {
+        path: label.to_string(),
+        message: e.to_string(),
+    };
+    let c = crate::split::SplitContents::open(path, p.store.bytes(), &p.recorded_digest)
+        .map_err(split_err)?;
+    let unusable: Vec<(String, String)> = c
+        .unusable()
+        .into_iter()
+        .map(|(p, why)| (p.display().to_string(), why.to_string()))
+        .collect();
+    let mut modules = Vec::new();
+    for (index, m) in c.store.modules().enumerate() {
+        let mut entries = Vec::new();
+        for e in m.entries() {
+            let meta = e.meta();
+            let pack = c.manifest.placements[e.blob_id() as usize].pack as usize;
+            let pack_path = c.pack_paths().nth(pack).map(|p| p.display().to_string());
+            let missing = unusable.iter().any(|(u, _)| Some(u) == pack_path.as_ref());
+            let codec = e.codec().to_string();
+            if missing {
+                let mut r = payload_report(meta.kind, meta.arch_name(), "", &[], e.stored_len());
+                r.raw_size = e.raw_len();
+                r.compression = format!("{codec}, pack not available");
+                entries.push(r);
+            } else {
+                let raw = c.read_entry(&e).map_err(split_err)?;
+                entries.push(payload_report(
+                    meta.kind,
+                    meta.arch_name(),
+                    &codec,
+                    &raw,
+                    e.stored_len(),
+                ));
+            }
+        }
+        modules.push(ModuleReport {
+            origin: m.name().to_string(),
+            section: String::new(),
+            index,
+            entries,
+        });
+    }
+    let stats = c.store.stats();
+    let mut report = summarise(shown.to_string(), kind, modules, Some(stats.stored_bytes));
+    let packs = c
+        .pack_paths()
+        .zip(&c.manifest.packs)
+        .map(|(pp, rec)| {
+            let shown = pp.display().to_string();
+            let state = unusable
+                .iter()
+                .find(|(u, _)| *u == shown)
+                .map_or_else(|| "ok".to_string(), |(_, why)| why.clone());
+            PackInfo {
+                path: shown,
+                holds: rec.kind.describe(),
+                size: rec.len,
+                state,
+            }
+        })
+        .collect();
+    let digest = c.store.digest();
+    report.packed = Some(PackedInfo {
+        store: format!("{} (split manifest)", p.store.describe()),
+        store_size: p.store.bytes().len() as u64,
+        mapped: p.store.is_section() && p.slot.is_mapped(),
+        digest: hex(&digest),
+        digest_matches: digest == p.recorded_digest,
+        packs,
+    });
+    Ok(report)
 }

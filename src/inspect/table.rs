@@ -49,6 +49,16 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
                 "DOES NOT MATCH the digest the binary records"
             }
         );
+        for pk in &p.packs {
+            let _ = writeln!(
+                s,
+                "  pack {} ({}, {}): {}",
+                pk.path,
+                pk.holds,
+                human(pk.size),
+                pk.state
+            );
+        }
     }
     if r.modules.is_empty() {
         let _ = writeln!(s, "  no device code");

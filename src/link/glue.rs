@@ -7,7 +7,9 @@ use object::{
     SymbolScope,
 };
 
-use super::abi::{segment_note, StoreSlot, SEGMENT_NOTE_ALIGN, SEGMENT_NOTE_SECTION};
+use super::abi::{
+    segment_note, StoreSlot, RUNTIME_FEATURES, SEGMENT_NOTE_ALIGN, SEGMENT_NOTE_SECTION,
+};
 pub use super::abi::{DIGEST_SECTION, DIGEST_SYMBOL};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +26,7 @@ pub fn architecture(e_machine: u16) -> Option<Architecture> {
     }
 }
 
-/// A relocatable object defining `__fatpack_store_digest`: the zeroed [`StoreSlot`] in an
+/// A relocatable object defining `__fatpack_store_digest`: the [`StoreSlot`] placeholder in an
 /// allocated, read-only section of its own, so it can be found by name and patched in the
 /// output; and the allocated note whose program header becomes the store's `PT_LOAD`.
 pub fn glue_object(arch: Architecture) -> Result<Vec<u8>, GlueError> {
@@ -45,7 +47,12 @@ pub fn glue_object(arch: Architecture) -> Result<Vec<u8>, GlueError> {
         DIGEST_SECTION.as_bytes().to_vec(),
         SectionKind::ReadOnlyData,
     );
-    let off = obj.append_section_data(sec, &[0u8; StoreSlot::LEN], 16);
+    // The placeholder already says what this runtime reads; fatpack ld patches the rest.
+    let placeholder = StoreSlot {
+        features: RUNTIME_FEATURES,
+        ..StoreSlot::default()
+    };
+    let off = obj.append_section_data(sec, &placeholder.to_bytes(), 16);
     obj.add_symbol(Symbol {
         name: DIGEST_SYMBOL.as_bytes().to_vec(),
         value: off,

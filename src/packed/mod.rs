@@ -16,7 +16,7 @@ use object::{Object, ObjectSection, ObjectSegment};
 
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
 pub use segment::{map_store, Mapping};
-pub use write::{append_store, finish, mix_build_id, patch_slot, OffsetWriter};
+pub use write::{append_store, finish, mix_build_id, patch_slot, replace_store, OffsetWriter};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 
@@ -129,6 +129,19 @@ pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, Out
     }))
 }
 
+/// The slot of a packed file's bytes, `None` if it has none (or an inconsistent one).
+pub fn recorded_slot(data: &[u8]) -> Option<fatpack_format::link::StoreSlot> {
+    let (offset, size, _) = slot_range(data)?.ok()?;
+    slot_at(data, offset, size)
+}
+
+/// The bytes of the file's [`STORE_SECTION`], if it has one inside the file.
+pub fn section_bytes(data: &[u8]) -> Option<&[u8]> {
+    let (off, len) = store_range(data)?;
+    data.get(usize::try_from(off).ok()?..)?
+        .get(..usize::try_from(len).ok()?)
+}
+
 /// `(offset, length)` in the file of its [`STORE_SECTION`].
 pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
     let file = object::File::parse(data).ok()?;
@@ -136,7 +149,11 @@ pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
 }
 
 /// The slot whose bytes [`slot_range`] found at `offset`, `size` bytes long.
-fn slot_at(data: &[u8], offset: u64, size: u64) -> Option<fatpack_format::link::StoreSlot> {
+pub(crate) fn slot_at(
+    data: &[u8],
+    offset: u64,
+    size: u64,
+) -> Option<fatpack_format::link::StoreSlot> {
     let d = data
         .get(usize::try_from(offset).ok()?..)?
         .get(..usize::try_from(size).ok()?)?;

@@ -155,16 +155,19 @@ pub fn patch_slot(
     mapping: Option<Mapping>,
     location: StoreLocation,
 ) -> Result<(), OutputError> {
-    let (offset, size, addr) = {
+    let (offset, size, addr, features) = {
         let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-        super::slot_range(&map)
+        let (offset, size, addr) = super::slot_range(&map)
             .ok_or_else(|| {
                 bad(
                     path,
                     format!("no {DIGEST_SECTION} section: the glue object was not linked"),
                 )
             })?
-            .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?
+            .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?;
+        // What the linked runtime reads is a property of the link, not of this patch.
+        let features = super::slot_at(&map, offset, size).map_or(0, |s| s.features);
+        (offset, size, addr, features)
     };
     // An output linked before the slot grew (prune of an old output) keeps its 32 bytes.
     let want = if mapping.is_some() || size >= StoreSlot::LEN as u64 {
@@ -188,6 +191,7 @@ pub fn patch_slot(
         },
         store_len: mapping.map_or(0, |m| m.len),
         location,
+        features,
     };
     let bytes = slot.to_bytes();
     let mut f = File::options()
@@ -208,15 +212,42 @@ pub fn finish(
     digest: &[u8; 32],
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
-    let mapping = if embedded { map_store(path)? } else { None };
+    let mapping = place(path, digest, embedded, embedded)?;
+    mix_build_id(path, digest)?;
+    Ok(mapping)
+}
+
+/// Maps the section (when `map` and the output allows it) and patches the slot.
+fn place(
+    path: &Path,
+    digest: &[u8; 32],
+    map: bool,
+    embedded: bool,
+) -> Result<Option<Mapping>, OutputError> {
+    let mapping = if map { map_store(path)? } else { None };
     let location = match (embedded, mapping) {
         (_, Some(_)) => StoreLocation::Mapped,
         (true, None) => StoreLocation::Section,
         (false, None) => StoreLocation::SideFile,
     };
     patch_slot(path, digest, mapping, location)?;
-    mix_build_id(path, digest)?;
     Ok(mapping)
+}
+
+/// Replaces what the `.fatpack` section of the packed output at `path` holds (a store, or a
+/// split manifest standing for the same store), mapped again if it `was_mapped`, else left
+/// a plain section as it was; the recorded `digest` and the build ID stay what they were,
+/// since the device code the binary names is the same (`fatpack split` and `fatpack join`,
+/// which must give back the original bytes).
+pub fn replace_store<T, E: From<OutputError>>(
+    path: &Path,
+    digest: &[u8; 32],
+    was_mapped: bool,
+    write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
+) -> Result<T, E> {
+    let r = append_store(path, write)?;
+    place(path, digest, was_mapped, true)?;
+    Ok(r)
 }
 
 /// Makes the GNU build ID (`.note.gnu.build-id`, if the link wrote one) cover the device

@@ -37,6 +37,12 @@ pub enum PruneError {
     Unsupported { path: PathBuf, kind: &'static str },
     #[error("{}: not a packed output (no {} slot)", .0.display(), crate::packed::DIGEST_SECTION)]
     NotPacked(PathBuf),
+    #[error(
+        "{}: is split into packs; prune the packed binary before splitting, `fatpack join` it \
+         first, or simply install only the packs a machine needs",
+        .0.display()
+    )]
+    Split(PathBuf),
     #[error("{}: {source}", path.display())]
     Fatbin {
         path: PathBuf,

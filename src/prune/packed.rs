@@ -92,6 +92,9 @@ pub(super) fn prune_packed(
         path: input.to_path_buf(),
         source,
     };
+    if fatpack_format::split::is_manifest(store_bytes) {
+        return Err(PruneError::Split(input.to_path_buf()));
+    }
     let store = Store::parse(store_bytes).map_err(store_err)?;
     // A store that is not this binary's (a side file from another build, a swapped section)
     // must not be pruned and re-signed as if it were.

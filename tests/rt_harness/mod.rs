@@ -232,6 +232,14 @@ pub fn install_store(exe: &Path, store: &[u8], at: StoreAt, digest: &[u8; 32]) {
                 .arg(exe));
             fatpack::packed::patch_slot(exe, digest, None, StoreLocation::Section).unwrap();
         }
+        StoreAt::UnmappedSection => {
+            fatpack::packed::append_store(exe, |w| -> Result<(), fatpack::packed::OutputError> {
+                w.write_all(store).unwrap();
+                Ok(())
+            })
+            .unwrap();
+            fatpack::packed::patch_slot(exe, digest, None, StoreLocation::Section).unwrap();
+        }
         StoreAt::SideFile => {
             std::fs::write(fatpack::packed::side_path(exe), store).unwrap();
             fatpack::packed::patch_slot(exe, digest, None, StoreLocation::SideFile).unwrap();
@@ -262,8 +270,11 @@ pub fn link(driver: &str, objects: &[PathBuf], out: &Path, extra: &[&str]) {
 pub enum StoreAt {
     /// Mapped with the image by its own PT_LOAD: what `fatpack ld` makes.
     Mapped,
-    /// A non-allocated section, read through the file (a linker that left no header).
+    /// A non-allocated section, read through the file (a linker that left no header), added
+    /// by objcopy.
     Section,
+    /// The same, written where `fatpack ld` writes it when no program header is free.
+    UnmappedSection,
     /// `<exe>.fatpack`.
     SideFile,
     /// The slot says side file, and there is none.

@@ -13,6 +13,13 @@
 //!   replaced by rename afterwards, as package managers do, does not matter. Only regular
 //!   files are opened, without blocking.
 //!
+//! A **split** binary (`fatpack split`) keeps a manifest where its store was: the store's
+//! detached index plus where each blob now is, in pack files `<binary>.sm_90.fatpack`, ...
+//! next to the binary's real path (from `/proc/self/maps`, never the current directory).
+//! The packs are opened at the first registration too (regular files only, without
+//! blocking) and mapped when a blob in them is first needed; a missing one is an error only
+//! for the modules that need it, naming the pack.
+//!
 //! Whatever the source, `Store::parse` copies and verifies the header and index once, and
 //! every blob is verified after decompression into memory of our own, so rewriting the file
 //! in place cannot change what was checked.
@@ -24,12 +31,13 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use cubin_store::Store;
+use cubin_store::{EntryView, Store};
 
 use fatpack_format::elf;
 use fatpack_format::link::{
     StoreLocation, StoreSlot, DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION,
 };
+use fatpack_format::split::{self, Manifest, PackKind};
 
 extern "C" {
     /// The glue object's slot in its allocated section `.fatpack_digest`, hidden, patched by
@@ -41,6 +49,28 @@ pub(crate) struct Image {
     pub store: Store<'static>,
     /// Where the store was found, for messages.
     pub origin: String,
+    /// For a split binary: its manifest and packs.
+    split: Option<Split>,
+}
+
+struct Split {
+    manifest: Manifest<'static>,
+    packs: &'static [Pack],
+}
+
+/// One pack of a split binary: opened at the first registration, mapped at first use.
+struct Pack {
+    path: PathBuf,
+    kind: PackKind,
+    file: Result<File, String>,
+    bytes: OnceLock<Result<&'static [u8], String>>,
+}
+
+/// Why an entry could not be read.
+pub(crate) enum ReadError {
+    /// Its pack is missing or unusable: (pack path, what it holds, why).
+    Pack(PathBuf, PackKind, String),
+    Other(String),
 }
 
 /// A store that lives in a file: the file, opened at the first registration.
@@ -51,6 +81,8 @@ struct Opened {
 }
 
 static OPENED: OnceLock<Result<Opened, String>> = OnceLock::new();
+static SOURCE: OnceLock<Result<(&'static [u8], String), String>> = OnceLock::new();
+static PACKS: OnceLock<Result<Vec<Pack>, String>> = OnceLock::new();
 static IMAGE: OnceLock<Result<Image, String>> = OnceLock::new();
 
 fn slot() -> StoreSlot {
@@ -68,6 +100,38 @@ pub(crate) fn prepare() {
     if !slot().is_mapped() {
         opened();
     }
+    if let Ok((bytes, _)) = source() {
+        if split::is_manifest(bytes) {
+            packs(bytes);
+        }
+    }
+}
+
+/// The packs a manifest names, each opened now if it is there.
+fn packs(manifest: &'static [u8]) -> &'static Result<Vec<Pack>, String> {
+    PACKS.get_or_init(|| {
+        let m = Manifest::parse(manifest)?;
+        let me = self_object()?;
+        let object = object_path(&me)?;
+        Ok(m.packs
+            .iter()
+            .map(|rec| {
+                let mut p = object.clone().into_os_string();
+                p.push(&rec.suffix);
+                let path = PathBuf::from(p);
+                let file = open_regular(&path);
+                if let Err(e) = &file {
+                    debug!("pack: {e}");
+                }
+                Pack {
+                    path,
+                    kind: rec.kind,
+                    file,
+                    bytes: OnceLock::new(),
+                }
+            })
+            .collect())
+    })
 }
 
 fn opened() -> &'static Result<Opened, String> {
@@ -220,7 +284,10 @@ fn open_regular(path: &Path) -> Result<File, String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{} is missing", path.display()),
+            _ => format!("cannot open {}: {e}", path.display()),
+        })?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
@@ -302,9 +369,18 @@ fn mapped_bytes(me: &SelfObject, s: &StoreSlot) -> Result<&'static [u8], String>
     Ok(unsafe { std::slice::from_raw_parts(start as *const u8, len) })
 }
 
-fn load() -> Result<Image, String> {
+/// The bytes where the store is (a store, or a split manifest) and a description of where.
+fn source() -> Result<(&'static [u8], &'static str), &'static str> {
+    SOURCE
+        .get_or_init(find_source)
+        .as_ref()
+        .map(|(b, o)| (*b, o.as_str()))
+        .map_err(String::as_str)
+}
+
+fn find_source() -> Result<(&'static [u8], String), String> {
     let slot = slot();
-    let (bytes, origin): (&'static [u8], String) = if slot.is_mapped() {
+    Ok(if slot.is_mapped() {
         let me = self_object()?;
         let whose = if me.name.is_empty() {
             "the program".to_owned()
@@ -337,9 +413,35 @@ fn load() -> Result<Image, String> {
         } else {
             (file, o.path.display().to_string())
         }
+    })
+}
+
+fn load() -> Result<Image, String> {
+    let slot = slot();
+    let (bytes, origin) = source().map_err(str::to_owned)?;
+    let origin = origin.to_owned();
+    let (bytes, split) = if split::is_manifest(bytes) {
+        let manifest = Manifest::parse(bytes)
+            .map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
+        let packs = packs(bytes).as_ref().map_err(String::clone)?;
+        (manifest.skeleton, Some(Split { manifest, packs }))
+    } else {
+        (bytes, None)
     };
-    let store = Store::parse(bytes)
-        .map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
+    let parsed = match split {
+        Some(_) => Store::parse_skeleton(bytes),
+        None => Store::parse(bytes),
+    };
+    let store = parsed.map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
+    if split
+        .as_ref()
+        .is_some_and(|s| s.manifest.placements.len() != store.blob_count())
+    {
+        return Err(format!(
+            "the device code store ({origin}) is damaged: its split manifest does not place \
+             every blob"
+        ));
+    }
     if slot.digest == [0; 32] {
         return Err(format!(
             "{DIGEST_SECTION} holds no store digest (the binary was not finished by fatpack ld)"
@@ -354,5 +456,46 @@ fn load() -> Result<Image, String> {
             hex(&slot.digest)
         ));
     }
-    Ok(Image { store, origin })
+    Ok(Image {
+        store,
+        origin,
+        split,
+    })
+}
+
+impl Image {
+    /// One entry's bytes, decoded and checked against the verified index; from the store
+    /// itself, or from the pack that holds it.
+    pub(crate) fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>, ReadError> {
+        let Some(split) = &self.split else {
+            return self
+                .store
+                .read_entry(e)
+                .map_err(|err| ReadError::Other(err.to_string()));
+        };
+        let (pi, range) = split
+            .manifest
+            .blob_range(e.blob_id(), e.stored_len())
+            .ok_or_else(|| ReadError::Other("the split manifest misplaces it".into()))?;
+        let pack = &split.packs[pi];
+        let fail = |why: String| ReadError::Pack(pack.path.clone(), pack.kind, why);
+        let bytes = pack
+            .bytes
+            .get_or_init(|| {
+                let file = pack.file.as_ref().map_err(String::clone)?;
+                let m = map(file, &pack.path)?;
+                let rec = &split.manifest.packs[pi];
+                split::check_pack(m, pi as u32, &self.store.digest(), rec.len)
+                    .map_err(|e| format!("{} {e}", pack.path.display()))?;
+                Ok(m)
+            })
+            .as_ref()
+            .map_err(|e| fail(e.clone()))?;
+        let stored = bytes
+            .get(range)
+            .ok_or_else(|| fail("shorter than the binary records".into()))?;
+        self.store
+            .read_entry_from(e, stored)
+            .map_err(|err| fail(format!("{}: {err}", pack.path.display())))
+    }
 }

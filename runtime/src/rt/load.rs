@@ -8,7 +8,7 @@ use cubin_store::{EntryKind, EntryView, Store};
 
 use super::container::{self, Aligned};
 use super::driver::{self, Device};
-use super::image;
+use super::image::{self, Image, ReadError};
 use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
     CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
@@ -155,12 +155,7 @@ impl Plan {
     /// Decompresses the chosen entries (digest-checked) and encodes one container. A
     /// device-linked module with nothing for any device (all JIT) still gets its smallest
     /// entry, so cudart sees a container shaped like nvcc's rather than an empty one.
-    fn build(
-        &self,
-        store: &Store<'static>,
-        caps: &[u32],
-        bytes: &mut u64,
-    ) -> Result<Aligned, String> {
+    fn build(&self, image: &Image, caps: &[u32], bytes: &mut u64) -> Result<Aligned, String> {
         let mut chosen = self.chosen(caps);
         if chosen.is_empty() {
             chosen.extend((0..self.entries.len()).min_by_key(|&i| self.entries[i].raw_len()));
@@ -168,12 +163,32 @@ impl Plan {
         let mut raw = Vec::with_capacity(chosen.len());
         for &i in &chosen {
             let e = &self.entries[i];
-            let data = store.read_entry(e).map_err(|err| {
-                format!(
+            let data = image.read_entry(e).map_err(|err| match err {
+                ReadError::Pack(pack, kind, why) => {
+                    let who: Vec<String> = caps
+                        .iter()
+                        .filter(|&&c| self.choice(c) == Some(i))
+                        .map(|&c| capability_string(c))
+                        .collect();
+                    let on = if who.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" for compute capability {}", who.join(", "))
+                    };
+                    format!(
+                        "module {:?}: {}{on} is in pack {} ({} device code): {why} (install \
+                         that pack next to the binary)",
+                        self.name,
+                        e.arch_name(),
+                        pack.display(),
+                        kind.describe()
+                    )
+                }
+                ReadError::Other(err) => format!(
                     "module {:?}: cannot read {} from the device code store: {err}",
                     self.name,
                     e.arch_name()
-                )
+                ),
             })?;
             // The label decides which GPU gets these bytes: a cubin must say the same.
             if e.kind() == EntryKind::Sass {
@@ -370,7 +385,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     }
 
     let mut bytes = 0u64;
-    let main_buf = match main.build(store, &caps, &mut bytes) {
+    let main_buf = match main.build(image, &caps, &mut bytes) {
         Ok(b) => b,
         Err(e) => return fail(LoadError::Module(e)),
     };
@@ -379,7 +394,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     for p in &prelinked {
         match p {
             Prelinked::Raw(ptr) => array.push(*ptr),
-            Prelinked::Plan(plan) => match plan.build(store, &jit_caps, &mut bytes) {
+            Prelinked::Plan(plan) => match plan.build(image, &jit_caps, &mut bytes) {
                 Ok(b) => {
                     array.push(b.as_ptr().cast());
                     bufs.push(b);

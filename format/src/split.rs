@@ -1,0 +1,392 @@
+//! Split outputs: what `fatpack split` leaves in a packed binary in place of its store, and
+//! the header of each pack file it writes next to it. Read by the CLI (`join`, `inspect`,
+//! `extract`) and by the runtime.
+//!
+//! A split binary keeps, where its store was (mapped segment, section or side file), a
+//! **manifest**: the list of packs, where each blob of the store now lives, and the store's
+//! detached index (cubin-store's *skeleton*: header, dictionary and index, which records
+//! every blob's length and blake3). The store digest the binary's slot records is the
+//! skeleton's, unchanged, so the binary still names exactly the device code it was built
+//! with; every blob read from a pack is checked against the index.
+//!
+//! Manifest (all integers little-endian; offsets from the manifest's first byte):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | magic `"FPSPLIT\0"` |
+//! | 8 | 4 | version, 1 |
+//! | 12 | 4 | `pack_count` |
+//! | 16 | 4 | `blob_count` (the store's) |
+//! | 20 | 4 | `names_len`: bytes of the name pool |
+//! | 24 | 8 | `skeleton_len` |
+//! | 32 | 64 × `pack_count` | pack records |
+//! | … | 16 × `blob_count` | placements, by blob id: `u32` pack, `u32` zero, `u64` offset in the pack file |
+//! | … | `names_len` | name pool: each pack's file-name suffix, e.g. `.sm_90.fatpack` |
+//! | … | `skeleton_len` | the detached store index, at the next multiple of 8 |
+//!
+//! Pack record: `u32` suffix offset and `u32` length in the name pool, `u8` kind (0 SASS,
+//! 1 PTX, 2 other), 3 zero bytes, `u32` arch (`major*10+minor`, 0 for PTX and other),
+//! `u64` length of the pack file, 32-byte blake3 of the whole pack file, 8 zero bytes.
+//!
+//! Pack file `<binary><suffix>`: a 64-byte header, then blobs' stored bytes at the offsets
+//! the placements give (8-aligned, zero padding):
+//!
+//! | offset | size | field |
+//! |---:|---:|---|
+//! | 0 | 8 | magic `"FPPACK\0\0"` |
+//! | 8 | 4 | version, 1 |
+//! | 12 | 4 | this pack's position in the manifest |
+//! | 16 | 32 | the store digest (the binary's) |
+//! | 48 | 16 | zero |
+
+use std::ops::Range;
+
+pub const MANIFEST_MAGIC: [u8; 8] = *b"FPSPLIT\0";
+pub const PACK_MAGIC: [u8; 8] = *b"FPPACK\0\0";
+pub const VERSION: u32 = 1;
+pub const MANIFEST_HEADER_LEN: usize = 32;
+pub const PACK_RECORD_LEN: usize = 64;
+pub const PLACEMENT_LEN: usize = 16;
+pub const PACK_HEADER_LEN: usize = 64;
+/// Suffix shared by every pack file name (and the side file).
+pub const PACK_EXT: &str = ".fatpack";
+
+/// What a pack holds: the SASS of one architecture (plain, `a` and `f` variants together),
+/// or all PTX, or everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PackKind {
+    Sass(u32),
+    Ptx,
+    Other,
+}
+
+impl PackKind {
+    /// The file-name suffix: `.sm_90.fatpack`, `.ptx.fatpack`, `.other.fatpack`.
+    pub fn suffix(self) -> String {
+        match self {
+            PackKind::Sass(a) => format!(".sm_{a}{PACK_EXT}"),
+            PackKind::Ptx => format!(".ptx{PACK_EXT}"),
+            PackKind::Other => format!(".other{PACK_EXT}"),
+        }
+    }
+
+    /// For messages: `sm_90`, `PTX`, `other device code`.
+    pub fn describe(self) -> String {
+        match self {
+            PackKind::Sass(a) => format!("sm_{a}"),
+            PackKind::Ptx => "PTX".into(),
+            PackKind::Other => "other device code".into(),
+        }
+    }
+
+    fn wire(self) -> (u8, u32) {
+        match self {
+            PackKind::Sass(a) => (0, a),
+            PackKind::Ptx => (1, 0),
+            PackKind::Other => (2, 0),
+        }
+    }
+
+    fn from_wire(kind: u8, arch: u32) -> Option<PackKind> {
+        match (kind, arch) {
+            (0, a) if a > 0 => Some(PackKind::Sass(a)),
+            (1, 0) => Some(PackKind::Ptx),
+            (2, 0) => Some(PackKind::Other),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackRecord {
+    pub kind: PackKind,
+    pub suffix: String,
+    /// Length of the whole pack file.
+    pub len: u64,
+    /// blake3 of the whole pack file.
+    pub digest: [u8; 32],
+}
+
+/// Where one blob is: which pack, at which offset of the pack file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub pack: u32,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest<'a> {
+    pub packs: Vec<PackRecord>,
+    /// One per blob of the store, by blob id.
+    pub placements: Vec<Placement>,
+    /// The store's detached index (cubin-store's `Store::skeleton`).
+    pub skeleton: &'a [u8],
+}
+
+/// Whether `b` starts like a manifest (as opposed to a store).
+pub fn is_manifest(b: &[u8]) -> bool {
+    b.get(..8) == Some(&MANIFEST_MAGIC[..])
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn slice(b: &[u8], at: usize, len: u64) -> Option<&[u8]> {
+    b.get(at..at.checked_add(usize::try_from(len).ok()?)?)
+}
+
+impl<'a> Manifest<'a> {
+    /// Parses and bounds-checks a manifest; bytes after the skeleton are ignored (section
+    /// padding). Placements are checked against the pack table (pack in range, offset past
+    /// the pack header); blob lengths are the skeleton's to check.
+    pub fn parse(b: &'a [u8]) -> Result<Manifest<'a>, String> {
+        if !is_manifest(b) {
+            return Err("not a split manifest (bad magic)".into());
+        }
+        let short = || "split manifest truncated".to_string();
+        let version = u32_at(b, 8).ok_or_else(short)?;
+        if version != VERSION {
+            return Err(format!(
+                "split manifest version {version} (this fatpack reads {VERSION})"
+            ));
+        }
+        let pack_count = u32_at(b, 12).ok_or_else(short)? as usize;
+        let blob_count = u32_at(b, 16).ok_or_else(short)? as usize;
+        let names_len = u32_at(b, 20).ok_or_else(short)? as usize;
+        let skeleton_len = u64_at(b, 24).ok_or_else(short)?;
+        // Bounded by the slice before anything is allocated.
+        let packs_at = MANIFEST_HEADER_LEN;
+        let placements_at = pack_count
+            .checked_mul(PACK_RECORD_LEN)
+            .and_then(|n| n.checked_add(packs_at))
+            .ok_or_else(short)?;
+        let names_at = blob_count
+            .checked_mul(PLACEMENT_LEN)
+            .and_then(|n| n.checked_add(placements_at))
+            .ok_or_else(short)?;
+        let names = slice(b, names_at, names_len as u64).ok_or_else(short)?;
+        let skeleton_at = (names_at + names_len).div_ceil(8) * 8;
+        let skeleton = slice(b, skeleton_at, skeleton_len).ok_or_else(short)?;
+        let mut packs = Vec::with_capacity(pack_count);
+        for i in 0..pack_count {
+            let r = &b[packs_at + i * PACK_RECORD_LEN..][..PACK_RECORD_LEN];
+            let name = slice(
+                names,
+                u32_at(r, 0).unwrap_or(0) as usize,
+                u64::from(u32_at(r, 4).unwrap_or(0)),
+            )
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .ok_or_else(|| format!("split manifest: pack {i} has a bad name"))?;
+            let kind = PackKind::from_wire(r[8], u32_at(r, 12).unwrap_or(0))
+                .filter(|_| r[9..12] == [0; 3] && r[56..64] == [0; 8])
+                .ok_or_else(|| format!("split manifest: pack {i} has a bad kind"))?;
+            // The name is joined to a path: it must stay a suffix of the binary's own name.
+            if name != kind.suffix() {
+                return Err(format!(
+                    "split manifest: pack {i} is named {name:?}, not {:?}",
+                    kind.suffix()
+                ));
+            }
+            packs.push(PackRecord {
+                kind,
+                suffix: name.to_owned(),
+                len: u64_at(r, 16).unwrap_or(0),
+                digest: r[24..56].try_into().unwrap_or([0; 32]),
+            });
+        }
+        let mut placements = Vec::with_capacity(blob_count);
+        for i in 0..blob_count {
+            let r = &b[placements_at + i * PLACEMENT_LEN..][..PLACEMENT_LEN];
+            let pack = u32_at(r, 0).unwrap_or(u32::MAX);
+            let offset = u64_at(r, 8).unwrap_or(0);
+            let ok = packs
+                .get(pack as usize)
+                .is_some_and(|p| offset >= PACK_HEADER_LEN as u64 && offset <= p.len)
+                && u32_at(r, 4) == Some(0);
+            if !ok {
+                return Err(format!("split manifest: blob {i} has a bad placement"));
+            }
+            placements.push(Placement { pack, offset });
+        }
+        Ok(Manifest {
+            packs,
+            placements,
+            skeleton,
+        })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut names = Vec::new();
+        let mut out = Vec::new();
+        out.extend_from_slice(&MANIFEST_MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.packs.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.placements.len() as u32).to_le_bytes());
+        let names_len: usize = self.packs.iter().map(|p| p.suffix.len()).sum();
+        out.extend_from_slice(&(names_len as u32).to_le_bytes());
+        out.extend_from_slice(&(self.skeleton.len() as u64).to_le_bytes());
+        for p in &self.packs {
+            let (kind, arch) = p.kind.wire();
+            out.extend_from_slice(&(names.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(p.suffix.len() as u32).to_le_bytes());
+            out.extend_from_slice(&[kind, 0, 0, 0]);
+            out.extend_from_slice(&arch.to_le_bytes());
+            out.extend_from_slice(&p.len.to_le_bytes());
+            out.extend_from_slice(&p.digest);
+            out.extend_from_slice(&[0; 8]);
+            names.extend_from_slice(p.suffix.as_bytes());
+        }
+        for pl in &self.placements {
+            out.extend_from_slice(&pl.pack.to_le_bytes());
+            out.extend_from_slice(&[0; 4]);
+            out.extend_from_slice(&pl.offset.to_le_bytes());
+        }
+        out.extend_from_slice(&names);
+        out.resize(out.len().div_ceil(8) * 8, 0);
+        out.extend_from_slice(self.skeleton);
+        out
+    }
+
+    /// The byte range of blob `id` in its pack file, `stored_len` long.
+    pub fn blob_range(&self, id: u32, stored_len: u64) -> Option<(usize, Range<usize>)> {
+        let p = self.placements.get(id as usize)?;
+        let pack = self.packs.get(p.pack as usize)?;
+        let end = p
+            .offset
+            .checked_add(stored_len)
+            .filter(|&e| e <= pack.len)?;
+        Some((
+            p.pack as usize,
+            usize::try_from(p.offset).ok()?..usize::try_from(end).ok()?,
+        ))
+    }
+}
+
+/// The 64-byte header of pack `index` of a binary whose store digest is `store_digest`.
+pub fn pack_header(index: u32, store_digest: &[u8; 32]) -> [u8; PACK_HEADER_LEN] {
+    let mut h = [0u8; PACK_HEADER_LEN];
+    h[..8].copy_from_slice(&PACK_MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&index.to_le_bytes());
+    h[16..48].copy_from_slice(store_digest);
+    h
+}
+
+/// Checks that `file` is pack `index` of the binary with `store_digest`, `len` bytes long;
+/// the error says what is wrong (the caller names the file).
+pub fn check_pack(
+    file: &[u8],
+    index: u32,
+    store_digest: &[u8; 32],
+    len: u64,
+) -> Result<(), String> {
+    let h = file
+        .get(..PACK_HEADER_LEN)
+        .ok_or("too short to be a fatpack pack")?;
+    if h[..8] != PACK_MAGIC || u32_at(h, 8) != Some(VERSION) {
+        return Err("not a fatpack pack (bad magic or version)".into());
+    }
+    if h[16..48] != store_digest[..] {
+        return Err("belongs to another build (store digest differs)".into());
+    }
+    if u32_at(h, 12) != Some(index) {
+        return Err("is another pack of this build (renamed?)".into());
+    }
+    if file.len() as u64 != len {
+        return Err(format!(
+            "is {} bytes, the binary records {len} (truncated or appended to)",
+            file.len()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(skeleton: &[u8]) -> Manifest<'_> {
+        Manifest {
+            packs: vec![
+                PackRecord {
+                    kind: PackKind::Sass(90),
+                    suffix: PackKind::Sass(90).suffix(),
+                    len: 200,
+                    digest: [3; 32],
+                },
+                PackRecord {
+                    kind: PackKind::Ptx,
+                    suffix: PackKind::Ptx.suffix(),
+                    len: 64,
+                    digest: [4; 32],
+                },
+            ],
+            placements: vec![
+                Placement {
+                    pack: 0,
+                    offset: 64,
+                },
+                Placement {
+                    pack: 1,
+                    offset: 64,
+                },
+            ],
+            skeleton,
+        }
+    }
+
+    #[test]
+    fn manifests_round_trip_and_truncations_are_refused() {
+        let m = sample(b"skeleton bytes");
+        let b = m.to_bytes();
+        assert_eq!(Manifest::parse(&b).unwrap(), m);
+        for n in 0..b.len() {
+            assert!(Manifest::parse(&b[..n]).is_err(), "prefix {n}");
+        }
+        assert_eq!(m.blob_range(0, 136), Some((0, 64..200)));
+        assert_eq!(m.blob_range(0, 137), None);
+        assert_eq!(m.blob_range(1, 0), Some((1, 64..64)));
+        assert_eq!(m.blob_range(2, 0), None);
+    }
+
+    #[test]
+    fn bad_names_kinds_and_placements_are_refused() {
+        let b = sample(b"s").to_bytes();
+        let names_at = MANIFEST_HEADER_LEN + 2 * PACK_RECORD_LEN + 2 * PLACEMENT_LEN;
+        let mut evil = b.clone();
+        // ".sm_90.fatpack" -> "/sm_90.fatpack": a name that would leave the folder.
+        evil[names_at] = b'/';
+        assert!(Manifest::parse(&evil).unwrap_err().contains("named"));
+        let mut k = b.clone();
+        k[MANIFEST_HEADER_LEN + 8] = 7;
+        assert!(Manifest::parse(&k).unwrap_err().contains("kind"));
+        let mut p = b.clone();
+        p[MANIFEST_HEADER_LEN + 2 * PACK_RECORD_LEN] = 5;
+        assert!(Manifest::parse(&p).unwrap_err().contains("placement"));
+        let mut o = b;
+        o[MANIFEST_HEADER_LEN + 2 * PACK_RECORD_LEN + 8] = 1; // offset 1: inside the header
+        assert!(Manifest::parse(&o).unwrap_err().contains("placement"));
+    }
+
+    #[test]
+    fn pack_headers_identify_build_and_position() {
+        let mut f = pack_header(2, &[9; 32]).to_vec();
+        f.extend_from_slice(&[0; 16]);
+        assert!(check_pack(&f, 2, &[9; 32], 80).is_ok());
+        assert!(check_pack(&f, 1, &[9; 32], 80)
+            .unwrap_err()
+            .contains("another pack"));
+        assert!(check_pack(&f, 2, &[8; 32], 80)
+            .unwrap_err()
+            .contains("another build"));
+        assert!(check_pack(&f, 2, &[9; 32], 81)
+            .unwrap_err()
+            .contains("records"));
+        assert!(check_pack(&f[..10], 2, &[9; 32], 80).is_err());
+    }
+}

@@ -1,0 +1,422 @@
+//! `fatpack split OUT --into DIR` and `fatpack join HOST -o OUT`: one packed binary becomes a
+//! host binary plus one pack file per architecture (and one for PTX), so a distribution can
+//! ship each machine only its GPUs' code; joining gives the original bytes back.
+//!
+//! The host keeps, where the store was, a manifest ([`fatpack_format::split`]): the pack
+//! list with each pack's length and blake3, where every blob now is, and the store's
+//! detached index, whose digest is the one the binary already records. The runtime loads
+//! blobs from `<binary><suffix>` next to the binary's real path and checks each against the
+//! index; `inspect` and `extract` read split binaries the same way ([`SplitContents`]).
+//!
+//! Both commands verify their input completely (every blob decoded and checked, every pack's
+//! blake3) and what they wrote before anything is renamed into place.
+
+mod contents;
+mod error;
+mod join;
+
+pub use contents::SplitContents;
+pub use error::SplitError;
+pub use join::{join, JoinReport};
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use cubin_store::{EntryKind, Store};
+use fatpack_format::link::FEATURE_SPLIT;
+use fatpack_format::select::{self, Candidate};
+use fatpack_format::split::{
+    pack_header, Manifest, PackKind, PackRecord, Placement, PACK_HEADER_LEN,
+};
+
+use crate::inputs::map_file;
+use crate::packed::{self, side_path};
+
+/// One pack written by split.
+#[derive(Debug, Clone)]
+pub struct PackReport {
+    pub path: PathBuf,
+    pub kind: PackKind,
+    pub len: u64,
+    pub blobs: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct SplitReport {
+    pub host: PathBuf,
+    /// The host's side file, when the input kept its store in one.
+    pub side_file: Option<PathBuf>,
+    pub host_len: u64,
+    pub packs: Vec<PackReport>,
+    /// Per compute capability with SASS in the binary: the packs a GPU of that capability
+    /// loads from, as the runtime chooses.
+    pub needs: Vec<(u32, Vec<String>)>,
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The pack a blob goes to: that of the first entry using it (a blob shared by two kinds
+/// of entry, which nvcc output does not produce, is stored once; the runtime finds it by
+/// its placement wherever it is).
+fn pack_kind(kind: EntryKind, arch: u32) -> PackKind {
+    match kind {
+        EntryKind::Sass => PackKind::Sass(arch),
+        EntryKind::Ptx => PackKind::Ptx,
+        EntryKind::Other(_) => PackKind::Other,
+    }
+}
+
+/// Checks every blob of `store` (decoded, length and blake3), on all cores.
+pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitError> {
+    let n = store.blob_count() as u32;
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()) as u32;
+    let next = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.min(n.max(1)))
+            .map(|_| {
+                s.spawn(|| loop {
+                    let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if id >= n {
+                        return Ok(());
+                    }
+                    store.read_blob(id)?;
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                .map_err(|source| SplitError::Store {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
+        Ok(())
+    })
+}
+
+/// Splits the packed binary `input` into `into`/<its name> plus its packs.
+pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
+    let map = map_file(input)?;
+    let data: &[u8] = &map;
+    let located =
+        packed::locate(input, data)?.ok_or_else(|| SplitError::NotPacked(input.to_path_buf()))?;
+    let store_bytes = located.store.bytes();
+    if fatpack_format::split::is_manifest(store_bytes) {
+        return Err(SplitError::AlreadySplit(input.to_path_buf()));
+    }
+    if located.slot.features & FEATURE_SPLIT == 0 {
+        return Err(SplitError::OldRuntime(input.to_path_buf()));
+    }
+    let store_err = |source| SplitError::Store {
+        path: input.to_path_buf(),
+        source,
+    };
+    let store = Store::parse(store_bytes).map_err(store_err)?;
+    if store.digest() != located.recorded_digest {
+        return Err(SplitError::ForeignStore {
+            path: input.to_path_buf(),
+            store: located.store.describe(),
+            found: hex(&store.digest()),
+            recorded: hex(&located.recorded_digest),
+        });
+    }
+    verify_all(&store, input)?;
+
+    // Blob -> pack, packs in a fixed order (architectures ascending, then PTX, other).
+    let mut first_kind: Vec<Option<PackKind>> = vec![None; store.blob_count()];
+    for e in store.entries() {
+        first_kind[e.blob_id() as usize].get_or_insert(pack_kind(e.kind(), e.arch()));
+    }
+    let kinds: Vec<PackKind> = {
+        let mut k: Vec<PackKind> = first_kind.iter().flatten().copied().collect();
+        k.sort_unstable();
+        k.dedup();
+        k
+    };
+    let pack_of = |id: usize| -> u32 {
+        // An unreferenced blob (never written by fatpack) goes with the first pack.
+        let k = first_kind[id].unwrap_or(kinds.first().copied().unwrap_or(PackKind::Other));
+        kinds.iter().position(|&x| x == k).unwrap_or(0) as u32
+    };
+    if kinds.is_empty() && store.blob_count() > 0 {
+        return Err(SplitError::Bad {
+            path: input.to_path_buf(),
+            message: "the store has blobs but no entries".into(),
+        });
+    }
+
+    let name = input
+        .file_name()
+        .ok_or_else(|| SplitError::Bad {
+            path: input.to_path_buf(),
+            message: "has no file name".into(),
+        })?
+        .to_owned();
+    std::fs::create_dir_all(into).map_err(error::io_at(into))?;
+    let host_path = into.join(&name);
+    let pack_path = |k: PackKind| {
+        let mut s = host_path.clone().into_os_string();
+        s.push(k.suffix());
+        PathBuf::from(s)
+    };
+    let temp = |final_path: &Path| {
+        tempfile::Builder::new()
+            .prefix(".fatpack-split")
+            .tempfile_in(into)
+            .map_err(error::io_at(final_path))
+    };
+
+    // Packs: header, then each blob's stored bytes at an 8-aligned offset.
+    let mut placements = vec![Placement { pack: 0, offset: 0 }; store.blob_count()];
+    let mut packs = Vec::with_capacity(kinds.len());
+    let mut pack_files = Vec::with_capacity(kinds.len());
+    let mut reports = Vec::with_capacity(kinds.len());
+    for (pi, &kind) in kinds.iter().enumerate() {
+        let path = pack_path(kind);
+        let mut tmp = temp(&path)?;
+        let mut w = Hashing::new(std::io::BufWriter::new(tmp.as_file_mut()));
+        let shown = path.clone();
+        let io = error::io_at(&shown);
+        w.write_all(&pack_header(pi as u32, &store.digest()))
+            .map_err(&io)?;
+        let mut blobs = 0;
+        for b in store
+            .blobs()
+            .filter(|b| pack_of(b.id as usize) == pi as u32)
+        {
+            w.pad_to_8().map_err(&io)?;
+            placements[b.id as usize] = Placement {
+                pack: pi as u32,
+                offset: w.len,
+            };
+            w.write_all(&store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize])
+                .map_err(&io)?;
+            blobs += 1;
+        }
+        let (len, digest) = w.finish().map_err(&io)?;
+        packs.push(PackRecord {
+            kind,
+            suffix: kind.suffix(),
+            len,
+            digest,
+        });
+        reports.push(PackReport {
+            path: shown.clone(),
+            kind,
+            len,
+            blobs,
+        });
+        pack_files.push((tmp, path));
+    }
+    let skeleton = store.skeleton();
+    let manifest = Manifest {
+        packs,
+        placements,
+        skeleton: &skeleton,
+    }
+    .to_bytes();
+
+    // The host: the input with the manifest where the store was.
+    let embedded = located.store.is_section();
+    let host_tmp = temp(&host_path)?;
+    std::fs::write(host_tmp.path(), data).map_err(error::io_at(&host_path))?;
+    let side_tmp = if embedded {
+        packed::replace_store(
+            host_tmp.path(),
+            &store.digest(),
+            located.slot.is_mapped(),
+            |w| w.write_all(&manifest).map_err(error::io_at(&host_path)),
+        )?;
+        None
+    } else {
+        let side = side_path(&host_path);
+        let mut t = temp(&side)?;
+        t.write_all(&manifest).map_err(error::io_at(&side))?;
+        Some((t, side))
+    };
+
+    // Read back what was written before anything is renamed into place.
+    check_written(
+        &store,
+        store_bytes,
+        host_tmp.path(),
+        side_tmp.as_ref().map(|(t, _)| t.path()),
+        &pack_files,
+        &host_path,
+    )?;
+    let needs = needs(&store, &kinds, &|id| pack_of(id), &name);
+
+    let persist = |t: tempfile::NamedTempFile, to: &Path| -> Result<(), SplitError> {
+        t.as_file().sync_all().map_err(error::io_at(to))?;
+        t.persist(to).map_err(|e| error::io_at(to)(e.error))?;
+        Ok(())
+    };
+    // Packs first, the host last: a host never names packs that are not there yet. Packs
+    // are data anyone who may run the binary must read.
+    use std::os::unix::fs::PermissionsExt;
+    for (t, path) in pack_files {
+        t.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(error::io_at(&path))?;
+        persist(t, &path)?;
+    }
+    let side_file = match side_tmp {
+        Some((t, side)) => {
+            t.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))
+                .map_err(error::io_at(&side))?;
+            persist(t, &side)?;
+            Some(side)
+        }
+        None => None,
+    };
+    let mode = std::fs::metadata(input)
+        .map_err(error::io_at(input))?
+        .permissions();
+    host_tmp
+        .as_file()
+        .set_permissions(mode)
+        .map_err(error::io_at(&host_path))?;
+    persist(host_tmp, &host_path)?;
+    let host_len = std::fs::metadata(&host_path)
+        .map_err(error::io_at(&host_path))?
+        .len();
+    Ok(SplitReport {
+        host: host_path,
+        side_file,
+        host_len,
+        packs: reports,
+        needs,
+    })
+}
+
+/// Re-reads the written host (or side file) and packs: the manifest parses, its skeleton is
+/// the store's, and every blob's bytes in its pack are the input's.
+fn check_written(
+    store: &Store<'_>,
+    store_bytes: &[u8],
+    host: &Path,
+    side: Option<&Path>,
+    packs: &[(tempfile::NamedTempFile, PathBuf)],
+    shown: &Path,
+) -> Result<(), SplitError> {
+    let bad = |message: String| SplitError::Bad {
+        path: shown.to_path_buf(),
+        message: format!("written output does not read back: {message}"),
+    };
+    let host_map = map_file(host)?;
+    let side_map = side.map(map_file).transpose()?;
+    let slot = packed::recorded_slot(&host_map).ok_or_else(|| bad("no slot".into()))?;
+    let bytes = match &side_map {
+        Some(m) => &m[..],
+        None => packed::section_bytes(&host_map).ok_or_else(|| bad("no section".into()))?,
+    };
+    let manifest = Manifest::parse(bytes).map_err(bad)?;
+    let skel = Store::parse_skeleton(manifest.skeleton).map_err(|e| bad(e.to_string()))?;
+    if skel.digest() != store.digest() || slot.digest != store.digest() {
+        return Err(bad("digest differs".into()));
+    }
+    let maps = packs
+        .iter()
+        .map(|(t, _)| map_file(t.path()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, (m, rec)) in maps.iter().zip(&manifest.packs).enumerate() {
+        fatpack_format::split::check_pack(m, i as u32, &store.digest(), rec.len)
+            .map_err(|e| bad(format!("pack {i} {e}")))?;
+        if *blake3::hash(m).as_bytes() != rec.digest {
+            return Err(bad(format!("pack {i} digest")));
+        }
+    }
+    for b in store.blobs() {
+        let (pi, r) = manifest
+            .blob_range(b.id, b.stored_len)
+            .ok_or_else(|| bad(format!("blob {} placement", b.id)))?;
+        let want = &store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize];
+        if maps[pi].get(r) != Some(want) {
+            return Err(bad(format!("blob {} bytes", b.id)));
+        }
+    }
+    Ok(())
+}
+
+/// For each capability the binary has SASS for, the packs the runtime reads from on such a
+/// GPU, by the same choice it makes.
+fn needs(
+    store: &Store<'_>,
+    kinds: &[PackKind],
+    pack_of: &dyn Fn(usize) -> u32,
+    name: &std::ffi::OsStr,
+) -> Vec<(u32, Vec<String>)> {
+    let mut caps: Vec<u32> = store
+        .entries()
+        .filter(|e| e.kind() == EntryKind::Sass)
+        .map(|e| e.arch())
+        .collect();
+    caps.sort_unstable();
+    caps.dedup();
+    let mut out = Vec::new();
+    for cap in caps {
+        let mut used: BTreeMap<u32, ()> = BTreeMap::new();
+        for m in store.modules() {
+            let entries: Vec<_> = m.entries().collect();
+            let cands: Vec<Candidate> = entries
+                .iter()
+                .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+                .collect();
+            if let Some(i) = select::choose(cap, &cands, None) {
+                used.insert(pack_of(entries[i].blob_id() as usize), ());
+            }
+        }
+        let names = used
+            .keys()
+            .map(|&p| format!("{}{}", name.to_string_lossy(), kinds[p as usize].suffix()))
+            .collect();
+        out.push((cap, names));
+    }
+    out
+}
+
+/// A writer that counts and hashes what passes through.
+struct Hashing<W: Write> {
+    inner: W,
+    hasher: blake3::Hasher,
+    len: u64,
+}
+
+impl<W: Write> Hashing<W> {
+    fn new(inner: W) -> Self {
+        Hashing {
+            inner,
+            hasher: blake3::Hasher::new(),
+            len: 0,
+        }
+    }
+
+    fn pad_to_8(&mut self) -> std::io::Result<()> {
+        let pad = (self.len.div_ceil(8) * 8 - self.len) as usize;
+        self.write_all(&[0u8; 8][..pad])
+    }
+
+    fn finish(mut self) -> std::io::Result<(u64, [u8; 32])> {
+        self.inner.flush()?;
+        Ok((self.len, *self.hasher.finalize().as_bytes()))
+    }
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+const _: () = assert!(PACK_HEADER_LEN % 8 == 0);

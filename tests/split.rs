@@ -1,0 +1,347 @@
+//! `fatpack split` / `fatpack join`: a packed program split into a host binary and per-arch
+//! packs runs from its packs (fake cudart and driver), a missing or foreign pack is a
+//! one-line error naming it, and joining gives the original bytes back.
+
+mod common;
+mod rt_harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rt_harness::*;
+
+fn fatpack(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    common::run(Command::new(common::fatpack_bin()).args(args))
+}
+
+fn split(input: &Path, into: &Path) -> (i32, String, String) {
+    fatpack(&[
+        "split".as_ref(),
+        input.as_os_str(),
+        "--into".as_ref(),
+        into.as_os_str(),
+    ])
+}
+
+fn join(host: &Path, out: &Path) -> (i32, String, String) {
+    fatpack(&[
+        "join".as_ref(),
+        host.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+}
+
+fn with_suffix(p: &Path, suffix: &str) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn split_app(at: StoreAt, tag: &str) -> (App, PathBuf) {
+    let app = build_app(at, None);
+    let into = scratch(tag);
+    let (code, _, err) = split(&app.exe, &into);
+    assert_eq!(code, 0, "split failed: {err}");
+    (app, into.join("app"))
+}
+
+#[test]
+fn split_writes_one_pack_per_arch_and_a_smaller_host() {
+    let (app, host) = split_app(StoreAt::Mapped, "split-files");
+    let dir = host.parent().unwrap();
+    assert_eq!(
+        listing(dir),
+        [
+            "app",
+            "app.ptx.fatpack",
+            "app.sm_100.fatpack",
+            "app.sm_80.fatpack",
+            "app.sm_86.fatpack",
+            "app.sm_90.fatpack",
+        ]
+    );
+    // No blob's bytes are left in the host: each is in exactly one pack.
+    let host_bytes = std::fs::read(&host).unwrap();
+    let store = cubin_store::Store::parse(&app.store).unwrap();
+    let packs: Vec<Vec<u8>> = listing(dir)
+        .iter()
+        .filter(|f| f.ends_with(".fatpack"))
+        .map(|f| std::fs::read(dir.join(f)).unwrap())
+        .collect();
+    for b in store.blobs().filter(|b| b.stored_len >= 64) {
+        let bytes = &app.store[b.offset as usize..(b.offset + b.stored_len) as usize];
+        let found = |hay: &[u8]| hay.windows(bytes.len()).filter(|w| *w == bytes).count();
+        assert_eq!(found(&host_bytes), 0, "blob {} still in the host", b.id);
+        assert_eq!(
+            packs.iter().map(|p| found(p)).sum::<usize>(),
+            1,
+            "blob {}",
+            b.id
+        );
+    }
+    // Same mode bits as the input.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&host).unwrap().permissions().mode(),
+        std::fs::metadata(&app.exe).unwrap().permissions().mode()
+    );
+    // Deterministic: a second split gives the same bytes.
+    let again = scratch("split-again");
+    assert_eq!(split(&app.exe, &again).0, 0);
+    for f in listing(dir) {
+        assert!(
+            std::fs::read(dir.join(&f)).unwrap() == std::fs::read(again.join(&f)).unwrap(),
+            "{f} differs between two splits"
+        );
+    }
+    // inspect shows the packs and still reads every entry.
+    let j = common::inspect_json(&host);
+    let packs = j["packed"]["packs"].as_array().unwrap();
+    assert_eq!(packs.len(), 5);
+    assert!(packs.iter().all(|p| p["state"] == "ok"), "{j}");
+    assert_eq!(j["packed"]["digest_matches"], true);
+    // With a pack gone, inspect still lists every entry, and says which pack is missing.
+    std::fs::remove_file(dir.join("app.sm_80.fatpack")).unwrap();
+    let j = common::inspect_json(&host);
+    let missing: Vec<&serde_json::Value> = j["packed"]["packs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["state"] != "ok")
+        .collect();
+    assert_eq!(missing.len(), 1, "{j}");
+    assert!(missing[0]["state"].as_str().unwrap().contains("missing"));
+    let entries: usize = j["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["entries"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(entries, store.entry_count());
+}
+
+#[test]
+fn a_split_program_runs_from_its_packs_as_the_whole_one_did() {
+    let (app, host) = split_app(StoreAt::Mapped, "split-run");
+    for (devs, mode) in [
+        ("90", "launchA"),
+        ("86", "launchA"),
+        ("103", "launchA"),
+        ("120", "launchA"),
+        ("90,86", "launchA"),
+        ("100", "launchB"),
+        ("86", "launchD"),
+    ] {
+        let whole = run(&app.exe, mode, Some(devs), &[]);
+        let split = run(&host, mode, Some(devs), &[]);
+        whole.assert_clean();
+        split.assert_clean();
+        assert_eq!(
+            split.registered(),
+            whole.registered(),
+            "{devs} {mode}: {}",
+            split.stderr
+        );
+        assert_eq!(split.stdout, whole.stdout);
+    }
+}
+
+#[test]
+fn only_the_packs_a_gpu_needs_must_be_there() {
+    let (_app, host) = split_app(StoreAt::Mapped, "split-partial");
+    let dir = host.parent().unwrap();
+    // A 9.0 machine: app#A and app#B run sm_90a (the sm_90 pack); app#D runs sm_86.
+    for other in ["app.ptx.fatpack", "app.sm_100.fatpack", "app.sm_80.fatpack"] {
+        std::fs::remove_file(dir.join(other)).unwrap();
+    }
+    let r = run(&host, "launchA", Some("90"), &[]);
+    r.assert_clean();
+    assert_eq!(r.out("launchA").as_deref(), Some("0"));
+    // A GPU whose code is in a removed pack: one line naming the pack and the capability.
+    let r = run(&host, "launchA", Some("120"), &[]);
+    assert_ne!(r.out("launchA").as_deref(), Some("0"), "{}", r.stdout);
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("app.ptx.fatpack"))
+        .unwrap_or_else(|| panic!("no line names the pack:\n{}", r.stderr));
+    assert!(
+        line.contains("compute capability 12.0") && line.contains("missing"),
+        "{line}"
+    );
+    let pack = with_suffix(&host, ".ptx.fatpack");
+    assert!(line.contains(&pack.display().to_string()), "{line}");
+}
+
+#[test]
+fn packs_are_found_next_to_the_binary_not_in_the_current_directory() {
+    let (_app, host) = split_app(StoreAt::Mapped, "split-cwd");
+    let elsewhere = scratch("split-cwd-elsewhere");
+    // A decoy in the current directory with the pack's name must not be read.
+    std::fs::write(elsewhere.join("app.sm_90.fatpack"), b"decoy").unwrap();
+    let mut cmd = Command::new(&host);
+    cmd.arg("launchA")
+        .current_dir(&elsewhere)
+        .env("LD_LIBRARY_PATH", fakes().join("cuda"))
+        .env("FAKE_CUDA_DEVICES", "90");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("launchA=0"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_damaged_or_foreign_pack_is_refused_by_name() {
+    let (_app, host) = split_app(StoreAt::Mapped, "split-bad");
+    let pack = with_suffix(&host, ".sm_90.fatpack");
+    let good = std::fs::read(&pack).unwrap();
+
+    // Another build's pack: the store digest in its header differs.
+    let mut foreign = good.clone();
+    foreign[20] ^= 1;
+    std::fs::write(&pack, &foreign).unwrap();
+    let r = run(&host, "launchA", Some("90"), &[]);
+    assert_ne!(r.out("launchA").as_deref(), Some("0"));
+    assert!(
+        r.stderr.contains("another build") && r.stderr.contains("app.sm_90.fatpack"),
+        "{}",
+        r.stderr
+    );
+    assert!(join(&host, &scratch("split-bad-join").join("app")).0 != 0);
+
+    // A changed byte in a blob (the last one of the pack: app#B's sm_90a): caught by the
+    // index's digest, never passed to cudart; app#A's blob in the same pack still loads.
+    let mut damaged = good.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x40;
+    std::fs::write(&pack, &damaged).unwrap();
+    let r = run(&host, "launchB", Some("90"), &[]);
+    assert_ne!(r.out("launchB").as_deref(), Some("0"));
+    assert!(r.stderr.contains("app.sm_90.fatpack"), "{}", r.stderr);
+    assert!(
+        !r.log.contains("sm_90a"),
+        "damaged code reached cudart:\n{}",
+        r.log
+    );
+    let r = run(&host, "launchA", Some("90"), &[]);
+    assert_eq!(r.out("launchA").as_deref(), Some("0"), "{}", r.stderr);
+
+    // A FIFO in the pack's place: an error, not a hang.
+    std::fs::remove_file(&pack).unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(&pack)
+        .status()
+        .unwrap()
+        .success());
+    let r = run_via(&["timeout", "20"], &host, "launchA", Some("90"), &[]);
+    assert_ne!(r.code, Some(124), "hung on a FIFO pack");
+    assert!(r.stderr.contains("FIFO"), "{}", r.stderr);
+}
+
+#[test]
+fn join_gives_back_the_original_bytes_wherever_the_store_was() {
+    for (at, tag) in [
+        (StoreAt::Mapped, "join-mapped"),
+        (StoreAt::UnmappedSection, "join-section"),
+        (StoreAt::SideFile, "join-side"),
+    ] {
+        let (app, host) = split_app(at, tag);
+        if at == StoreAt::SideFile {
+            // The host binary is unchanged; its side file holds the manifest.
+            assert!(std::fs::read(&host).unwrap() == std::fs::read(&app.exe).unwrap());
+            assert!(with_suffix(&host, ".fatpack").exists());
+        }
+        let r = run(&host, "launchA", Some("90"), &[]);
+        r.assert_clean();
+        let out = scratch(&format!("{tag}-out")).join("app");
+        let (code, _, err) = join(&host, &out);
+        assert_eq!(code, 0, "{tag}: {err}");
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&app.exe).unwrap(),
+            "{tag}: joined binary differs from the original"
+        );
+        if at == StoreAt::SideFile {
+            assert!(
+                std::fs::read(with_suffix(&out, ".fatpack")).unwrap() == app.store,
+                "{tag}: joined side file differs"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_inputs_are_refused_without_leaving_files() {
+    let d = scratch("split-errors");
+    // Not packed.
+    let plain = d.join("plain");
+    std::fs::copy("/bin/true", &plain).unwrap();
+    let into = d.join("out1");
+    let (code, _, err) = split(&plain, &into);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("plain") && err.contains("not a packed output"),
+        "{err}"
+    );
+    assert!(!into.exists() || listing(&into).is_empty());
+
+    // Already split; and join of a whole binary.
+    let (app, host) = split_app(StoreAt::Mapped, "split-twice");
+    let into = d.join("out2");
+    let (code, _, err) = split(&host, &into);
+    assert!(code != 0 && err.contains("already split"), "{err}");
+    assert!(!into.exists() || listing(&into).is_empty());
+    let (code, _, err) = join(&app.exe, &d.join("joined"));
+    assert!(code != 0 && err.contains("not split"), "{err}");
+
+    // A missing pack: join names it and writes nothing.
+    std::fs::remove_file(with_suffix(&host, ".sm_86.fatpack")).unwrap();
+    let out_dir = d.join("out3");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let (code, _, err) = join(&host, &out_dir.join("app"));
+    assert!(
+        code != 0 && err.contains("app.sm_86.fatpack") && err.contains("missing"),
+        "{err}"
+    );
+    assert!(listing(&out_dir).is_empty(), "{:?}", listing(&out_dir));
+
+    // prune refuses a split binary with a hint.
+    let (code, _, err) = fatpack(&[
+        "prune".as_ref(),
+        "--for".as_ref(),
+        "9.0".as_ref(),
+        host.as_os_str(),
+        "-o".as_ref(),
+        d.join("pruned").as_os_str(),
+    ]);
+    assert!(code != 0 && err.contains("split"), "{err}");
+}
+
+#[test]
+fn a_binary_whose_runtime_cannot_read_packs_is_not_split() {
+    let app = build_app(StoreAt::Mapped, None);
+    // Clear the feature bits, as a binary linked by an older fatpack has them.
+    let data = std::fs::read(&app.exe).unwrap();
+    let r = fatpack::packed::slot_range(&data).unwrap().unwrap();
+    let mut data = data;
+    let at = r.0 as usize + 52;
+    data[at..at + 4].copy_from_slice(&[0; 4]);
+    std::fs::write(&app.exe, &data).unwrap();
+    let into = scratch("split-old");
+    let (code, _, err) = split(&app.exe, &into);
+    assert!(code != 0 && err.contains("relink"), "{err}");
+    assert!(!into.exists() || listing(&into).is_empty());
+}
