@@ -345,3 +345,69 @@ fn a_binary_whose_runtime_cannot_read_packs_is_not_split() {
     assert!(code != 0 && err.contains("relink"), "{err}");
     assert!(!into.exists() || listing(&into).is_empty());
 }
+
+/// Every file under `dir` (relative path, bytes), sorted.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn real_nvcc_outputs_split_extract_and_join_to_the_same_bytes() {
+    let cuda = common::cuda_lib();
+    let w = common::wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    // GNU ld maps the store; mold 1.x leaves an unmapped section.
+    for (name, flags) in [("bfd", vec![]), ("mold", vec!["-fuse-ld=mold"])] {
+        let exe = dir.path().join(format!("app-{name}"));
+        let (code, _, err) =
+            common::gxx(Some(w.path()), &exe, &common::fixture_objs(), &cuda, &flags);
+        assert_eq!(code, 0, "{name}: {err}");
+        let into = dir.path().join(format!("split-{name}"));
+        let (code, _, err) = split(&exe, &into);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(err.contains("loads from"), "{name}: {err}");
+        let host = into.join(exe.file_name().unwrap());
+        assert_eq!(
+            common::run(&mut Command::new(&host)).1,
+            "fixture main ok\n",
+            "{name}"
+        );
+        // The same device code comes out of the split binary as out of the whole one.
+        let (a, b) = (
+            dir.path().join(format!("x-{name}-a")),
+            dir.path().join(format!("x-{name}-b")),
+        );
+        for (input, out) in [(&exe, &a), (&host, &b)] {
+            let (code, _, err) = fatpack(&[
+                "extract".as_ref(),
+                input.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ]);
+            assert_eq!(code, 0, "{name}: {err}");
+        }
+        let (ta, tb) = (tree(&a), tree(&b));
+        assert!(!ta.is_empty() && ta == tb, "{name}: extract differs");
+        let joined = dir.path().join(format!("joined-{name}"));
+        let (code, _, err) = join(&host, &joined);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(
+            std::fs::read(&joined).unwrap() == std::fs::read(&exe).unwrap(),
+            "{name}: join differs from the linked binary"
+        );
+    }
+}

@@ -317,6 +317,30 @@ for src in packed plain tail; do
     fi
 done
 
+# `fatpack split` of the packed build: host binaries plus per-arch packs; split_packed keeps
+# every pack, split_packed_sm90 only the sm_90 ones (what a 9.0 machine would install).
+if grep -q "^packed OK" "$status_file"; then
+    for dst in split_packed split_packed_sm90; do
+        rm -rf "${out:?}/$dst"
+        cp -a "$out/packed" "$out/$dst"
+        ok=1
+        for b in suite libsuite_lib.so libdyn.so; do
+            rm -f "$out/$dst/$b"
+            "$FP" split "$out/packed/$b" --into "$out/$dst" >>"$work/logs/split_$dst.log" 2>&1 || ok=0
+        done
+        if [ $dst = split_packed_sm90 ]; then
+            find "$out/$dst" -name '*.fatpack' ! -name '*.sm_90.fatpack' -delete
+        fi
+        if [ $ok = 1 ]; then
+            echo "$dst OK split packed+split" >>"$status_file"
+            echo "build.sh: variant $dst: $(ls "$out/$dst" | tr '\n' ' ')"
+        else
+            echo "$dst FAILED split (see $work/logs/split_$dst.log)" >>"$status_file"
+            failed+=("$dst")
+        fi
+    done
+fi
+
 # --- first_kernel benchmark ------------------------------------------------------------------
 bench_ok=1
 if [ "${SKIP_BENCH:-0}" != 1 ]; then

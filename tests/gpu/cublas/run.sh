@@ -42,6 +42,17 @@ measure prune "$FP" prune --for "$cap" "$W/packed" -o "$W/pruned" > "$W/prune.tx
 tail -n 4 "$W/prune.txt" | sed 's/^/  prune packed: /'
 measure prune_tail "$FP" prune --for "$cap" "$W/tail" -o "$W/tail_pruned" > "$W/prune_tail.txt" 2>&1 || { cat "$W/prune_tail.txt"; echo "prune of tail failed"; }
 tail -n 4 "$W/prune_tail.txt" | sed 's/^/  prune tail: /'
+# Split the packed build and keep only the packs a GPU of this capability loads from (as
+# `fatpack split` reports them): what a per-capability package would ship.
+measure split "$FP" split "$W/packed" --into "$W/split" > "$W/split.txt" 2>&1 || { cat "$W/split.txt"; echo "split failed"; }
+sed 's/^/  /' "$W/split.txt" | grep -v "\.fatpack: sm_\|capability [0-9.]* loads" | head -4
+need="$(sed -n "s/^fatpack split: a GPU of compute capability $cap loads from //p" "$W/split.txt")"
+echo "  a $cap GPU needs: ${need:-?}"
+mkdir -p "$W/split_$cap"
+cp "$W/split/packed" "$W/split_$cap/" 2>/dev/null
+for p in ${need//,/ }; do cp "$W/split/$p" "$W/split_$cap/"; done
+measure join "$FP" join "$W/split/packed" -o "$W/joined" > "$W/join.txt" 2>&1 || cat "$W/join.txt"
+cmp -s "$W/packed" "$W/joined" && echo "  join: identical to the packed binary" || echo "  join: DIFFERS from the packed binary"
 
 row() { # NAME FILE
     local name="$1" f="$2" i
@@ -76,8 +87,21 @@ row packed "$W/packed"
 row pruned "$W/pruned"
 row tail "$W/tail"
 row tail_pruned "$W/tail_pruned"
+row split_$cap "$W/split_$cap/packed"
 echo
-for t in link_plain link_packed link_tail prune prune_tail; do
+# xz -9 of what each would ship (64 MiB blocks so 16 threads share the work; all at once).
+if command -v xz >/dev/null; then
+    tar -C "$W/split_$cap" -cf "$W/split_$cap.tar" .
+    for n in plain packed pruned tail tail_pruned split_$cap.tar; do
+        [ -f "$W/$n" ] && (xz -9 -T16 --block-size=64MiB -c "$W/$n" | wc -c >"$W/$n.xz_size") &
+    done
+    wait
+    echo "xz -9 (64 MiB blocks), MB:"
+    for n in plain packed pruned tail tail_pruned split_$cap.tar; do
+        [ -f "$W/$n.xz_size" ] && printf '  %-16s %8.1f -> %7.1f\n' "$n" "$(stat -c %s "$W/$n")e-6" "$(cat "$W/$n.xz_size")e-6"
+    done
+fi
+for t in link_plain link_packed link_tail prune prune_tail split join; do
     [ -f "$W/$t.time" ] || { echo "$t: not run"; continue; }
     read -r wall peak rc <"$W/$t.time"
     printf '%-12s %6.2f s  peak %6d MB  rc %s\n' "$t" "$wall" "$peak" "$rc"
