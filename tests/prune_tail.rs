@@ -488,3 +488,57 @@ fn pruned_tail_outputs_shrink_and_keep_their_pointers() {
         assert_eq!(archs, ["sm_90", "compute_80"], "{extra:?}");
     }
 }
+
+/// Large-model data (`-mcmodel=medium`: `.lbss`, `.lrodata`, `.ldata`, as in cuBLAS's static
+/// libraries) comes after `.bss` in GNU ld's default script; the tail script still puts the
+/// fatbin last, so prune compacts it and the file shrinks.
+#[test]
+fn tail_mode_puts_the_fatbin_after_large_model_data_and_prune_shrinks_it() {
+    cuda_lib();
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.c");
+    std::fs::write(
+        &big,
+        "__attribute__((section(\".ldata\"))) char ldata_v[70000] = {1};\n\
+         __attribute__((section(\".lrodata\"))) const char lro_v[70000] = {2};\n\
+         __attribute__((section(\".lbss\"))) char lbss_v[70000];\n\
+         int large_sum(void) { return ldata_v[0] + lro_v[0] + lbss_v[5]; }\n",
+    )
+    .unwrap();
+    let obj = dir.path().join("big.o");
+    let (code, _, err) = run(Command::new("cc").arg("-c").arg(&big).arg("-o").arg(&obj));
+    assert_eq!(code, 0, "{err}");
+    let w = wrapper_dir();
+    let exe = dir.path().join("app");
+    let mut objs = fixture_objs();
+    objs.push(obj);
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &objs,
+        &cuda_lib(),
+        &["-Wl,--fatpack-mode=tail"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let data = std::fs::read(&exe).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    let fat = f.section_by_name(".nv_fatbin").unwrap().address();
+    for s in [".bss", ".ldata", ".lrodata", ".lbss"] {
+        let sec = f.section_by_name(s).unwrap_or_else(|| panic!("no {s}"));
+        assert!(sec.address() + sec.size() <= fat, "{s} after the fatbin");
+    }
+    check_tail_layout(&exe);
+    let out = dir.path().join("app90");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--for", "9.0"])
+        .arg(&exe)
+        .arg("-o")
+        .arg(&out));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("keeps its size"), "{err}");
+    assert!(
+        std::fs::metadata(&out).unwrap().len() < std::fs::metadata(&exe).unwrap().len(),
+        "{err}"
+    );
+    assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
+}

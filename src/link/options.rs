@@ -13,8 +13,10 @@ pub enum Mode {
     Tail,
 }
 
-/// The tail-mode script, shipped inside the binary so that fatpack needs no data files.
+/// The tail-mode scripts, shipped inside the binary so that fatpack needs no data files: GNU
+/// ld's places the fatbin after the large-model sections too; lld's after `.bss`.
 pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
+pub const TAIL_SCRIPT_LLD: &str = include_str!("../../linker-scripts/fatbin-tail-lld.ld");
 
 /// Every `--fatpack-*` option `fatpack ld` takes (the name after the prefix).
 pub const KNOWN: &[&str] = &[

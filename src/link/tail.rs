@@ -6,7 +6,7 @@ use std::path::Path;
 use super::error::io_at;
 use super::LinkError;
 
-use super::options::TAIL_SCRIPT;
+use super::options::{TAIL_SCRIPT, TAIL_SCRIPT_LLD};
 use crate::ld::{real as real_ld, LinkLine};
 
 /// Tail mode: the same link plus the script that moves the fatbin sections past `.bss`.
@@ -27,7 +27,14 @@ pub(super) fn tail_link(line: &LinkLine, real: &Path) -> Result<i32, LinkError> 
     }
     let work = super::cleanup::temp_folder(super::cleanup::WORK_PREFIX, &std::env::temp_dir())?;
     let script = work.path().join("fatbin-tail.ld");
-    std::fs::write(&script, TAIL_SCRIPT).map_err(io_at("writing", &script))?;
+    // GNU ld's default script names .ldata (the last section it loads); lld has no default
+    // script, and INSERT must name a section the output has.
+    let text = if banner.contains("LLD") {
+        TAIL_SCRIPT_LLD
+    } else {
+        TAIL_SCRIPT
+    };
+    std::fs::write(&script, text).map_err(io_at("writing", &script))?;
     let argv = line.render(
         &BTreeMap::new(),
         &[],

@@ -293,7 +293,7 @@ else
     failed+=(cross_lib)
 fi
 
-# Tail mode: ordinary fatbins placed after .bss by linker-scripts/fatbin-tail.ld.
+# Tail mode: ordinary fatbins placed last (after .bss and .ldata) by linker-scripts/fatbin-tail.ld.
 variant tail std tail static
 
 # `fatpack prune --keep sm_90,compute_90` without relinking, on a packed and on a plain build.
