@@ -1,6 +1,6 @@
 //! The one error type of the crate.
 
-use std::io;
+use crate::prelude::*;
 
 /// Everything that can go wrong while writing or reading a store.
 ///
@@ -9,8 +9,9 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    #[cfg(feature = "std")]
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(#[from] std::io::Error),
 
     #[error("not a fatpack store: bad magic {found:02x?} (expected \"FPSTORE\\0\")")]
     BadMagic { found: [u8; 8] },
@@ -108,4 +109,4 @@ pub enum StoreError {
     Poisoned,
 }
 
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+pub type Result<T, E = StoreError> = core::result::Result<T, E>;

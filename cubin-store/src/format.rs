@@ -1,6 +1,8 @@
 //! Wire layout constants and little-endian helpers. FORMAT.md is the normative description;
 //! keep the two in sync.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 pub const MAGIC: [u8; 8] = *b"FPSTORE\0";
 pub const FORMAT_MAJOR: u16 = 1;
 pub const FORMAT_MINOR: u16 = 0;

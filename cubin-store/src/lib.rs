@@ -11,26 +11,50 @@
 //!   range of one.
 
 #![deny(unsafe_code)]
+// The reader needs only `alloc`: without the `std` feature the runtime links it into every
+// packed output without std's weight.
+#![cfg_attr(not(feature = "std"), no_std)]
+// The wire helpers the writer shares with the reader are unused in a reader-only build.
+#![cfg_attr(not(feature = "std"), allow(dead_code))]
 
+extern crate alloc;
+
+#[cfg(feature = "std")]
 mod atomic;
 mod error;
 mod format;
+#[cfg(feature = "std")]
 mod mapped;
 mod meta;
 mod reader;
 mod skeleton;
+#[cfg(feature = "std")]
 mod writer;
 
+/// What every module needs from `alloc`.
+#[allow(unused_imports)]
+mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::format;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec;
+    pub use alloc::vec::Vec;
+}
+
+#[cfg(feature = "std")]
 pub use atomic::AtomicStoreFile;
 pub use error::{Result, StoreError};
 pub use format::{
     ALIGN, FORMAT_MAJOR, FORMAT_MINOR, HEADER_LEN, MAGIC, MAX_ATTRS_LEN, MAX_NAME_LEN,
     MAX_ZSTD_RATIO,
 };
+#[cfg(feature = "std")]
 pub use mapped::MappedStore;
 pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
 pub use reader::{BlobView, EntryView, ModuleView, Store, StoreStats};
 pub use skeleton::SKELETON_MAGIC;
+#[cfg(feature = "std")]
 pub use writer::{
     train_dictionary, EntryRef, ModuleId, NewEntry, StoreSummary, StoreWriter, WriteOptions,
     DEFAULT_LEVEL,

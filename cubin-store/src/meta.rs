@@ -1,6 +1,8 @@
 //! Entry metadata: what kind of device code an entry is and for which GPU architecture.
 
-use std::fmt;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::fmt;
 
 // The kinds and arch names are the ones the CLI and the runtime use (fatpack-format).
 pub use fatpack_format::arch::{arch_name, parse_arch_name, EntryKind, Variant as ArchVariant};

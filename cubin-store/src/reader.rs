@@ -4,8 +4,9 @@
 //! reference in the index, so that the views handed out afterwards cannot point outside the
 //! slice. Blob bytes are only touched by [`Store::read_entry`] / [`Store::verify`].
 
-use std::ops::Range;
-use std::sync::Mutex;
+use core::ops::Range;
+
+use crate::prelude::*;
 
 use crate::error::{Result, StoreError};
 use crate::format::*;
@@ -84,10 +85,9 @@ pub(crate) struct Parsed {
     entries: Vec<EntInfo>,
     /// Module indices sorted by name, for binary search.
     by_name: Vec<u32>,
-    /// One cached decompression context per codec, so reading many entries does not reload
-    /// the dictionary every time. Taken out while in use; concurrent readers make their own.
-    dctx_plain: Mutex<Option<zstd::bulk::Decompressor<'static>>>,
-    dctx_dict: Mutex<Option<zstd::bulk::Decompressor<'static>>>,
+    /// The dictionary digested once for decoding (a `ZSTD_DDict`), so reading many entries
+    /// does not load it every time.
+    ddict: Option<zstd_safe::DDict<'static>>,
 }
 
 enum ParsedRef<'a> {
@@ -95,7 +95,7 @@ enum ParsedRef<'a> {
     Borrowed(&'a Parsed),
 }
 
-impl std::ops::Deref for ParsedRef<'_> {
+impl core::ops::Deref for ParsedRef<'_> {
     type Target = Parsed;
     fn deref(&self) -> &Parsed {
         match self {
@@ -112,8 +112,8 @@ pub struct Store<'a> {
     parsed: ParsedRef<'a>,
 }
 
-impl std::fmt::Debug for Store<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for Store<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Store")
             .field("version", &(self.parsed.major, self.parsed.minor))
             .field("file_len", &self.parsed.file_len)
@@ -272,7 +272,7 @@ impl<'a> Store<'a> {
 
     /// Decompresses one entry and checks its length and blake3.
     pub fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>> {
-        if !std::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+        if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
             return Err(StoreError::ForeignEntry);
         }
         self.read_blob_inner(e.info.blob, Some(e.info))
@@ -287,7 +287,7 @@ impl<'a> Store<'a> {
     /// a detached store ([`Store::parse_skeleton`]) whose blobs live in other files. The
     /// bytes are checked against this store's index (stored length, raw length, blake3).
     pub fn read_entry_from(&self, e: &EntryView<'_>, stored: &[u8]) -> Result<Vec<u8>> {
-        if !std::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+        if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
             return Err(StoreError::ForeignEntry);
         }
         self.decode_blob(e.info.blob, Some(e.info), stored)
@@ -349,7 +349,7 @@ impl<'a> Store<'a> {
     }
 
     fn module_name(&self, m: u32) -> &str {
-        std::str::from_utf8(self.module_name_bytes(m)).unwrap_or_default()
+        core::str::from_utf8(self.module_name_bytes(m)).unwrap_or_default()
     }
 
     /// Names the blob for error messages: by its entry if we know it, else by first referrer.
@@ -428,7 +428,7 @@ impl<'a> Store<'a> {
                 if src.get(..4) != Some(&ZSTD_MAGIC[..]) {
                     return Err(corrupt("not a zstd frame (bad frame magic)".into()));
                 }
-                match zstd::zstd_safe::get_frame_content_size(src) {
+                match zstd_safe::get_frame_content_size(src) {
                     Ok(Some(n)) if n == blob.raw_len => {}
                     Ok(Some(n)) => {
                         return Err(corrupt(format!(
@@ -439,7 +439,7 @@ impl<'a> Store<'a> {
                     Ok(None) => return Err(corrupt("frame has no content size".into())),
                     Err(_) => return Err(corrupt("unreadable frame header".into())),
                 }
-                match zstd::zstd_safe::find_frame_compressed_size(src) {
+                match zstd_safe::find_frame_compressed_size(src) {
                     Ok(n) if n == src.len() => {}
                     Ok(n) => {
                         return Err(corrupt(format!(
@@ -448,9 +448,11 @@ impl<'a> Store<'a> {
                         )))
                     }
                     Err(code) => {
-                        return Err(corrupt(zstd::zstd_safe::get_error_name(code).to_owned()))
+                        return Err(corrupt(zstd_safe::get_error_name(code).to_owned()))
                     }
                 }
+                // Sized (and zeroed) only now that the frame header agreed with the index.
+                out.resize(raw_len, 0);
                 self.decompress_into(blob.codec, src, &mut out)
                     .map_err(|e| match e {
                         DecodeError::Frame(m) => corrupt(m),
@@ -480,32 +482,20 @@ impl<'a> Store<'a> {
         src: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), DecodeError> {
-        let slot = match codec {
-            Codec::ZstdDict => &self.parsed.dctx_dict,
-            _ => &self.parsed.dctx_plain,
-        };
-        // A poisoned lock only means another reader panicked; the cached context is then
-        // simply not reused.
-        let cached = slot.lock().ok().and_then(|mut g| g.take());
-        let mut dctx = match cached {
-            Some(d) => d,
-            None => {
-                let dict = match codec {
-                    Codec::ZstdDict => self.dictionary().ok_or_else(|| {
-                        DecodeError::Dict("blob needs a dictionary the store lacks".into())
-                    })?,
-                    _ => &[],
-                };
-                zstd::bulk::Decompressor::with_dictionary(dict)
-                    .map_err(|e| DecodeError::Dict(e.to_string()))?
+        let mut dctx = zstd_safe::DCtx::create();
+        // The buffer is exactly raw_len (checked against the frame header): a frame that
+        // would decode to more fails with "destination buffer too small".
+        let n = match codec {
+            Codec::ZstdDict => {
+                let ddict = self.parsed.ddict.as_ref().ok_or_else(|| {
+                    DecodeError::Dict("blob needs a dictionary the store lacks".into())
+                })?;
+                dctx.decompress_using_ddict(&mut out[..], src, ddict)
             }
-        };
-        dctx.decompress_to_buffer(src, out)
-            .map_err(|e| DecodeError::Frame(e.to_string()))?;
-        // Only contexts that just finished a frame successfully are put back.
-        if let Ok(mut g) = slot.lock() {
-            *g = Some(dctx);
+            _ => dctx.decompress(&mut out[..], src),
         }
+        .map_err(|code| DecodeError::Frame(zstd_safe::get_error_name(code).to_owned()))?;
+        out.truncate(n);
         Ok(())
     }
 }
@@ -552,8 +542,8 @@ pub struct ModuleView<'s> {
     index: usize,
 }
 
-impl std::fmt::Debug for ModuleView<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for ModuleView<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("ModuleView")
             .field("index", &self.index)
             .field("name", &self.name())
@@ -569,7 +559,7 @@ impl<'s> ModuleView<'s> {
     }
 
     pub fn name(&self) -> &'s str {
-        std::str::from_utf8(
+        core::str::from_utf8(
             self.store
                 .parsed
                 .index
@@ -624,8 +614,8 @@ pub struct EntryView<'s> {
     blob: &'s BlobInfo,
 }
 
-impl std::fmt::Debug for EntryView<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Debug for EntryView<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("EntryView")
             .field("module", &self.module_name())
             .field("arch", &self.arch_name())
@@ -889,6 +879,7 @@ impl Parsed {
             Some((end, d)) => (end, Some(d)),
             None => (header_len, None),
         };
+        let dict_for_decoding = dict.as_deref().map(zstd_safe::DDict::create);
 
         // Index header and table sizes. Every count is bounded because the tables must fit
         // exactly in index_len, which is bounded by the slice.
@@ -1018,7 +1009,7 @@ impl Parsed {
             let count = get_u32(rec, 12).unwrap_or_default();
             let name = pool_ref(name_off, name_len, MAX_NAME_LEN, "module name")?;
             let name_bytes = index.get(name.clone()).unwrap_or_default();
-            if std::str::from_utf8(name_bytes).is_err() {
+            if core::str::from_utf8(name_bytes).is_err() {
                 return Err(index_err(format!("module {j}: name is not UTF-8")));
             }
             if first != next_entry {
@@ -1122,8 +1113,7 @@ impl Parsed {
             modules,
             entries,
             by_name,
-            dctx_plain: Mutex::new(None),
-            dctx_dict: Mutex::new(None),
+            ddict: dict_for_decoding,
         })
     }
 }

@@ -8,8 +8,9 @@
 //! then the store's header (`header_len` bytes), dictionary (`dict_len`) and index
 //! (`index_len`), lengths as the copied header states them, nothing after.
 
-use std::io::Write;
-use std::ops::Range;
+use core::ops::Range;
+
+use crate::prelude::*;
 
 use crate::error::{Result, StoreError};
 use crate::format::*;
@@ -111,12 +112,13 @@ impl<'a> Store<'a> {
         Ok(Store::detached(parsed))
     }
 
+    #[cfg(feature = "std")]
     /// Writes the whole store, each blob's stored bytes from `blob(id)`, at the offsets
     /// the index records, with the zero padding the writer puts between them: for a store
     /// whose blobs were moved out ([`Store::skeleton`]) this gives back the original bytes.
     /// Each blob's length is checked; its contents are the caller's to verify (parse the
     /// result and [`Store::verify`] it).
-    pub fn assemble<'b, W: Write>(
+    pub fn assemble<'b, W: std::io::Write>(
         &self,
         out: &mut W,
         mut blob: impl FnMut(u32) -> Result<&'b [u8]>,

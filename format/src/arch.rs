@@ -2,7 +2,8 @@
 //! `sm_90`, `sm_90a`, `compute_100f`, and the CMake spellings users already write in
 //! `CMAKE_CUDA_ARCHITECTURES` (`80`, `90a-real`, `86-virtual`).
 
-use std::fmt;
+use crate::prelude::*;
+use core::fmt;
 
 /// Whether code is tied to one exact chip (`a`), to a family (`f`), or forward compatible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

@@ -1,7 +1,8 @@
 //! Just enough ELF64 to find a section's bytes by name in a mapped file. Every offset read
 //! from the file is bounds-checked; a malformed file yields an error, never a panic.
 
-use std::ops::Range;
+use crate::prelude::*;
+use core::ops::Range;
 
 const SHT_NOBITS: u32 = 8;
 const SHN_XINDEX: u16 = 0xFFFF;

@@ -7,6 +7,7 @@
 //! compatibility tables that the fixed fields point into) and its payload padded to 8
 //! bytes. A section may hold several containers back to back, padded apart with zeros.
 
+use crate::prelude::*;
 /// First word of every container.
 pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// The container version every nvcc seen writes.

@@ -8,6 +8,22 @@
 //! No I/O and no unsafe code: both sides read these definitions over bytes they hold.
 
 #![forbid(unsafe_code)]
+// No std: the runtime that every packed output links is built without it (its size is what
+// each output pays); the CLI links these definitions into an ordinary std program.
+#![no_std]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+/// What every module needs from `alloc`.
+mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::format;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec;
+    pub use alloc::vec::Vec;
+}
 
 pub mod arch;
 pub mod elf;

@@ -2,7 +2,8 @@
 //! output: the `--wrap` list, section, symbol and file names, and the environment variables
 //! both sides read.
 
-use std::ffi::CStr;
+use crate::prelude::*;
+use core::ffi::CStr;
 
 /// Symbols `fatpack ld` must pass as `--wrap=SYM`. Every one has a `__wrap_SYM` here that
 /// calls `__real_SYM` (i.e. cudart's SYM), so all of them must exist in the cudart the

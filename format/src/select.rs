@@ -12,6 +12,7 @@
 //!
 //! Entries of any other kind (LTO IR, unknown) are never chosen.
 
+use crate::prelude::*;
 use crate::arch::{arch_name, parse_arch_name, EntryKind, Variant};
 
 /// One entry as far as selection is concerned.

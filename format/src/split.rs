@@ -39,7 +39,8 @@
 //! | 16 | 32 | the store digest (the binary's) |
 //! | 48 | 16 | zero |
 
-use std::ops::Range;
+use crate::prelude::*;
+use core::ops::Range;
 
 pub const MANIFEST_MAGIC: [u8; 8] = *b"FPSPLIT\0";
 pub const PACK_MAGIC: [u8; 8] = *b"FPPACK\0\0";
@@ -180,7 +181,7 @@ impl<'a> Manifest<'a> {
                 u32_at(r, 0).unwrap_or(0) as usize,
                 u64::from(u32_at(r, 4).unwrap_or(0)),
             )
-            .and_then(|n| std::str::from_utf8(n).ok())
+            .and_then(|n| core::str::from_utf8(n).ok())
             .ok_or_else(|| format!("split manifest: pack {i} has a bad name"))?;
             let kind = PackKind::from_wire(r[8], u32_at(r, 12).unwrap_or(0))
                 .filter(|_| r[9..12] == [0; 3] && r[56..64] == [0; 8])

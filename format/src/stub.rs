@@ -10,6 +10,7 @@
 //! Written by `fatpack ld`; read by the runtime (from the loaded image, through the wrapper
 //! nvcc's registration code passes) and by the CLI (from a linked output's sections).
 
+use crate::prelude::*;
 pub const STUB_MAGIC: u32 = 0x4B50_4146;
 pub const STUB_VERSION: u16 = 1;
 pub const STUB_HEADER_LEN: usize = 16;
@@ -113,7 +114,7 @@ pub fn parse(b: &[u8]) -> Result<(Stub<'_>, usize), StubError> {
     let name = b
         .get(h.header_len..h.header_len + h.name_len)
         .ok_or(StubError::Truncated)?;
-    let module = std::str::from_utf8(name).map_err(|_| StubError::Name)?;
+    let module = core::str::from_utf8(name).map_err(|_| StubError::Name)?;
     Ok((
         Stub {
             module,
