@@ -92,6 +92,8 @@ fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .args(["-p", "fatpack-rt", "--profile", "rt", "--target", target])
+        // Without std: see runtime/src/lib.rs.
+        .arg("--no-default-features")
         .arg("--target-dir")
         .arg(&target_dir);
     // Never rewrite the lock file the outer build is reading.
@@ -110,6 +112,14 @@ fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
     ] {
         cmd.env_remove(var);
     }
+    // No unwind tables (Rust and C): nothing unwinds through the runtime (panic = "abort",
+    // and cudart's C API never throws), and they would be a sixth of what every packed
+    // output pays for it. The C flags reach zstd and blake3 through the cc crate.
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cforce-unwind-tables=no");
+    let cflags_var = format!("CFLAGS_{}", target.replace('-', "_"));
+    let mut cflags = env::var(&cflags_var).unwrap_or_default();
+    cflags.push_str(" -fno-asynchronous-unwind-tables -fno-unwind-tables");
+    cmd.env(&cflags_var, cflags.trim());
     let status = cmd
         .status()
         .unwrap_or_else(|e| panic!("running cargo to build the fatpack runtime: {e}"));
@@ -178,6 +188,10 @@ fn hide_symbols(from: &Path, to: &Path, dir: &Path, target: &str) {
                 // turns zstd's weak `ZSTD_trace_*` references into strong ones, which would
                 // then clash with a program's own libzstd.
                 "--strip-unneeded".as_ref(),
+                // The unwind tables `core` was precompiled with: nothing unwinds through the
+                // runtime (see build_runtime), and they are 15 KB of every output.
+                "--remove-section=.eh_frame".as_ref(),
+                "--remove-section=.rela.eh_frame".as_ref(),
                 joined.as_os_str(),
                 hidden.as_os_str(),
             ],
@@ -236,8 +250,11 @@ fn archive_of(name: &str, member: &[u8], symbols: &[String]) -> Vec<u8> {
 fn strip_debug(from: &Path, to: &Path, target: &str) {
     let tools = tools("objcopy", target);
     for tool in &tools {
+        // LTO leaves the bitcode in the object (.llvmbc/.llvmcmd): never linked, 1.5 MB of
+        // fatpack's own size.
         let ok = Command::new(tool)
             .arg("--strip-debug")
+            .args(["--remove-section=.llvmbc", "--remove-section=.llvmcmd"])
             .arg(from)
             .arg(to)
             .status()

@@ -7,5 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/cuda-env.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The runtime as fatpack embeds it: without std (its allocator, panic handler, C-library calls).
+cargo clippy -p fatpack-rt -p cubin-store --no-default-features --profile rt --locked -- -D warnings
 bash scripts/check-install.sh
 cargo test --workspace --locked

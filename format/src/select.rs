@@ -12,8 +12,8 @@
 //!
 //! Entries of any other kind (LTO IR, unknown) are never chosen.
 
-use crate::prelude::*;
 use crate::arch::{arch_name, parse_arch_name, EntryKind, Variant};
+use crate::prelude::*;
 
 /// One entry as far as selection is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -8,8 +8,10 @@
 //! archive cannot link on its own.
 
 #![allow(non_snake_case)]
+#[allow(unused_imports)]
+use crate::prelude::*;
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_uint, c_void};
 
 use super::{ensure_host, fake, stub_of, CudaError, FatbinWrapper, Handle, Reg};
 
@@ -362,7 +364,7 @@ macro_rules! wrap_host {
 /// `cudaKernelNodeParams{,V2}::func` (offset 0), null-safe.
 unsafe fn kernel_params_func(p: *const c_void) -> *const c_void {
     if p.is_null() {
-        return std::ptr::null();
+        return core::ptr::null();
     }
     // SAFETY: p points at a cudaKernelNodeParams, whose first member is `void* func`.
     unsafe { *p.cast::<*const c_void>() }
@@ -372,12 +374,12 @@ unsafe fn kernel_params_func(p: *const c_void) -> *const c_void {
 /// the union whose kernel member starts with `void* func` (offset 16).
 unsafe fn node_params_func(p: *const c_void) -> *const c_void {
     if p.is_null() {
-        return std::ptr::null();
+        return core::ptr::null();
     }
     // SAFETY: p points at a cudaGraphNodeParams (at least 16 + 8 bytes).
     unsafe {
         if *p.cast::<c_int>() != 0 {
-            return std::ptr::null();
+            return core::ptr::null();
         }
         *p.cast::<u8>().add(16).cast::<*const c_void>()
     }

@@ -1,7 +1,9 @@
 //! The one-module fatbin container handed to cudart, built in memory aligned as nvcc's
 //! `.nv_fatbin` is. The layout itself is fatpack-format's; this file only owns the memory.
 
-use std::fmt;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::fmt;
 
 use fatpack_format::fatbin::{plan_container, write_container, EncodeError, EntryInput};
 
@@ -22,7 +24,7 @@ impl Aligned {
     fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment needs,
         // and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+        unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
     }
 
     pub(crate) fn as_ptr(&self) -> *const u8 {

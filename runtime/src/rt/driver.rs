@@ -1,13 +1,15 @@
 //! Device capabilities from the driver API (libcuda.so.1 via dlopen, so a binary that never
 //! uses the GPU never needs the driver).
 
-use std::ffi::{c_int, c_uint, c_void, CStr};
-use std::sync::OnceLock;
+use super::sys::Once;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::ffi::{c_int, c_uint, c_void, CStr};
 
 use fatpack_format::select;
 
 /// A device as the driver numbers it (CUDA_VISIBLE_DEVICES applied), with its capability.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct Device {
     pub ordinal: i32,
     /// `major * 10 + minor`.
@@ -22,14 +24,20 @@ type CuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> c_int;
 type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
 type CuDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
 
-static DEVICES: OnceLock<Result<Vec<Device>, String>> = OnceLock::new();
+static DEVICES: Once<Result<Vec<Device>, String>> = Once::new();
 
 /// Queried once per process (per runtime copy); the answer does not change while it runs.
 pub(crate) fn devices() -> &'static Result<Vec<Device>, String> {
     DEVICES.get_or_init(|| {
         let r = query();
         match &r {
-            Ok(d) => debug!("devices: {d:?}"),
+            Ok(d) => {
+                let list: Vec<String> = d
+                    .iter()
+                    .map(|d| format!("{} (compute capability {})", d.ordinal, d.cap))
+                    .collect();
+                debug!("devices: {}", list.join(", "))
+            }
             Err(e) => debug!("no devices: {e}"),
         }
         r
@@ -67,10 +75,10 @@ fn query() -> Result<Vec<Device>, String> {
     // SAFETY: the symbols have these C signatures in every CUDA driver (cuda.h); none of them
     // is versioned (no _v2 variants).
     unsafe {
-        let cu_init: CuInit = std::mem::transmute(sym(lib, c"cuInit")?);
-        let get_count: CuDeviceGetCount = std::mem::transmute(sym(lib, c"cuDeviceGetCount")?);
-        let get: CuDeviceGet = std::mem::transmute(sym(lib, c"cuDeviceGet")?);
-        let attr: CuDeviceGetAttribute = std::mem::transmute(sym(lib, c"cuDeviceGetAttribute")?);
+        let cu_init: CuInit = core::mem::transmute(sym(lib, c"cuInit")?);
+        let get_count: CuDeviceGetCount = core::mem::transmute(sym(lib, c"cuDeviceGetCount")?);
+        let get: CuDeviceGet = core::mem::transmute(sym(lib, c"cuDeviceGet")?);
+        let attr: CuDeviceGetAttribute = core::mem::transmute(sym(lib, c"cuDeviceGetAttribute")?);
         let r = cu_init(0);
         if r != 0 {
             return Err(format!("cuInit failed (CUresult {r})"));

@@ -24,12 +24,10 @@
 //! every blob is verified after decompression into memory of our own, so rewriting the file
 //! in place cannot change what was checked.
 
-use std::ffi::{c_int, c_void, CStr, OsStr};
-use std::fs::File;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use core::ffi::{c_int, c_void, CStr};
+
+use super::sys::{self, open_regular, show, Fd, Once};
+use crate::prelude::*;
 
 use cubin_store::{EntryView, Store};
 
@@ -60,36 +58,36 @@ struct Split {
 
 /// One pack of a split binary: opened at the first registration, mapped at first use.
 struct Pack {
-    path: PathBuf,
+    path: Vec<u8>,
     kind: PackKind,
-    file: Result<File, String>,
-    bytes: OnceLock<Result<&'static [u8], String>>,
+    file: Result<Fd, String>,
+    bytes: Once<Result<&'static [u8], String>>,
 }
 
 /// Why an entry could not be read.
 pub(crate) enum ReadError {
     /// Its pack is missing or unusable: (pack path, what it holds, why).
-    Pack(PathBuf, PackKind, String),
+    Pack(Vec<u8>, PackKind, String),
     Other(String),
 }
 
 /// A store that lives in a file: the file, opened at the first registration.
 struct Opened {
-    file: File,
+    file: Fd,
     /// The object's path (for the section) or the side file's, for messages.
-    path: PathBuf,
+    path: Vec<u8>,
 }
 
-static OPENED: OnceLock<Result<Opened, String>> = OnceLock::new();
-static SOURCE: OnceLock<Result<(&'static [u8], String), String>> = OnceLock::new();
-static PACKS: OnceLock<Result<Vec<Pack>, String>> = OnceLock::new();
-static IMAGE: OnceLock<Result<Image, String>> = OnceLock::new();
+static OPENED: Once<Result<Opened, String>> = Once::new();
+static SOURCE: Once<Result<(&'static [u8], String), String>> = Once::new();
+static PACKS: Once<Result<Vec<Pack>, String>> = Once::new();
+static IMAGE: Once<Result<Image, String>> = Once::new();
 
 fn slot() -> StoreSlot {
     // SAFETY: the glue object defines the symbol as StoreSlot::LEN bytes; volatile because
     // the bytes are patched in the file after compilation, so no compiler may assume the
     // placeholder.
-    let bytes = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(__fatpack_store_digest)) };
+    let bytes = unsafe { core::ptr::read_volatile(core::ptr::addr_of!(__fatpack_store_digest)) };
     StoreSlot::read(&bytes).unwrap_or_default()
 }
 
@@ -116,9 +114,8 @@ fn packs(manifest: &'static [u8]) -> &'static Result<Vec<Pack>, String> {
         Ok(m.packs
             .iter()
             .map(|rec| {
-                let mut p = object.clone().into_os_string();
-                p.push(&rec.suffix);
-                let path = PathBuf::from(p);
+                let mut path = object.clone();
+                path.extend_from_slice(rec.suffix.as_bytes());
                 let file = open_regular(&path);
                 if let Err(e) = &file {
                     debug!("pack: {e}");
@@ -127,7 +124,7 @@ fn packs(manifest: &'static [u8]) -> &'static Result<Vec<Pack>, String> {
                     path,
                     kind: rec.kind,
                     file,
-                    bytes: OnceLock::new(),
+                    bytes: Once::new(),
                 }
             })
             .collect())
@@ -150,7 +147,13 @@ pub(crate) fn get() -> Result<&'static Image, &'static str> {
         .get_or_init(|| {
             let r = load();
             match &r {
-                Ok(i) => debug!("store: {} ({:?})", i.origin, i.store),
+                Ok(i) => debug!(
+                    "store: {} ({} modules, {} entries, {} blobs)",
+                    i.origin,
+                    i.store.module_count(),
+                    i.store.entry_count(),
+                    i.store.blob_count()
+                ),
                 Err(e) => debug!("store unusable: {e}"),
             }
             r
@@ -225,13 +228,13 @@ fn self_object() -> Result<SelfObject, String> {
 /// The file mapped at `addr`, as the kernel records it in /proc/self/maps: an absolute,
 /// resolved path (whatever relative name the object was loaded by, whatever the current
 /// directory is now), and whether the file has been deleted or replaced since.
-fn maps_path(addr: usize) -> Option<(PathBuf, bool)> {
-    let maps = std::fs::read("/proc/self/maps").ok()?;
+fn maps_path(addr: usize) -> Option<(Vec<u8>, bool)> {
+    let maps = sys::read_file(b"/proc/self/maps")?;
     for line in maps.split(|&b| b == b'\n') {
         let mut f = line.splitn(6, |&b| b == b' ');
         let range = f.next()?;
         let dash = range.iter().position(|&b| b == b'-')?;
-        let hexnum = |b: &[u8]| usize::from_str_radix(std::str::from_utf8(b).ok()?, 16).ok();
+        let hexnum = |b: &[u8]| usize::from_str_radix(core::str::from_utf8(b).ok()?, 16).ok();
         let (a, b) = (hexnum(&range[..dash])?, hexnum(&range[dash + 1..])?);
         if !(a..b).contains(&addr) {
             continue;
@@ -241,8 +244,8 @@ fn maps_path(addr: usize) -> Option<(PathBuf, bool)> {
             return None;
         }
         return Some(match path.strip_suffix(b" (deleted)") {
-            Some(p) => (PathBuf::from(OsStr::from_bytes(p)), true),
-            None => (PathBuf::from(OsStr::from_bytes(path)), false),
+            Some(p) => (p.to_vec(), true),
+            None => (path.to_vec(), false),
         });
     }
     None
@@ -250,68 +253,39 @@ fn maps_path(addr: usize) -> Option<(PathBuf, bool)> {
 
 /// The path of the file this image was loaded from; never relative to the current
 /// directory.
-fn object_path(me: &SelfObject) -> Result<PathBuf, String> {
+fn object_path(me: &SelfObject) -> Result<Vec<u8>, String> {
     if let Some((p, deleted)) = maps_path(me.addr) {
         if deleted {
             return Err(format!(
                 "{} was deleted or replaced after it was loaded, before its device code \
                  could be found",
-                p.display()
+                show(&p)
             ));
         }
         return Ok(p);
     }
     // No /proc/self/maps (a sandbox without /proc): the loader's own record, if absolute.
     if me.name.is_empty() {
-        return std::fs::read_link("/proc/self/exe")
+        return sys::read_link(b"/proc/self/exe")
             .map_err(|e| format!("cannot resolve the program's path: {e}"));
     }
-    let p = PathBuf::from(OsStr::from_bytes(&me.name));
-    if p.is_absolute() {
-        Ok(p)
+    if me.name.first() == Some(&b'/') {
+        Ok(me.name.clone())
     } else {
         Err(format!(
             "cannot resolve {} to an absolute path (no /proc/self/maps)",
-            p.display()
+            show(&me.name)
         ))
     }
-}
-
-/// Opens `path` read-only if it is a regular file, without blocking (a FIFO or a device in
-/// its place must not hang or feed the process).
-fn open_regular(path: &Path) -> Result<File, String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{} is missing", path.display()),
-            _ => format!("cannot open {}: {e}", path.display()),
-        })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
-    let t = meta.file_type();
-    if !t.is_file() {
-        let what = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        };
-        return Err(format!("{} is {what}", path.display()));
-    }
-    Ok(file)
 }
 
 fn open_file(location: StoreLocation) -> Result<Opened, String> {
     let me = self_object()?;
     let path = object_path(&me)?;
     let side = || {
-        let mut s = path.clone().into_os_string();
-        s.push(SIDE_FILE_SUFFIX);
-        PathBuf::from(s)
+        let mut s = path.clone();
+        s.extend_from_slice(SIDE_FILE_SUFFIX.as_bytes());
+        s
     };
     let try_side = |why: String| -> Result<Opened, String> {
         let side = side();
@@ -325,7 +299,7 @@ fn open_file(location: StoreLocation) -> Result<Opened, String> {
     };
     match location {
         StoreLocation::SideFile => {
-            try_side(format!("{} keeps its store in a side file", path.display()))
+            try_side(format!("{} keeps its store in a side file", show(&path)))
         }
         StoreLocation::Section | StoreLocation::Mapped => {
             let file = open_regular(&path)?;
@@ -339,22 +313,9 @@ fn open_file(location: StoreLocation) -> Result<Opened, String> {
     }
 }
 
-fn map(file: &File, path: &Path) -> Result<&'static [u8], String> {
-    // SAFETY: read-only private mapping of a regular file. What is read from it is copied
-    // and verified before use (Store::parse, read_entry), so a rewrite in place cannot
-    // change a decision; truncation would fault, as for any mapped binary.
-    let m = unsafe { memmap2::Mmap::map(file) }
-        .map_err(|e| format!("cannot map {}: {e}", path.display()))?;
-    if m.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    // Kept for the life of the process: the Store borrows it and modules load lazily.
-    Ok(&Box::leak(Box::new(m))[..])
-}
-
 /// The mapped store's bytes, after checking they lie inside this image's own segments.
 fn mapped_bytes(me: &SelfObject, s: &StoreSlot) -> Result<&'static [u8], String> {
-    let at = std::ptr::addr_of!(__fatpack_store_digest) as usize;
+    let at = core::ptr::addr_of!(__fatpack_store_digest) as usize;
     let start = at.wrapping_add(s.store_rel as usize);
     let len = usize::try_from(s.store_len).map_err(|_| "mapped store too large")?;
     let end = start.checked_add(len).ok_or("mapped store wraps around")?;
@@ -366,7 +327,7 @@ fn mapped_bytes(me: &SelfObject, s: &StoreSlot) -> Result<&'static [u8], String>
     }
     // SAFETY: the range lies inside a PT_LOAD of this very object, mapped read-only by the
     // loader for as long as this code is (the code reading it is in the same object).
-    Ok(unsafe { std::slice::from_raw_parts(start as *const u8, len) })
+    Ok(unsafe { core::slice::from_raw_parts(start as *const u8, len) })
 }
 
 /// The bytes where the store is (a store, or a split manifest) and a description of where.
@@ -393,25 +354,25 @@ fn find_source() -> Result<(&'static [u8], String), String> {
         )
     } else {
         let o = opened().as_ref().map_err(String::clone)?;
-        let file = map(&o.file, &o.path)?;
+        let file = sys::map(&o.file, &o.path)?;
         let is_elf = file.get(..4) == Some(b"\x7fELF");
         if is_elf {
             match elf::find_section(file, STORE_SECTION)
-                .map_err(|e| format!("{}: {e}", o.path.display()))?
+                .map_err(|e| format!("{}: {e}", show(&o.path)))?
             {
                 Some(r) => (
                     &file[r],
-                    format!("section {STORE_SECTION} of {}", o.path.display()),
+                    format!("section {STORE_SECTION} of {}", show(&o.path)),
                 ),
                 None => {
                     return Err(format!(
                         "no device code store: {} has no {STORE_SECTION} section",
-                        o.path.display()
+                        show(&o.path)
                     ))
                 }
             }
         } else {
-            (file, o.path.display().to_string())
+            (file, show(&o.path))
         }
     })
 }
@@ -483,10 +444,10 @@ impl Image {
             .bytes
             .get_or_init(|| {
                 let file = pack.file.as_ref().map_err(String::clone)?;
-                let m = map(file, &pack.path)?;
+                let m = sys::map(file, &pack.path)?;
                 let rec = &split.manifest.packs[pi];
                 split::check_pack(m, pi as u32, &self.store.digest(), rec.len)
-                    .map_err(|e| format!("{} {e}", pack.path.display()))?;
+                    .map_err(|e| format!("{} {e}", show(&pack.path)))?;
                 Ok(m)
             })
             .as_ref()
@@ -496,6 +457,6 @@ impl Image {
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
         self.store
             .read_entry_from(e, stored)
-            .map_err(|err| fail(format!("{}: {err}", pack.path.display())))
+            .map_err(|err| fail(format!("{}: {err}", show(&pack.path))))
     }
 }

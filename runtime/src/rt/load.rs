@@ -1,8 +1,9 @@
 //! Loading one module: choose per device, decompress the choices, register with cudart and
 //! replay what nvcc's code registered under the fake handle.
 
-use std::ffi::c_void;
-use std::time::Instant;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::ffi::c_void;
 
 use cubin_store::{EntryKind, EntryView, Store};
 
@@ -82,12 +83,14 @@ fn forced_arch() -> Result<Option<Candidate>, String> {
     let Some(v) = super::log::env(fatpack_format::link::ENV_ARCH) else {
         return Ok(None);
     };
-    let v = std::str::from_utf8(v).unwrap_or_default().trim();
+    let v = core::str::from_utf8(v).unwrap_or_default().trim();
     if v.is_empty() {
         return Ok(None);
     }
     Candidate::parse(v).map(Some).ok_or_else(|| {
-        format!("FATPACK_ARCH={v:?} is not an arch name (expected e.g. sm_80, sm_90a, compute_90)")
+        format!(
+            "FATPACK_ARCH=\"{v}\" is not an arch name (expected e.g. sm_80, sm_90a, compute_90)"
+        )
     })
 }
 
@@ -109,7 +112,7 @@ impl Plan {
         forced: Option<&Candidate>,
     ) -> Result<Plan, String> {
         let module = store.module_by_name(name).ok_or_else(|| {
-            format!("module {name:?} is not in the device code store ({origin}); stale store?")
+            format!("module \"{name}\" is not in the device code store ({origin}); stale store?")
         })?;
         let entries: Vec<EntryView<'static>> = module.entries().collect();
         let cands: Vec<Candidate> = entries
@@ -143,7 +146,7 @@ impl Plan {
     /// The chosen entries for `caps`, each once, in store order.
     fn chosen(&self, caps: &[u32]) -> Vec<usize> {
         let mut v: Vec<usize> = caps.iter().filter_map(|&c| self.choice(c)).collect();
-        v.sort_unstable();
+        super::sys::sort_small(&mut v);
         v.dedup();
         v
     }
@@ -176,16 +179,16 @@ impl Plan {
                         format!(" for compute capability {}", who.join(", "))
                     };
                     format!(
-                        "module {:?}: {}{on} is in pack {} ({} device code): {why} (install \
+                        "module \"{}\": {}{on} is in pack {} ({} device code): {why} (install \
                          that pack next to the binary)",
                         self.name,
                         e.arch_name(),
-                        pack.display(),
+                        super::sys::show(&pack),
                         kind.describe()
                     )
                 }
                 ReadError::Other(err) => format!(
-                    "module {:?}: cannot read {} from the device code store: {err}",
+                    "module \"{}\": cannot read {} from the device code store: {err}",
                     self.name,
                     e.arch_name()
                 ),
@@ -195,7 +198,7 @@ impl Plan {
                 if let Some(sm) = fatpack_format::elf::cubin_sm(&data) {
                     if sm != e.arch() {
                         return Err(format!(
-                            "module {:?}: the entry stored as {} holds a cubin for sm_{sm}",
+                            "module \"{}\": the entry stored as {} holds a cubin for sm_{sm}",
                             self.name,
                             e.arch_name()
                         ));
@@ -214,7 +217,7 @@ impl Plan {
                 payload: data,
             })
             .collect();
-        container::encode(&inputs).map_err(|e| format!("module {:?}: {e}", self.name))
+        container::encode(&inputs).map_err(|e| format!("module \"{}\": {e}", self.name))
     }
 }
 
@@ -232,7 +235,7 @@ fn fail(e: LoadError) -> Outcome {
 }
 
 pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
-    let t0 = Instant::now();
+    let t0 = super::sys::now_us();
     let name = match &m.name {
         Ok(n) => *n,
         Err(e) => return fail(LoadError::Stub(format!("unreadable fatpack stub: {e}"))),
@@ -256,13 +259,13 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         Ok(i) => i,
         Err(e) => {
             return fail(LoadError::Store(format!(
-                "cannot load device code of module {name:?}: {e}"
+                "cannot load device code of module \"{name}\": {e}"
             )))
         }
     };
     let store: &'static Store<'static> = &image.store;
     let mut caps: Vec<u32> = devices.iter().map(|d| d.cap).collect();
-    caps.sort_unstable();
+    super::sys::sort_small(&mut caps);
     caps.dedup();
 
     let main = match Plan::new(store, &image.origin, name, &caps, forced.as_ref()) {
@@ -289,7 +292,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
                 None => prelinked.push(Prelinked::Raw(p)),
                 Some(Err(e)) => {
                     return fail(LoadError::Stub(format!(
-                        "module {name:?}: unreadable prelinked fatpack stub: {e}"
+                        "module \"{name}\": unreadable prelinked fatpack stub: {e}"
                     )))
                 }
                 Some(Ok(pn)) => {
@@ -345,7 +348,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
                 None => "nothing in it runs there".to_owned(),
             };
             let msg = format!(
-                "module {name:?} has no device code for {on}, sm_{cap}: {why}; available: {}",
+                "module \"{name}\" has no device code for {on}, sm_{cap}: {why}; available: {}",
                 main.available()
             );
             if none_fit {
@@ -405,7 +408,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     }
     let use_prelinked = !array.is_empty();
     if use_prelinked {
-        array.push(std::ptr::null());
+        array.push(core::ptr::null());
     }
     let mut wrapper = Box::new(FatbinWrapper {
         magic: WRAPPER_MAGIC,
@@ -414,7 +417,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         filename_or_fatbins: if use_prelinked {
             array.as_mut_ptr().cast()
         } else {
-            std::ptr::null_mut()
+            core::ptr::null_mut()
         },
     });
     let handle = {
@@ -433,7 +436,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         }
     };
     info!(
-        "module {name}: registered {} entr{} ({} bytes decompressed) in {:.2} ms",
+        "module {name}: registered {} entr{} ({} bytes decompressed) in {} ms",
         main.chosen(&caps).len(),
         if main.chosen(&caps).len() == 1 {
             "y"
@@ -441,7 +444,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             "ies"
         },
         bytes,
-        t0.elapsed().as_secs_f64() * 1e3
+        super::sys::Millis(super::sys::now_us() - t0)
     );
     Outcome::Loaded(Loaded {
         handle,

@@ -1,7 +1,8 @@
 //! stderr logging: errors always, choices with `FATPACK_LOG=info`, more with `debug`.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use crate::prelude::*;
 
 pub(crate) const INFO: u8 = 1;
 pub(crate) const DEBUG: u8 = 2;
@@ -10,12 +11,12 @@ const UNSET: u8 = u8::MAX;
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
 
 /// getenv without allocating: usable from static constructors.
-pub(crate) fn env(name: &std::ffi::CStr) -> Option<&'static [u8]> {
+pub(crate) fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
     // SAFETY: getenv returns null or a NUL-terminated string that lives as long as the
     // environment entry; nothing in this runtime modifies the environment.
     unsafe {
         let p = libc::getenv(name.as_ptr());
-        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_bytes())
+        (!p.is_null()).then(|| core::ffi::CStr::from_ptr(p).to_bytes())
     }
 }
 
@@ -34,9 +35,9 @@ pub(crate) fn level() -> u8 {
 }
 
 /// One line to stderr in a single write, so lines of racing threads do not interleave.
-pub(crate) fn emit(args: std::fmt::Arguments<'_>) {
+pub(crate) fn emit(args: core::fmt::Arguments<'_>) {
     let line = format!("fatpack: {args}\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    super::sys::write_stderr(line.as_bytes());
 }
 
 macro_rules! log_at {

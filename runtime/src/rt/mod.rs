@@ -11,12 +11,14 @@ mod container;
 mod driver;
 mod image;
 mod load;
+pub(crate) mod sys;
 
-use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use alloc::collections::BTreeMap;
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::prelude::*;
+use sys::{Mutex, MutexGuard, ReadGuard, RwLock, ThreadWord, WriteGuard};
 
 use fatpack_format::stub;
 
@@ -133,27 +135,24 @@ static NOT_LOADED: AtomicUsize = AtomicUsize::new(0);
 /// Serialises this copy's calls into cudart's registration entry points.
 pub(crate) static CUDART_LOCK: Mutex<()> = Mutex::new(());
 
-thread_local! {
-    /// Set while this thread loads a module: a wrapped call made from inside cudart during
-    /// registration must not try to load (and re-lock) again.
-    static IN_LOAD: Cell<bool> = const { Cell::new(false) };
-    /// The last host address this thread found ready (loaded, or not ours): launch loops
-    /// then skip the shared lock. Modules are never unloaded while the copy is mapped, so a
-    /// stale entry can only be "ready", never wrong.
-    static LAST_READY: Cell<usize> = const { Cell::new(0) };
-}
+/// Non-zero while this thread loads a module: a wrapped call made from inside cudart during
+/// registration must not try to load (and re-lock) again.
+static IN_LOAD: ThreadWord = ThreadWord::new();
+/// The last host address this thread found ready (loaded, or not ours): launch loops then
+/// skip the shared lock. Modules are never unloaded while the copy is mapped, so a stale
+/// entry can only be "ready", never wrong.
+static LAST_READY: ThreadWord = ThreadWord::new();
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic aborts (profile rt), so poisoning can only come from tests; keep going.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock()
 }
 
-fn registry_read() -> std::sync::RwLockReadGuard<'static, Registry> {
-    REGISTRY.read().unwrap_or_else(|e| e.into_inner())
+fn registry_read() -> ReadGuard<'static, Registry> {
+    REGISTRY.read()
 }
 
-fn registry_write() -> std::sync::RwLockWriteGuard<'static, Registry> {
-    REGISTRY.write().unwrap_or_else(|e| e.into_inner())
+fn registry_write() -> WriteGuard<'static, Registry> {
+    REGISTRY.write()
 }
 
 /// If `fat` is a wrapper whose data is a fatpack stub: the stub's module name (or why it is
@@ -189,8 +188,8 @@ pub(crate) unsafe fn stub_at(p: *const u8) -> Option<Result<&'static str, String
         Err(e) => return Some(Err(e.to_string())),
     };
     // SAFETY: the stub header says this many name bytes follow it in the same section.
-    let name = unsafe { std::slice::from_raw_parts(p.add(h.header_len), h.name_len) };
-    Some(std::str::from_utf8(name).map_err(|_| "fatpack stub module name is not UTF-8".into()))
+    let name = unsafe { core::slice::from_raw_parts(p.add(h.header_len), h.name_len) };
+    Some(core::str::from_utf8(name).map_err(|_| "fatpack stub module name is not UTF-8".into()))
 }
 
 fn register_module(
@@ -235,7 +234,7 @@ pub(crate) fn ensure_host(p: *const c_void) -> Result<(), CudaError> {
         return Ok(());
     }
     let key = p as usize;
-    if LAST_READY.with(Cell::get) == key || IN_LOAD.with(Cell::get) {
+    if LAST_READY.get() == key || IN_LOAD.get() != 0 {
         return Ok(());
     }
     let m = registry_read().hosts.get(&key).copied();
@@ -247,7 +246,7 @@ pub(crate) fn ensure_host(p: *const c_void) -> Result<(), CudaError> {
         None => true,
     };
     if ready {
-        LAST_READY.with(|c| c.set(key));
+        LAST_READY.set(key);
     }
     Ok(())
 }
@@ -285,14 +284,14 @@ impl Module {
 
     fn unregister(&'static self) {
         let mut g = lock(&self.inner);
-        match std::mem::replace(&mut g.state, State::Unregistered) {
+        match core::mem::replace(&mut g.state, State::Unregistered) {
             State::Loaded(l) => {
                 let _c = lock(&CUDART_LOCK);
                 // SAFETY: l.handle came from the real __cudaRegisterFatBinary.
                 unsafe { abi::real_unregister(l.handle) };
                 // The container stays allocated: cudart is not documented to drop every
                 // reference at unregister, and the process is usually exiting anyway.
-                std::mem::forget(l);
+                core::mem::forget(l);
             }
             State::Pending | State::Failed(_) => {
                 NOT_LOADED.fetch_sub(1, Ordering::AcqRel);
@@ -312,9 +311,9 @@ impl Module {
             State::Failed(e) => return Err(e),
             State::Pending => {}
         }
-        IN_LOAD.with(|f| f.set(true));
+        IN_LOAD.set(1);
         let outcome = load::load(self, &g);
-        IN_LOAD.with(|f| f.set(false));
+        IN_LOAD.set(0);
         match outcome {
             load::Outcome::Loaded(l) => {
                 g.state = State::Loaded(l);
@@ -347,7 +346,7 @@ impl Module {
                 let (ptr, name) = unsafe {
                     (
                         *host_var_ptr,
-                        std::ffi::CStr::from_ptr(device_name).to_string_lossy(),
+                        core::ffi::CStr::from_ptr(device_name).to_string_lossy(),
                     )
                 };
                 debug!("__cudaInitModule returned {ret}; managed {name}: host pointer {ptr:p}");
