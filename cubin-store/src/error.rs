@@ -80,7 +80,7 @@ pub enum StoreError {
     #[error("entry does not belong to this store")]
     ForeignEntry,
 
-    #[error("duplicate module name {0:?}")]
+    #[error("duplicate module name \"{0}\"")]
     DuplicateModule(String),
 
     #[error("module id {0} does not belong to this writer")]

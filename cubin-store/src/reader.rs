@@ -1113,7 +1113,7 @@ impl Parsed {
         });
         if let Some(w) = by_name.windows(2).find(|w| name_of(w[0]) == name_of(w[1])) {
             let name = String::from_utf8_lossy(name_of(w[0])).into_owned();
-            return Err(index_err(format!("duplicate module name {name:?}")));
+            return Err(index_err(format!("duplicate module name \"{name}\"")));
         }
 
         // The digest covers the whole header (header_len may exceed the fixed fields); the

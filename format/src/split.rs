@@ -189,7 +189,7 @@ impl<'a> Manifest<'a> {
             // The name is joined to a path: it must stay a suffix of the binary's own name.
             if name != kind.suffix() {
                 return Err(format!(
-                    "split manifest: pack {i} is named {name:?}, not {:?}",
+                    "split manifest: pack {i} is named \"{name}\", not \"{}\"",
                     kind.suffix()
                 ));
             }

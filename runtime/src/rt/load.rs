@@ -83,7 +83,7 @@ fn forced_arch() -> Result<Option<Candidate>, String> {
     let Some(v) = super::log::env(fatpack_format::link::ENV_ARCH) else {
         return Ok(None);
     };
-    let v = core::str::from_utf8(v).unwrap_or_default().trim();
+    let v = core::str::from_utf8(v).unwrap_or_default().trim_ascii();
     if v.is_empty() {
         return Ok(None);
     }
