@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Issue 12 experiments: how much smaller per-entry stores get with references between
+entries, measured with the zstd CLI on entries `fatpack extract` wrote (bench/wheels.sh
+leaves them in <work>/extract-<lib>/, named <module path>_<module index>.<arch>.{cubin,ptx}).
+
+  python3 bench/store_experiments.py refs DIR LEVEL
+      each entry alone, with the previous entry of its module (same kind) as zstd prefix
+      (--patch-from), with the previous module's entry of the same arch, and the best of
+      the three: MiB each.
+  python3 bench/store_experiments.py dict DIR LEVEL MIB
+      per arch, a raw-content prefix of up to MIB MiB sampled evenly from that arch's
+      entries (stored once, zstd -19), every entry compressed against it.
+"""
+import collections
+import os
+import re
+import subprocess
+import sys
+
+NAME = re.compile(r".*_(\d+)\.(sm|compute)_(\d+)([af]?)\.(cubin|ptx)$")
+
+
+def entries(d):
+    out = []
+    for f in sorted(os.listdir(d)):
+        m = NAME.match(f)
+        if m:
+            out.append((int(m.group(1)), m.group(2), int(m.group(3)), m.group(4), os.path.join(d, f)))
+    out.sort()
+    return out
+
+
+def zsize(path, level, ref=None):
+    cmd = ["zstd", f"-{level}", "-q", "-c", "--long=27"]
+    if ref:
+        cmd.append(f"--patch-from={ref}")
+    cmd.append(path)
+    return len(subprocess.run(cmd, capture_output=True, check=True).stdout)
+
+
+def refs(d, level):
+    prev_in_module, prev_same_arch = {}, {}
+    tot = collections.Counter()
+    for mod, kind, arch, var, p in entries(d):
+        alone = zsize(p, level)
+        r1, r2 = prev_in_module.get((mod, kind)), prev_same_arch.get((kind, arch, var))
+        s1 = zsize(p, level, r1) if r1 else alone
+        s2 = zsize(p, level, r2) if r2 else alone
+        tot["alone"] += alone
+        tot["in_module"] += min(alone, s1)
+        tot["same_arch"] += min(alone, s2)
+        tot["best"] += min(alone, s1, s2)
+        prev_in_module[(mod, kind)] = p
+        prev_same_arch[(kind, arch, var)] = p
+    print(os.path.basename(d), "level", level, {k: round(v / 2**20, 2) for k, v in tot.items()}, "MiB")
+
+
+def dictionaries(d, level, mib):
+    limit = mib << 20
+    by_arch = collections.defaultdict(list)
+    for mod, kind, arch, var, p in entries(d):
+        by_arch[(kind, arch, var)].append(p)
+    total = dicts = 0
+    scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"), "fatpack-dict.bin")
+    for paths in by_arch.values():
+        size = sum(os.path.getsize(p) for p in paths)
+        if size < limit // 2:
+            total += sum(zsize(p, level) for p in paths)
+            continue
+        step = max(1, size // limit)
+        sample, used = [], 0
+        for p in paths[::step]:
+            if used + os.path.getsize(p) <= limit:
+                sample.append(p)
+                used += os.path.getsize(p)
+        with open(scratch, "wb") as o:
+            for p in sample:
+                o.write(open(p, "rb").read())
+        dicts += zsize(scratch, 19)
+        total += sum(zsize(p, level, scratch) for p in paths)
+    print(os.path.basename(d), "level", level, f"dict {mib} MiB:",
+          f"entries+dicts {(total + dicts) / 2**20:.2f} MiB (dicts {dicts / 2**20:.2f})")
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "refs":
+        refs(sys.argv[2], sys.argv[3])
+    elif mode == "dict":
+        dictionaries(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
