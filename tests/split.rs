@@ -111,6 +111,15 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
     assert_eq!(packs.len(), 5);
     assert!(packs.iter().all(|p| p["state"] == "ok"), "{j}");
     assert_eq!(j["packed"]["digest_matches"], true);
+    // A pack on its own is named for what it is.
+    let (code, _, err) = fatpack(&[
+        "inspect".as_ref(),
+        dir.join("app.sm_90.fatpack").as_os_str(),
+    ]);
+    assert!(
+        code != 0 && err.contains("a pack of a split binary"),
+        "{err}"
+    );
     // With a pack gone, inspect still lists every entry, and says which pack is missing.
     std::fs::remove_file(dir.join("app.sm_80.fatpack")).unwrap();
     let j = common::inspect_json(&host);

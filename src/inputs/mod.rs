@@ -147,6 +147,12 @@ pub enum InputError {
     NotRegular { path: PathBuf },
     #[error("{}: not an ELF file, archive, fatbin, cubin or fatpack store", path.display())]
     Unrecognized { path: PathBuf },
+    #[error(
+        "{}: a pack of a split binary (`fatpack split`): its entries are described by the \
+         binary, so inspect or extract the binary next to it",
+        path.display()
+    )]
+    Pack { path: PathBuf },
 }
 
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
@@ -275,6 +281,11 @@ fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scan
             out.cubin_bytes = Some(data.to_vec());
         }
         FileKind::Store => {}
+        FileKind::Other if data.starts_with(&fatpack_format::split::PACK_MAGIC) => {
+            return Err(InputError::Pack {
+                path: path.to_path_buf(),
+            })
+        }
         FileKind::Other => {
             return Err(InputError::Unrecognized {
                 path: path.to_path_buf(),
