@@ -64,7 +64,8 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
         listing(dir),
         [
             "app",
-            "app.ptx.fatpack",
+            "app.compute_80.fatpack",
+            "app.compute_90.fatpack",
             "app.sm_100.fatpack",
             "app.sm_80.fatpack",
             "app.sm_86.fatpack",
@@ -108,7 +109,7 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
     // inspect shows the packs and still reads every entry.
     let j = common::inspect_json(&host);
     let packs = j["packed"]["packs"].as_array().unwrap();
-    assert_eq!(packs.len(), 5);
+    assert_eq!(packs.len(), 6);
     assert!(packs.iter().all(|p| p["state"] == "ok"), "{j}");
     assert_eq!(j["packed"]["digest_matches"], true);
     // A pack on its own is named for what it is.
@@ -171,7 +172,12 @@ fn only_the_packs_a_gpu_needs_must_be_there() {
     let (_app, host) = split_app(StoreAt::Mapped, "split-partial");
     let dir = host.parent().unwrap();
     // A 9.0 machine: app#A and app#B run sm_90a (the sm_90 pack); app#D runs sm_86.
-    for other in ["app.ptx.fatpack", "app.sm_100.fatpack", "app.sm_80.fatpack"] {
+    for other in [
+        "app.compute_80.fatpack",
+        "app.compute_90.fatpack",
+        "app.sm_100.fatpack",
+        "app.sm_80.fatpack",
+    ] {
         std::fs::remove_file(dir.join(other)).unwrap();
     }
     let r = run(&host, "launchA", Some("90"), &[]);
@@ -183,13 +189,13 @@ fn only_the_packs_a_gpu_needs_must_be_there() {
     let line = r
         .stderr
         .lines()
-        .find(|l| l.contains("app.ptx.fatpack"))
+        .find(|l| l.contains("app.compute_90.fatpack"))
         .unwrap_or_else(|| panic!("no line names the pack:\n{}", r.stderr));
     assert!(
         line.contains("compute capability 12.0") && line.contains("missing"),
         "{line}"
     );
-    let pack = with_suffix(&host, ".ptx.fatpack");
+    let pack = with_suffix(&host, ".compute_90.fatpack");
     assert!(line.contains(&pack.display().to_string()), "{line}");
 }
 

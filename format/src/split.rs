@@ -21,11 +21,11 @@
 //! | 24 | 8 | `skeleton_len` |
 //! | 32 | 64 × `pack_count` | pack records |
 //! | … | 16 × `blob_count` | placements, by blob id: `u32` pack, `u32` zero, `u64` offset in the pack file |
-//! | … | `names_len` | name pool: each pack's file-name suffix, e.g. `.sm_90.fatpack` |
+//! | … | `names_len` | name pool: each pack's file-name suffix, `.sm_90.fatpack`, `.compute_90.fatpack` |
 //! | … | `skeleton_len` | the detached store index, at the next multiple of 8 |
 //!
 //! Pack record: `u32` suffix offset and `u32` length in the name pool, `u8` kind (0 SASS,
-//! 1 PTX, 2 other), 3 zero bytes, `u32` arch (`major*10+minor`, 0 for PTX and other),
+//! 1 PTX, 2 other), 3 zero bytes, `u32` arch (`major*10+minor`; 0 for other),
 //! `u64` length of the pack file, 32-byte blake3 of the whole pack file, 8 zero bytes.
 //!
 //! Pack file `<binary><suffix>`: a 64-byte header, then blobs' stored bytes at the offsets
@@ -53,11 +53,12 @@ pub const PACK_HEADER_LEN: usize = 64;
 pub const PACK_EXT: &str = ".fatpack";
 
 /// What a pack holds: the SASS of one architecture (plain, `a` and `f` variants together),
-/// or all PTX, or everything else.
+/// the PTX of one virtual architecture (likewise), or everything else. Per-arch PTX packs let
+/// a GPU that JITs one old module's PTX take only that arch's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PackKind {
     Sass(u32),
-    Ptx,
+    Ptx(u32),
     Other,
 }
 
@@ -66,16 +67,16 @@ impl PackKind {
     pub fn suffix(self) -> String {
         match self {
             PackKind::Sass(a) => format!(".sm_{a}{PACK_EXT}"),
-            PackKind::Ptx => format!(".ptx{PACK_EXT}"),
+            PackKind::Ptx(a) => format!(".compute_{a}{PACK_EXT}"),
             PackKind::Other => format!(".other{PACK_EXT}"),
         }
     }
 
-    /// For messages: `sm_90`, `PTX`, `other device code`.
+    /// For messages: `sm_90`, `compute_90`, `other device code`.
     pub fn describe(self) -> String {
         match self {
             PackKind::Sass(a) => format!("sm_{a}"),
-            PackKind::Ptx => "PTX".into(),
+            PackKind::Ptx(a) => format!("compute_{a}"),
             PackKind::Other => "other device code".into(),
         }
     }
@@ -83,7 +84,7 @@ impl PackKind {
     fn wire(self) -> (u8, u32) {
         match self {
             PackKind::Sass(a) => (0, a),
-            PackKind::Ptx => (1, 0),
+            PackKind::Ptx(a) => (1, a),
             PackKind::Other => (2, 0),
         }
     }
@@ -91,7 +92,7 @@ impl PackKind {
     fn from_wire(kind: u8, arch: u32) -> Option<PackKind> {
         match (kind, arch) {
             (0, a) if a > 0 => Some(PackKind::Sass(a)),
-            (1, 0) => Some(PackKind::Ptx),
+            (1, a) if a > 0 => Some(PackKind::Ptx(a)),
             (2, 0) => Some(PackKind::Other),
             _ => None,
         }
@@ -321,8 +322,8 @@ mod tests {
                     digest: [3; 32],
                 },
                 PackRecord {
-                    kind: PackKind::Ptx,
-                    suffix: PackKind::Ptx.suffix(),
+                    kind: PackKind::Ptx(80),
+                    suffix: PackKind::Ptx(80).suffix(),
                     len: 64,
                     digest: [4; 32],
                 },

@@ -64,7 +64,7 @@ fn hex(d: &[u8]) -> String {
 fn pack_kind(kind: EntryKind, arch: u32) -> PackKind {
     match kind {
         EntryKind::Sass => PackKind::Sass(arch),
-        EntryKind::Ptx => PackKind::Ptx,
+        EntryKind::Ptx => PackKind::Ptx(arch),
         EntryKind::Other(_) => PackKind::Other,
     }
 }
