@@ -319,6 +319,42 @@ impl<'a> Store<'a> {
         self.decode_blob(e.info.blob, Some(e.info), stored)
     }
 
+    /// [`Store::read_entry_from`] into the caller's buffer, which must be exactly the
+    /// entry's raw length; on error its contents are unspecified.
+    pub fn read_entry_from_into(
+        &self,
+        e: &EntryView<'_>,
+        stored: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+            return Err(StoreError::ForeignEntry);
+        }
+        self.decode_blob_into(e.info.blob, Some(e.info), stored, out)
+    }
+
+    /// The stored bytes of an entry of this (not detached) store.
+    pub fn stored_bytes(&self, e: &EntryView<'_>) -> Result<&'a [u8]> {
+        let blob = self
+            .parsed
+            .blobs
+            .get(e.info.blob as usize)
+            .ok_or(StoreError::ForeignEntry)?;
+        let oob = || StoreError::BlobOutOfBounds {
+            blob: e.info.blob,
+            offset: blob.offset,
+            len: blob.stored_len,
+            start: 0,
+            end: self.bytes.len() as u64,
+        };
+        let start = usize::try_from(blob.offset).map_err(|_| oob())?;
+        let len = usize::try_from(blob.stored_len).map_err(|_| oob())?;
+        start
+            .checked_add(len)
+            .and_then(|end| self.bytes.get(start..end))
+            .ok_or_else(oob)
+    }
+
     /// Like [`Store::read_blob`], with the stored bytes supplied by the caller.
     pub fn read_blob_from(&self, id: u32, stored: &[u8]) -> Result<Vec<u8>> {
         self.decode_blob(id, None, stored)
@@ -423,6 +459,24 @@ impl<'a> Store<'a> {
             .blobs
             .get(id as usize)
             .ok_or(StoreError::ForeignEntry)?;
+        let raw_len = usize::try_from(blob.raw_len)
+            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
+        // Checked before the allocation, which the index's length decides.
+        self.check_stored(id, entry, src)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(raw_len)
+            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
+        out.resize(raw_len, 0);
+        self.decode_blob_into(id, entry, src, &mut out)?;
+        Ok(out)
+    }
+
+    fn check_stored(&self, id: u32, entry: Option<&EntInfo>, src: &[u8]) -> Result<()> {
+        let blob = self
+            .parsed
+            .blobs
+            .get(id as usize)
+            .ok_or(StoreError::ForeignEntry)?;
         if src.len() as u64 != blob.stored_len {
             let (module, arch) = self.describe(id, entry);
             return Err(StoreError::BlobLengthMismatch {
@@ -432,8 +486,33 @@ impl<'a> Store<'a> {
                 found: src.len() as u64,
             });
         }
-        let raw_len = usize::try_from(blob.raw_len)
-            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
+        Ok(())
+    }
+
+    /// [`Store::decode_blob`] into `out`, which must be exactly the blob's raw length: the
+    /// caller's buffer (the runtime decodes straight into the container it hands cudart).
+    fn decode_blob_into(
+        &self,
+        id: u32,
+        entry: Option<&EntInfo>,
+        src: &[u8],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let blob = self
+            .parsed
+            .blobs
+            .get(id as usize)
+            .ok_or(StoreError::ForeignEntry)?;
+        self.check_stored(id, entry, src)?;
+        if out.len() as u64 != blob.raw_len {
+            let (module, arch) = self.describe(id, entry);
+            return Err(StoreError::BlobLengthMismatch {
+                module,
+                arch,
+                expected: blob.raw_len,
+                found: out.len() as u64,
+            });
+        }
         let corrupt = |message: String| {
             let (module, arch) = self.describe(id, entry);
             StoreError::CorruptFrame {
@@ -442,12 +521,8 @@ impl<'a> Store<'a> {
                 message,
             }
         };
-
-        let mut out = Vec::new();
-        out.try_reserve_exact(raw_len)
-            .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
         match blob.codec {
-            Codec::Raw => out.extend_from_slice(src),
+            Codec::Raw => out.copy_from_slice(src),
             Codec::Zstd | Codec::ZstdDict => {
                 // Checked up front so only plain single zstd frames ever reach the decoder
                 // (no skippable frames, no concatenation, no legacy formats).
@@ -475,37 +550,37 @@ impl<'a> Store<'a> {
                     }
                     Err(code) => return Err(corrupt(zstd_safe::get_error_name(code).to_owned())),
                 }
-                // Sized (and zeroed) only now that the frame header agreed with the index.
-                out.resize(raw_len, 0);
-                self.decompress_into(blob.codec, src, &mut out)
+                let n = self
+                    .decompress_into(blob.codec, src, out)
                     .map_err(|e| match e {
                         DecodeError::Frame(m) => corrupt(m),
                         DecodeError::Dict(m) => StoreError::BadDictionary(m),
                     })?;
+                if n as u64 != blob.raw_len {
+                    let (module, arch) = self.describe(id, entry);
+                    return Err(StoreError::BlobLengthMismatch {
+                        module,
+                        arch,
+                        expected: blob.raw_len,
+                        found: n as u64,
+                    });
+                }
             }
         }
-        if out.len() as u64 != blob.raw_len {
-            let (module, arch) = self.describe(id, entry);
-            return Err(StoreError::BlobLengthMismatch {
-                module,
-                arch,
-                expected: blob.raw_len,
-                found: out.len() as u64,
-            });
-        }
-        if *blake3::hash(&out).as_bytes() != blob.digest {
+        if *blake3::hash(out).as_bytes() != blob.digest {
             let (module, arch) = self.describe(id, entry);
             return Err(StoreError::BlobDigestMismatch { module, arch });
         }
-        Ok(out)
+        Ok(())
     }
 
+    /// Decodes into `out`; the number of bytes the frame held.
     fn decompress_into(
         &self,
         codec: Codec,
         src: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), DecodeError> {
+        out: &mut [u8],
+    ) -> Result<usize, DecodeError> {
         let mut dctx = zstd_safe::DCtx::create();
         // The buffer is exactly raw_len (checked against the frame header): a frame that
         // would decode to more fails with "destination buffer too small".
@@ -514,13 +589,12 @@ impl<'a> Store<'a> {
                 let ddict = self.parsed.ddict.as_ref().ok_or_else(|| {
                     DecodeError::Dict("blob needs a dictionary the store lacks".into())
                 })?;
-                dctx.decompress_using_ddict(&mut out[..], src, ddict)
+                dctx.decompress_using_ddict(out, src, ddict)
             }
-            _ => dctx.decompress(&mut out[..], src),
+            _ => dctx.decompress(out, src),
         }
         .map_err(|code| DecodeError::Frame(zstd_safe::get_error_name(code).to_owned()))?;
-        out.truncate(n);
-        Ok(())
+        Ok(n)
     }
 }
 

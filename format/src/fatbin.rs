@@ -322,6 +322,60 @@ pub fn write_container(entries: &[EntryInput<'_>], headers: &[Vec<u8>], out: &mu
     }
 }
 
+/// A container laid out before its payloads exist, so they can be decoded straight into it
+/// (the runtime: no second copy of a module's code): `lens[i]` is entry i's payload length,
+/// and `entries[i].payload` is read only when the entry has no stored header (`attrs`), for
+/// the minimal header (a PTX one takes its version from the payload); it must then be the
+/// payload.
+pub fn plan_in_place(entries: &[EntryInput<'_>], lens: &[usize]) -> Result<InPlace, EncodeError> {
+    let too_big = || EncodeError("fatbin larger than the address space".into());
+    let mut headers = Vec::with_capacity(entries.len());
+    let mut ranges = Vec::with_capacity(entries.len());
+    let mut at = CONTAINER_HEADER_LEN;
+    for (e, &len) in entries.iter().zip(lens) {
+        if e.attrs.is_empty() && e.payload.len() != len {
+            return Err(EncodeError(format!(
+                "{}: no stored entry header, and no payload to make one from",
+                e.candidate.name()
+            )));
+        }
+        let plen = padded(len).ok_or_else(too_big)?;
+        let h = entry_header(e, plen)?;
+        let start = at.checked_add(h.len()).ok_or_else(too_big)?;
+        ranges.push(start..start.checked_add(len).ok_or_else(too_big)?);
+        at = start.checked_add(plen).ok_or_else(too_big)?;
+        headers.push(h);
+    }
+    Ok(InPlace {
+        headers,
+        len: at,
+        ranges,
+    })
+}
+
+/// What [`plan_in_place`] laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPlace {
+    /// Each entry's header, written just before its payload.
+    pub headers: Vec<Vec<u8>>,
+    /// The container's length.
+    pub len: usize,
+    /// Where each payload goes.
+    pub ranges: Vec<core::ops::Range<usize>>,
+}
+
+impl InPlace {
+    /// Writes the container header and the entry headers into `out` (zeroed, exactly `len`
+    /// bytes); the payloads go into their ranges separately.
+    pub fn write_headers(&self, out: &mut [u8]) {
+        let body = out.len() - CONTAINER_HEADER_LEN;
+        out[..CONTAINER_HEADER_LEN].copy_from_slice(&ContainerHeader::new(body as u64).to_bytes());
+        for (h, r) in self.headers.iter().zip(&self.ranges) {
+            out[r.start - h.len()..r.start].copy_from_slice(h);
+        }
+    }
+}
+
 /// [`plan_container`] and [`write_container`] into a new vector.
 pub fn encode_container(entries: &[EntryInput<'_>]) -> Result<Vec<u8>, EncodeError> {
     let (headers, len) = plan_container(entries)?;
@@ -367,6 +421,65 @@ pub fn read_container(b: &[u8]) -> Option<(ContainerHeader, Vec<RawEntry<'_>>, u
         at += hl + pl;
     }
     Some((c, out, end))
+}
+
+#[cfg(test)]
+mod in_place_tests {
+    use super::*;
+
+    #[test]
+    fn a_container_laid_out_in_place_is_the_encoded_one() {
+        let sass = EntryHeader::new(
+            crate::arch::EntryKind::Sass,
+            crate::arch::Arch::new(90),
+            ELF_CODE_VERSION,
+            0,
+        )
+        .to_bytes();
+        let ptx = EntryHeader::new(
+            crate::arch::EntryKind::Ptx,
+            crate::arch::Arch::new(80),
+            0x0008_0008,
+            0,
+        )
+        .to_bytes();
+        let payloads: [&[u8]; 2] = [&[7u8; 13], b".version 8.8\n.target sm_80\n"];
+        let cands = [
+            crate::select::Candidate::new(crate::arch::EntryKind::Sass, 90, Default::default()),
+            crate::select::Candidate::new(crate::arch::EntryKind::Ptx, 80, Default::default()),
+        ];
+        let entries: Vec<EntryInput<'_>> = (0..2)
+            .map(|i| EntryInput {
+                candidate: cands[i],
+                attrs: if i == 0 { &sass[..] } else { &ptx[..] },
+                payload: payloads[i],
+            })
+            .collect();
+        let whole = encode_container(&entries).unwrap();
+        let lens: Vec<usize> = payloads.iter().map(|p| p.len()).collect();
+        let plan = plan_in_place(&entries, &lens).unwrap();
+        let mut out = vec![0u8; plan.len];
+        plan.write_headers(&mut out);
+        for (r, p) in plan.ranges.iter().zip(payloads) {
+            out[r.clone()].copy_from_slice(p);
+        }
+        assert_eq!(out, whole);
+        let no_attrs = [EntryInput {
+            attrs: &[],
+            payload: &[],
+            ..entries[0]
+        }];
+        assert!(plan_in_place(&no_attrs, &[13]).is_err());
+        let with_payload = [EntryInput {
+            attrs: &[],
+            ..entries[1]
+        }];
+        let plan = plan_in_place(&with_payload, &[payloads[1].len()]).unwrap();
+        let mut out = vec![0u8; plan.len];
+        plan.write_headers(&mut out);
+        out[plan.ranges[0].clone()].copy_from_slice(payloads[1]);
+        assert_eq!(out, encode_container(&with_payload).unwrap());
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 use crate::prelude::*;
 use core::fmt;
 
-use fatpack_format::fatbin::{plan_container, write_container, EncodeError, EntryInput};
+use core::ops::Range;
+
+use fatpack_format::fatbin::{plan_in_place, EncodeError, EntryInput};
 
 /// A byte buffer aligned to 16, so cudart sees the container as nvcc's `.nv_fatbin` would be.
 pub(crate) struct Aligned {
@@ -21,7 +23,7 @@ impl Aligned {
         }
     }
 
-    fn as_bytes_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: `words` holds at least `len` initialised bytes; u8 has no alignment needs,
         // and `&mut self` makes the borrow unique.
         unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
@@ -38,10 +40,15 @@ impl fmt::Debug for Aligned {
     }
 }
 
-/// One uncompressed container holding `entries`, in order.
-pub(crate) fn encode(entries: &[EntryInput<'_>]) -> Result<Aligned, EncodeError> {
-    let (headers, len) = plan_container(entries)?;
-    let mut out = Aligned::zeroed(len);
-    write_container(entries, &headers, out.as_bytes_mut());
-    Ok(out)
+/// One uncompressed container for `entries` (payloads `lens` bytes long, not read), its
+/// headers written: the caller decodes each payload into its range, so a module's code is
+/// written once, where cudart will read it.
+pub(crate) fn in_place(
+    entries: &[EntryInput<'_>],
+    lens: &[usize],
+) -> Result<(Aligned, Vec<Range<usize>>), EncodeError> {
+    let plan = plan_in_place(entries, lens)?;
+    let mut out = Aligned::zeroed(plan.len);
+    plan.write_headers(out.as_bytes_mut());
+    Ok((out, plan.ranges))
 }

@@ -425,13 +425,22 @@ fn load() -> Result<Image, String> {
 }
 
 impl Image {
-    /// One entry's bytes, decoded and checked against the verified index; from the store
-    /// itself, or from the pack that holds it.
-    pub(crate) fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>, ReadError> {
+    /// Decodes one entry into `out` (exactly its raw length) and checks it against the
+    /// verified index; its stored bytes come from the store itself, or from the pack that
+    /// holds them.
+    pub(crate) fn read_entry_into(
+        &self,
+        e: &EntryView<'_>,
+        out: &mut [u8],
+    ) -> Result<(), ReadError> {
         let Some(split) = &self.split else {
+            let stored = self
+                .store
+                .stored_bytes(e)
+                .map_err(|err| ReadError::Other(err.to_string()))?;
             return self
                 .store
-                .read_entry(e)
+                .read_entry_from_into(e, stored, out)
                 .map_err(|err| ReadError::Other(err.to_string()));
         };
         let (pi, range) = split
@@ -456,7 +465,7 @@ impl Image {
             .get(range)
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
         self.store
-            .read_entry_from(e, stored)
+            .read_entry_from_into(e, stored, out)
             .map_err(|err| fail(format!("{}: {err}", show(&pack.path))))
     }
 }

@@ -155,7 +155,7 @@ impl Plan {
         select::list(&self.cands)
     }
 
-    /// Decompresses the chosen entries (digest-checked) and encodes one container. A
+    /// Decompresses the chosen entries (digest-checked) straight into one container. A
     /// device-linked module with nothing for any device (all JIT) still gets its smallest
     /// entry, so cudart sees a container shaped like nvcc's rather than an empty one.
     fn build(&self, image: &Image, caps: &[u32], bytes: &mut u64) -> Result<Aligned, String> {
@@ -163,61 +163,95 @@ impl Plan {
         if chosen.is_empty() {
             chosen.extend((0..self.entries.len()).min_by_key(|&i| self.entries[i].raw_len()));
         }
-        let mut raw = Vec::with_capacity(chosen.len());
+        let name = &self.name;
+        // An entry without its original header (not what fatpack ld writes) needs its payload
+        // to make one: read it first, into memory of its own.
+        let mut early: Vec<Vec<u8>> = Vec::new();
         for &i in &chosen {
             let e = &self.entries[i];
-            let data = image.read_entry(e).map_err(|err| match err {
-                ReadError::Pack(pack, kind, why) => {
-                    let who: Vec<String> = caps
-                        .iter()
-                        .filter(|&&c| self.choice(c) == Some(i))
-                        .map(|&c| capability_string(c))
-                        .collect();
-                    let on = if who.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" for compute capability {}", who.join(", "))
-                    };
-                    format!(
-                        "module \"{}\": {}{on} is in pack {} ({} device code): {why} (install \
-                         that pack next to the binary)",
-                        self.name,
-                        e.arch_name(),
-                        super::sys::show(&pack),
-                        kind.describe()
-                    )
-                }
-                ReadError::Other(err) => format!(
-                    "module \"{}\": cannot read {} from the device code store: {err}",
-                    self.name,
-                    e.arch_name()
-                ),
-            })?;
+            let mut v = Vec::new();
+            if e.attrs().is_empty() {
+                let n = usize::try_from(e.raw_len())
+                    .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
+                v.resize(n, 0);
+                image
+                    .read_entry_into(e, &mut v)
+                    .map_err(|err| self.read_error(i, caps, err))?;
+            }
+            early.push(v);
+        }
+        let inputs: Vec<EntryInput<'_>> = chosen
+            .iter()
+            .zip(&early)
+            .map(|(&i, v)| EntryInput {
+                candidate: self.cands[i],
+                attrs: self.entries[i].attrs(),
+                payload: v,
+            })
+            .collect();
+        let lens = chosen
+            .iter()
+            .map(|&i| usize::try_from(self.entries[i].raw_len()))
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
+        let (mut buf, ranges) =
+            container::in_place(&inputs, &lens).map_err(|e| format!("module \"{name}\": {e}"))?;
+        for ((&i, r), v) in chosen.iter().zip(ranges).zip(&early) {
+            let e = &self.entries[i];
+            let out = &mut buf.as_bytes_mut()[r];
+            if e.attrs().is_empty() {
+                out.copy_from_slice(v);
+            } else {
+                image
+                    .read_entry_into(e, out)
+                    .map_err(|err| self.read_error(i, caps, err))?;
+            }
             // The label decides which GPU gets these bytes: a cubin must say the same.
             if e.kind() == EntryKind::Sass {
-                if let Some(sm) = fatpack_format::elf::cubin_sm(&data) {
+                if let Some(sm) = fatpack_format::elf::cubin_sm(out) {
                     if sm != e.arch() {
                         return Err(format!(
-                            "module \"{}\": the entry stored as {} holds a cubin for sm_{sm}",
-                            self.name,
+                            "module \"{name}\": the entry stored as {} holds a cubin for sm_{sm}",
                             e.arch_name()
                         ));
                     }
                 }
             }
-            *bytes += data.len() as u64;
-            raw.push(data);
+            *bytes += out.len() as u64;
         }
-        let inputs: Vec<EntryInput<'_>> = chosen
-            .iter()
-            .zip(&raw)
-            .map(|(&i, data)| EntryInput {
-                candidate: self.cands[i],
-                attrs: self.entries[i].attrs(),
-                payload: data,
-            })
-            .collect();
-        container::encode(&inputs).map_err(|e| format!("module \"{}\": {e}", self.name))
+        Ok(buf)
+    }
+
+    /// The message for entry `i` that could not be read.
+    fn read_error(&self, i: usize, caps: &[u32], err: ReadError) -> String {
+        let e = &self.entries[i];
+        match err {
+            ReadError::Pack(pack, kind, why) => {
+                let who: Vec<String> = caps
+                    .iter()
+                    .filter(|&&c| self.choice(c) == Some(i))
+                    .map(|&c| capability_string(c))
+                    .collect();
+                let on = if who.is_empty() {
+                    String::new()
+                } else {
+                    format!(" for compute capability {}", who.join(", "))
+                };
+                format!(
+                    "module \"{}\": {}{on} is in pack {} ({} device code): {why} (install \
+                     that pack next to the binary)",
+                    self.name,
+                    e.arch_name(),
+                    super::sys::show(&pack),
+                    kind.describe()
+                )
+            }
+            ReadError::Other(err) => format!(
+                "module \"{}\": cannot read {} from the device code store: {err}",
+                self.name,
+                e.arch_name()
+            ),
+        }
     }
 }
 
