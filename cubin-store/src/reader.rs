@@ -335,24 +335,10 @@ impl<'a> Store<'a> {
 
     /// The stored bytes of an entry of this (not detached) store.
     pub fn stored_bytes(&self, e: &EntryView<'_>) -> Result<&'a [u8]> {
-        let blob = self
-            .parsed
-            .blobs
-            .get(e.info.blob as usize)
-            .ok_or(StoreError::ForeignEntry)?;
-        let oob = || StoreError::BlobOutOfBounds {
-            blob: e.info.blob,
-            offset: blob.offset,
-            len: blob.stored_len,
-            start: 0,
-            end: self.bytes.len() as u64,
-        };
-        let start = usize::try_from(blob.offset).map_err(|_| oob())?;
-        let len = usize::try_from(blob.stored_len).map_err(|_| oob())?;
-        start
-            .checked_add(len)
-            .and_then(|end| self.bytes.get(start..end))
-            .ok_or_else(oob)
+        if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
+            return Err(StoreError::ForeignEntry);
+        }
+        self.stored_of(e.info.blob)
     }
 
     /// Like [`Store::read_blob`], with the stored bytes supplied by the caller.
@@ -430,6 +416,11 @@ impl<'a> Store<'a> {
     }
 
     fn read_blob_inner(&self, id: u32, entry: Option<&EntInfo>) -> Result<Vec<u8>> {
+        self.decode_blob(id, entry, self.stored_of(id)?)
+    }
+
+    /// The stored bytes of blob `id` in this store's slice (none in a detached store).
+    fn stored_of(&self, id: u32) -> Result<&'a [u8]> {
         let blob = self
             .parsed
             .blobs
@@ -444,11 +435,10 @@ impl<'a> Store<'a> {
         };
         let start = usize::try_from(blob.offset).map_err(|_| oob())?;
         let len = usize::try_from(blob.stored_len).map_err(|_| oob())?;
-        let src = start
+        start
             .checked_add(len)
             .and_then(|end| self.bytes.get(start..end))
-            .ok_or_else(oob)?;
-        self.decode_blob(id, entry, src)
+            .ok_or_else(oob)
     }
 
     /// Decodes `src`, the stored bytes of blob `id` (from this store or from wherever a
