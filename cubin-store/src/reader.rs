@@ -44,6 +44,10 @@ pub(crate) struct EntInfo {
     index_in_module: u32,
 }
 
+fn blake3_of(b: &[u8]) -> [u8; 32] {
+    *blake3::hash(b).as_bytes()
+}
+
 /// Sorts `v` by `less`, in place, O(n log n). The reader's one sort: core's sort code is
 /// over 10 KB, and this reader is linked into every packed output.
 fn heapsort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
@@ -320,17 +324,20 @@ impl<'a> Store<'a> {
     }
 
     /// [`Store::read_entry_from`] into the caller's buffer, which must be exactly the
-    /// entry's raw length; on error its contents are unspecified.
+    /// entry's raw length; on error its contents are unspecified. `blake3` computes the
+    /// digest the decoded bytes are checked against (the caller may hash on several threads;
+    /// it must return blake3's hash of exactly the bytes given).
     pub fn read_entry_from_into(
         &self,
         e: &EntryView<'_>,
         stored: &[u8],
         out: &mut [u8],
+        blake3: impl FnOnce(&[u8]) -> [u8; 32],
     ) -> Result<()> {
         if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
             return Err(StoreError::ForeignEntry);
         }
-        self.decode_blob_into(e.info.blob, Some(e.info), stored, out)
+        self.decode_blob_into(e.info.blob, Some(e.info), stored, out, blake3)
     }
 
     /// The stored bytes of an entry of this (not detached) store.
@@ -457,7 +464,7 @@ impl<'a> Store<'a> {
         out.try_reserve_exact(raw_len)
             .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
         out.resize(raw_len, 0);
-        self.decode_blob_into(id, entry, src, &mut out)?;
+        self.decode_blob_into(id, entry, src, &mut out, blake3_of)?;
         Ok(out)
     }
 
@@ -487,6 +494,7 @@ impl<'a> Store<'a> {
         entry: Option<&EntInfo>,
         src: &[u8],
         out: &mut [u8],
+        digest: impl FnOnce(&[u8]) -> [u8; 32],
     ) -> Result<()> {
         let blob = self
             .parsed
@@ -557,7 +565,7 @@ impl<'a> Store<'a> {
                 }
             }
         }
-        if *blake3::hash(out).as_bytes() != blob.digest {
+        if digest(out) != blob.digest {
             let (module, arch) = self.describe(id, entry);
             return Err(StoreError::BlobDigestMismatch { module, arch });
         }

@@ -440,7 +440,7 @@ impl Image {
                 .map_err(|err| ReadError::Other(err.to_string()))?;
             return self
                 .store
-                .read_entry_from_into(e, stored, out)
+                .read_entry_from_into(e, stored, out, super::hash::blake3)
                 .map_err(|err| ReadError::Other(err.to_string()));
         };
         let (pi, range) = split
@@ -465,7 +465,7 @@ impl Image {
             .get(range)
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
         self.store
-            .read_entry_from_into(e, stored, out)
+            .read_entry_from_into(e, stored, out, super::hash::blake3)
             .map_err(|err| fail(format!("{}: {err}", show(&pack.path))))
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod log;
 mod abi;
 mod container;
 mod driver;
+mod hash;
 mod image;
 mod load;
 pub(crate) mod sys;
