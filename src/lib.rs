@@ -17,6 +17,7 @@ pub mod link;
 pub mod packed;
 pub mod prune;
 pub mod ptx;
+pub mod repack;
 pub mod rewrite;
 pub mod split;
 pub mod store;

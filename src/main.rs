@@ -54,6 +54,18 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Compress a packed output's store again at another zstd level, without relinking (a
+    /// release build: link fast, then repack at 19).
+    Repack {
+        /// The packed binary (never modified).
+        input: PathBuf,
+        /// Where to write the result.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// zstd level, 1-22 (negative: the fast modes).
+        #[arg(long, default_value_t = 19, allow_negative_numbers = true)]
+        level: i32,
+    },
     /// Split a packed output into a host binary plus one pack file per GPU architecture (and
     /// one for PTX), written into DIR; each machine then needs only its GPUs' packs, found
     /// next to the binary at run time.
@@ -243,6 +255,18 @@ fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> 
     Ok(())
 }
 
+fn repack(input: &std::path::Path, output: &std::path::Path, level: i32) -> anyhow::Result<()> {
+    let r = fatpack::repack::repack(input, output, level)?;
+    eprintln!(
+        "fatpack repack: {}: {} entries at zstd level {level}; stored device code {} -> {} bytes",
+        output.display(),
+        r.entries,
+        r.stored_before,
+        r.stored_after
+    );
+    Ok(())
+}
+
 fn join(input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
     let r = fatpack::split::join(input, output)?;
     eprintln!(
@@ -346,6 +370,11 @@ fn main() -> ExitCode {
             fatbin,
         } => extract(&input, &output, arch.as_deref(), fatbin),
         Command::Split { input, into } => split(&input, &into),
+        Command::Repack {
+            input,
+            output,
+            level,
+        } => repack(&input, &output, level),
         Command::Join { input, output } => join(&input, &output),
     };
     match result {

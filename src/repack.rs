@@ -1,0 +1,262 @@
+//! `fatpack repack IN -o OUT --level N`: the same packed binary with its store compressed
+//! again at another zstd level, without relinking. The link's default keeps nvcc's frames
+//! and compresses the rest at level 9, for link speed; a release build can spend minutes
+//! once (level 19: 0.97× nvcc's `--compress-mode=size` on cuBLASLt's entries, 1.00× on
+//! cuSPARSE's, BENCHMARKS.md) and ship the smaller file.
+//!
+//! Every entry is decoded and checked against the index (the store must be the one the
+//! binary records), compressed again on all cores a window of modules at a time, and the
+//! new store replaces the old where it was (section, mapped or not, or side file); the
+//! binary's digest and build ID follow. Same modules, entries and contents: only the frames
+//! change. Written beside the output, read back, then renamed.
+
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+
+use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
+
+use crate::inputs::map_file;
+use crate::packed::{self, side_path, OutputError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepackError {
+    #[error("{}: not a packed output (no {} slot); repack rewrites what `fatpack ld` linked", .0.display(), packed::DIGEST_SECTION)]
+    NotPacked(PathBuf),
+    #[error("{}: is split into packs; repack the packed binary before splitting, or `fatpack join` it first", .0.display())]
+    Split(PathBuf),
+    #[error("{}: the output must not be the input (repack never modifies its input)", .0.display())]
+    OutputIsInput(PathBuf),
+    #[error(
+        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
+         binary records {recorded}",
+        path.display()
+    )]
+    ForeignStore {
+        path: PathBuf,
+        store: String,
+        found: String,
+        recorded: String,
+    },
+    #[error("{}: store: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: cubin_store::StoreError,
+    },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Input(#[from] crate::inputs::InputError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RepackReport {
+    pub entries: usize,
+    pub stored_before: u64,
+    pub stored_after: u64,
+}
+
+/// Raw bytes of entries compressed together: enough to keep every core busy, one window of
+/// device code in memory at a time.
+const WINDOW_BYTES: u64 = 64 << 20;
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes every entry of `store` again at `level` into `out`.
+fn write_repacked<W: Write + Seek>(
+    store: &Store<'_>,
+    level: i32,
+    out: W,
+    path: &Path,
+) -> Result<(W, cubin_store::StoreSummary), RepackError> {
+    let store_err = |source| RepackError::Store {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = StoreWriter::new(
+        out,
+        WriteOptions {
+            level,
+            dictionary: None,
+        },
+    )
+    .map_err(store_err)?;
+    let modules: Vec<_> = store.modules().collect();
+    let mut i = 0;
+    while i < modules.len() {
+        // A window of modules; their entries are decoded (and checked) before compression.
+        let mut j = i;
+        let mut bytes = 0u64;
+        while j < modules.len() && (j == i || bytes < WINDOW_BYTES) {
+            bytes += modules[j].entries().map(|e| e.raw_len()).sum::<u64>();
+            j += 1;
+        }
+        let mut ids = Vec::with_capacity(j - i);
+        let mut raws = Vec::new();
+        for m in &modules[i..j] {
+            ids.push(w.add_module(m.name()).map_err(store_err)?);
+            for e in m.entries() {
+                raws.push((e.meta(), store.read_entry(&e).map_err(store_err)?));
+            }
+        }
+        let mut raw_iter = raws.iter();
+        let mut batch = Vec::with_capacity(raws.len());
+        for (m, id) in modules[i..j].iter().zip(&ids) {
+            for _ in m.entries() {
+                let (meta, raw) = raw_iter.next().expect("one raw per entry");
+                batch.push(NewEntry {
+                    module: *id,
+                    meta: meta.clone(),
+                    raw,
+                    frame: None,
+                });
+            }
+        }
+        w.add_entries(batch, 0).map_err(store_err)?;
+        i = j;
+    }
+    w.finish().map_err(store_err)
+}
+
+pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, RepackError> {
+    let io_at = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| RepackError::Io {
+            path: p.clone(),
+            source,
+        }
+    };
+    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(output)) {
+        if a == b {
+            return Err(RepackError::OutputIsInput(output.to_path_buf()));
+        }
+    }
+    let map = map_file(input)?;
+    let data: &[u8] = &map;
+    let located =
+        packed::locate(input, data)?.ok_or_else(|| RepackError::NotPacked(input.to_path_buf()))?;
+    let bytes = located.store.bytes();
+    if fatpack_format::split::is_manifest(bytes) {
+        return Err(RepackError::Split(input.to_path_buf()));
+    }
+    let store_err = |source| RepackError::Store {
+        path: input.to_path_buf(),
+        source,
+    };
+    let store = Store::parse(bytes).map_err(store_err)?;
+    if store.digest() != located.recorded_digest {
+        return Err(RepackError::ForeignStore {
+            path: input.to_path_buf(),
+            store: located.store.describe(),
+            found: hex(&store.digest()),
+            recorded: hex(&located.recorded_digest),
+        });
+    }
+    // Checked up front, so a bad level fails before any work.
+    StoreWriter::new(
+        std::io::Cursor::new(Vec::new()),
+        WriteOptions {
+            level,
+            dictionary: None,
+        },
+    )
+    .map_err(|source| RepackError::Store {
+        path: output.to_path_buf(),
+        source,
+    })?;
+
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".fatpack-repack-")
+        .tempfile_in(&dir)
+        .map_err(io_at(&dir))?;
+    std::fs::write(tmp.path(), data).map_err(io_at(tmp.path()))?;
+    let embedded = located.store.is_section();
+    let (summary, side) = if embedded {
+        let s = packed::append_store(tmp.path(), |w| -> Result<_, RepackError> {
+            Ok(write_repacked(&store, level, w, input)?.1)
+        })?;
+        (s, None)
+    } else {
+        let w =
+            AtomicStoreFile::create(side_path(output)).map_err(|source| RepackError::Store {
+                path: output.to_path_buf(),
+                source,
+            })?;
+        let (mut w, s) = write_repacked(&store, level, w, input)?;
+        w.flush().map_err(io_at(output))?;
+        (s, Some(w))
+    };
+    packed::finish(tmp.path(), &summary.digest, embedded)?;
+
+    // Read back: the new store is whole, the binary records it, and it holds what the old
+    // one held (same modules and entries, same contents by their digests).
+    {
+        let out_map = map_file(tmp.path())?;
+        let side_map = side.as_ref().map(|s| map_file(s.temp_path())).transpose()?;
+        let new_bytes = match &side_map {
+            Some(m) => &m[..],
+            None => packed::section_bytes(&out_map).ok_or_else(|| OutputError::Bad {
+                path: output.to_path_buf(),
+                message: "the repacked binary lost its store section".into(),
+            })?,
+        };
+        let new = Store::parse(new_bytes).map_err(|source| RepackError::Store {
+            path: output.to_path_buf(),
+            source,
+        })?;
+        let recorded = packed::recorded_slot(&out_map).map(|s| s.digest);
+        let same = new.digest() == summary.digest
+            && recorded == Some(summary.digest)
+            && new.entry_count() == store.entry_count()
+            && new.entries().zip(store.entries()).all(|(a, b)| {
+                a.module_name() == b.module_name()
+                    && a.meta() == b.meta()
+                    && a.digest() == b.digest()
+            });
+        if !same {
+            return Err(RepackError::Output(OutputError::Bad {
+                path: output.to_path_buf(),
+                message: "the repacked store does not read back as the original's entries".into(),
+            }));
+        }
+        new.verify().map_err(|source| RepackError::Store {
+            path: output.to_path_buf(),
+            source,
+        })?;
+    }
+    let perms = std::fs::metadata(input)
+        .map_err(io_at(input))?
+        .permissions();
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(io_at(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
+    tmp.persist(output).map_err(|e| RepackError::Io {
+        path: output.to_path_buf(),
+        source: e.error,
+    })?;
+    if let Some(side) = side {
+        side.commit().map_err(|source| RepackError::Store {
+            path: output.to_path_buf(),
+            source,
+        })?;
+    }
+    let stats = store.stats();
+    Ok(RepackReport {
+        entries: stats.entries,
+        stored_before: stats.stored_bytes,
+        stored_after: summary.stored_bytes,
+    })
+}

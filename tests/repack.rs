@@ -1,0 +1,113 @@
+//! `fatpack repack`: a packed binary's store compressed again, without relinking; the same
+//! entries, the binary still runs them, and bad inputs are refused without leaving files.
+
+mod common;
+mod rt_harness;
+
+use std::path::Path;
+use std::process::Command;
+
+use rt_harness::*;
+
+fn repack(input: &Path, output: &Path, level: &str) -> (i32, String, String) {
+    common::run(
+        Command::new(common::fatpack_bin())
+            .arg("repack")
+            .arg(input)
+            .arg("-o")
+            .arg(output)
+            .args(["--level", level]),
+    )
+}
+
+/// (module, arch, raw size, kernels) of every entry, as inspect reports them.
+fn entries(file: &Path) -> Vec<String> {
+    let j = common::inspect_json(file);
+    let mut v = Vec::new();
+    for m in j["modules"].as_array().unwrap() {
+        for e in m["entries"].as_array().unwrap() {
+            v.push(format!(
+                "{} {} {} {}",
+                m["origin"], e["arch"], e["raw_size"], e["kernel_count"]
+            ));
+        }
+    }
+    v
+}
+
+#[test]
+fn repacked_binaries_hold_the_same_entries_and_still_run() {
+    for at in [StoreAt::Mapped, StoreAt::UnmappedSection, StoreAt::SideFile] {
+        let app = build_app(at, None);
+        let out = scratch("repack").join("app");
+        let (code, _, err) = repack(&app.exe, &out, "19");
+        assert_eq!(code, 0, "{at:?}: {err}");
+        assert!(err.contains("level 19"), "{err}");
+        assert_eq!(entries(&out), entries(&app.exe), "{at:?}");
+        let j = common::inspect_json(&out);
+        assert_eq!(j["packed"]["digest_matches"], true, "{at:?}");
+        for (devs, mode) in [("90", "launchA"), ("86", "launchD"), ("120", "launchA")] {
+            let a = run(&app.exe, mode, Some(devs), &[]);
+            let b = run(&out, mode, Some(devs), &[]);
+            b.assert_clean();
+            assert_eq!(b.registered(), a.registered(), "{at:?} {devs} {mode}");
+        }
+        // Deterministic.
+        let again = scratch("repack-again").join("app");
+        assert_eq!(repack(&app.exe, &again, "19").0, 0);
+        assert!(std::fs::read(&again).unwrap() == std::fs::read(&out).unwrap());
+    }
+}
+
+#[test]
+fn real_nvcc_output_repacked_runs_and_extracts_the_same() {
+    let cuda = common::cuda_lib();
+    let w = common::wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("app");
+    let (code, _, err) = common::gxx(Some(w.path()), &exe, &common::fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let out = dir.path().join("app19");
+    let (code, _, err) = repack(&exe, &out, "19");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(common::run(&mut Command::new(&out)).1, "fixture main ok\n");
+    assert_eq!(entries(&out), entries(&exe));
+    assert_eq!(common::inspect_json(&out)["packed"]["mapped"], true);
+}
+
+#[test]
+fn bad_inputs_are_refused_and_leave_nothing() {
+    let d = scratch("repack-bad");
+    let app = build_app(StoreAt::Mapped, None);
+    // Output = input.
+    let (code, _, err) = repack(&app.exe, &app.exe, "19");
+    assert!(code != 0 && err.contains("must not be the input"), "{err}");
+    // Not packed.
+    let plain = d.join("plain");
+    std::fs::copy("/bin/true", &plain).unwrap();
+    let (code, _, err) = repack(&plain, &d.join("o1"), "19");
+    assert!(code != 0 && err.contains("not a packed output"), "{err}");
+    // A level zstd does not have.
+    let (code, _, err) = repack(&app.exe, &d.join("o2"), "99");
+    assert!(code != 0 && err.contains("level"), "{err}");
+    // Split binaries.
+    let into = d.join("split");
+    let (code, _, err) = common::run(
+        Command::new(common::fatpack_bin())
+            .arg("split")
+            .arg(&app.exe)
+            .arg("--into")
+            .arg(&into),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = repack(&into.join("app"), &d.join("o3"), "19");
+    assert!(code != 0 && err.contains("split"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        left.iter().all(|n| n == "plain" || n == "split"),
+        "left behind: {left:?}"
+    );
+}
