@@ -52,6 +52,9 @@ mkdir -p "$W/split_$cap"
 cp "$W/split/packed" "$W/split_$cap/" 2>/dev/null
 for p in ${need//,/ }; do cp "$W/split/$p" "$W/split_$cap/"; done
 measure join "$FP" join "$W/split/packed" -o "$W/joined" > "$W/join.txt" 2>&1 || cat "$W/join.txt"
+# A release build: the packed binary's store compressed again at level 19, no relink.
+measure repack "$FP" repack "$W/packed" -o "$W/repacked" --level 19 > "$W/repack.txt" 2>&1 || cat "$W/repack.txt"
+sed 's/^/  /' "$W/repack.txt"
 cmp -s "$W/packed" "$W/joined" && echo "  join: identical to the packed binary" || echo "  join: DIFFERS from the packed binary"
 
 row() { # NAME FILE
@@ -88,20 +91,21 @@ row pruned "$W/pruned"
 row tail "$W/tail"
 row tail_pruned "$W/tail_pruned"
 row split_$cap "$W/split_$cap/packed"
+row repacked "$W/repacked"
 echo
 # xz -9 of what each would ship (64 MiB blocks so 16 threads share the work; all at once).
 if command -v xz >/dev/null; then
     tar -C "$W/split_$cap" -cf "$W/split_$cap.tar" .
-    for n in plain packed pruned tail tail_pruned split_$cap.tar; do
+    for n in plain packed pruned tail tail_pruned split_$cap.tar repacked; do
         [ -f "$W/$n" ] && (xz -9 -T16 --block-size=64MiB -c "$W/$n" | wc -c >"$W/$n.xz_size") &
     done
     wait
     echo "xz -9 (64 MiB blocks), MB:"
-    for n in plain packed pruned tail tail_pruned split_$cap.tar; do
+    for n in plain packed pruned tail tail_pruned split_$cap.tar repacked; do
         [ -f "$W/$n.xz_size" ] && printf '  %-16s %8.1f -> %7.1f\n' "$n" "$(stat -c %s "$W/$n")e-6" "$(cat "$W/$n.xz_size")e-6"
     done
 fi
-for t in link_plain link_packed link_tail prune prune_tail split join; do
+for t in link_plain link_packed link_tail prune prune_tail split join repack; do
     [ -f "$W/$t.time" ] || { echo "$t: not run"; continue; }
     read -r wall peak rc <"$W/$t.time"
     printf '%-12s %6.2f s  peak %6d MB  rc %s\n' "$t" "$wall" "$peak" "$rc"
