@@ -13,7 +13,10 @@ pub enum StoreError {
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 
-    #[error("not a fatpack store: bad magic {found:02x?} (expected \"FPSTORE\\0\")")]
+    #[error(
+        "not a fatpack store: bad magic {} (expected \"FPSTORE\\0\")",
+        Hex(found)
+    )]
     BadMagic { found: [u8; 8] },
 
     #[error(
@@ -110,3 +113,20 @@ pub enum StoreError {
 }
 
 pub type Result<T, E = StoreError> = core::result::Result<T, E>;
+
+/// Bytes as `[46, 50, ..]` in hex, without `Debug` formatting (the runtime, which links this
+/// reader into every packed output, carries no `Debug` machinery).
+pub(crate) struct Hex<'a>(pub &'a [u8]);
+
+impl core::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("[")?;
+        for (i, b) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str("]")
+    }
+}

@@ -48,7 +48,8 @@ fn pieces(bytes: &[u8]) -> Result<Pieces<'_>> {
     if let Some(found) = get_array::<8>(bytes, 0) {
         if found != SKELETON_MAGIC {
             return Err(StoreError::MalformedHeader(format!(
-                "not a detached store index: magic {found:02x?} (expected \"FPSKEL\\0\\0\")"
+                "not a detached store index: magic {} (expected \"FPSKEL\\0\\0\")",
+                crate::error::Hex(&found)
             )));
         }
     }
