@@ -426,3 +426,33 @@ fn real_nvcc_outputs_split_extract_and_join_to_the_same_bytes() {
         );
     }
 }
+
+#[test]
+fn a_damaged_manifest_fails_cleanly_at_run_time() {
+    let (_app, host) = split_app(StoreAt::Mapped, "split-manifest");
+    let data = std::fs::read(&host).unwrap();
+    let (off, len) = fatpack::packed::store_range(&data).expect("the manifest section");
+    // Every 97th byte of the manifest in turn (header, pack table, placements, skeleton).
+    for at in (0..len as usize).step_by(97) {
+        let mut d = data.clone();
+        d[off as usize + at] ^= 0x5a;
+        std::fs::write(&host, &d).unwrap();
+        let r = run_via(&["timeout", "20"], &host, "launchA", Some("90"), &[]);
+        assert!(
+            matches!(r.code, Some(c) if c != 124),
+            "byte {at}: killed or hung ({:?}):\n{}",
+            r.code,
+            r.stderr
+        );
+        if r.out("launchA").as_deref() == Some("0") {
+            // Only a byte nothing checks may change, and then cudart got the right code.
+            assert!(!r.log.contains("BAD"), "byte {at}:\n{}", r.log);
+        } else {
+            assert!(
+                r.stderr.contains("fatpack: error"),
+                "byte {at}:\n{}",
+                r.stderr
+            );
+        }
+    }
+}

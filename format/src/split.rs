@@ -357,6 +357,25 @@ mod tests {
     }
 
     #[test]
+    fn any_changed_byte_parses_or_is_refused_never_panics() {
+        let b = sample(b"skeleton bytes").to_bytes();
+        for at in 0..b.len() {
+            for bit in [0x01u8, 0x80, 0xff] {
+                let mut m = b.clone();
+                m[at] ^= bit;
+                if let Ok(p) = Manifest::parse(&m) {
+                    // Whatever parses stays inside what it describes.
+                    for id in 0..p.placements.len() as u32 {
+                        if let Some((pack, r)) = p.blob_range(id, 8) {
+                            assert!(r.end as u64 <= p.packs[pack].len);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bad_names_kinds_and_placements_are_refused() {
         let b = sample(b"s").to_bytes();
         let names_at = MANIFEST_HEADER_LEN + 2 * PACK_RECORD_LEN + 2 * PLACEMENT_LEN;
