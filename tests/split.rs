@@ -456,3 +456,18 @@ fn a_damaged_manifest_fails_cleanly_at_run_time() {
         }
     }
 }
+
+#[test]
+fn a_binary_split_through_a_symlink_is_named_as_the_loader_sees_it() {
+    let app = build_app(StoreAt::Mapped, None);
+    let d = scratch("split-link");
+    let link = d.join("app-link");
+    std::os::unix::fs::symlink(&app.exe, &link).unwrap();
+    let into = d.join("out");
+    let (code, _, err) = split(&link, &into);
+    assert_eq!(code, 0, "{err}");
+    assert!(into.join("app").exists() && into.join("app.sm_90.fatpack").exists());
+    assert!(!into.join("app-link").exists());
+    let r = run(&into.join("app"), "launchA", Some("90"), &[]);
+    r.assert_clean();
+}

@@ -149,7 +149,11 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         });
     }
 
-    let name = input
+    // The runtime finds packs next to the file the loader mapped, by its real name (what
+    // /proc/self/maps shows), so a library split through its `libfoo.so` link is written
+    // under the name the link points at.
+    let real = std::fs::canonicalize(input).map_err(error::io_at(input))?;
+    let name = real
         .file_name()
         .ok_or_else(|| SplitError::Bad {
             path: input.to_path_buf(),
