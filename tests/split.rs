@@ -470,4 +470,10 @@ fn a_binary_split_through_a_symlink_is_named_as_the_loader_sees_it() {
     assert!(!into.join("app-link").exists());
     let r = run(&into.join("app"), "launchA", Some("90"), &[]);
     r.assert_clean();
+    // Joined and inspected through a link to the host, the packs are found all the same.
+    let host_link = d.join("host-link");
+    std::os::unix::fs::symlink(into.join("app"), &host_link).unwrap();
+    let (code, _, err) = join(&host_link, &d.join("joined"));
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(d.join("joined")).unwrap() == std::fs::read(&app.exe).unwrap());
 }

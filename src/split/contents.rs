@@ -50,12 +50,14 @@ impl<'a> SplitContents<'a> {
                 "the split manifest describes another store than the binary records".into(),
             ));
         }
+        // Next to the file the host resolves to, as the runtime looks (it sees the real file).
+        let real = std::fs::canonicalize(host).unwrap_or_else(|_| host.to_path_buf());
         let packs = manifest
             .packs
             .iter()
             .enumerate()
             .map(|(i, rec)| {
-                let mut p = host.as_os_str().to_owned();
+                let mut p = real.as_os_str().to_owned();
                 p.push(&rec.suffix);
                 let path = PathBuf::from(p);
                 let m = map_file(&path).map_err(|e| match &e {
