@@ -236,23 +236,7 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             source,
         })?;
     }
-    let perms = std::fs::metadata(input)
-        .map_err(io_at(input))?
-        .permissions();
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(io_at(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
-    tmp.persist(output).map_err(|e| RepackError::Io {
-        path: output.to_path_buf(),
-        source: e.error,
-    })?;
-    if let Some(side) = side {
-        side.commit().map_err(|source| RepackError::Store {
-            path: output.to_path_buf(),
-            source,
-        })?;
-    }
+    packed::commit_output(tmp, input, output, side)?;
     let stats = store.stats();
     Ok(RepackReport {
         entries: stats.entries,

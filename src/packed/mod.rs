@@ -49,6 +49,32 @@ fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
     }
 }
 
+/// Puts a rewritten packed output in place (prune, repack): the input's permissions, fsync,
+/// rename over `output`, then its new side file, if it has one.
+pub fn commit_output(
+    tmp: tempfile::NamedTempFile,
+    input: &Path,
+    output: &Path,
+    side: Option<cubin_store::AtomicStoreFile>,
+) -> Result<(), OutputError> {
+    let perms = std::fs::metadata(input)
+        .map_err(io_err(input))?
+        .permissions();
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(io_err(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
+    tmp.persist(output).map_err(|e| OutputError::Io {
+        path: output.to_path_buf(),
+        source: e.error,
+    })?;
+    if let Some(side) = side {
+        let dest = side.destination().to_path_buf();
+        side.commit().map_err(|e| bad(&dest, e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// `<path>.fatpack`: where a side-file output keeps its store.
 pub fn side_path(path: &Path) -> PathBuf {
     let mut s = path.as_os_str().to_owned();

@@ -229,23 +229,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     if report.entries_after == 0 {
         return Err(PruneError::NothingLeft(input.to_path_buf()));
     }
-    // Keep the input's permissions (an executable stays executable).
-    let perms = std::fs::metadata(input)
-        .map_err(io_at(input))?
-        .permissions();
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(io_at(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
-    tmp.persist(output).map_err(|e| PruneError::Io {
-        path: output.to_path_buf(),
-        source: e.error,
-    })?;
-    if let Some(side) = side {
-        side.commit().map_err(|source| PruneError::Store {
-            path: output.to_path_buf(),
-            source,
-        })?;
-    }
+    // The input's permissions (an executable stays executable), then the side file.
+    crate::packed::commit_output(tmp, input, output, side)?;
     Ok(report)
 }
