@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on sample inputs that ship with the repo: link nvcc 13 objects built for
-# sm_75/80/86/90 + PTX through `fatpack ld`, show what went into the store, run the result.
+# sm_75/80/86/90 + PTX through `fatpack ld`, show what went into the store, run the result,
+# split it into per-arch packs and join them back.
 # Installs the CUDA toolchain from PyPI on first use (scripts/cuda-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,3 +21,9 @@ echo "== running it (host code only: this machine may have no GPU)"
 echo "== an ordinary object, for comparison: fatpack inspect --kernels $f/kernels_af.o"
 ./target/release/fatpack inspect --kernels $f/kernels_af.o
 ls -l "$out/app" "$out/app_plain"
+echo "== one build for every GPU, each machine only its own: fatpack split, then join"
+./target/release/fatpack split "$out/app" --into "$out/split"
+ls -l "$out/split"
+"$out/split/app"
+./target/release/fatpack join "$out/split/app" -o "$out/joined"
+cmp "$out/app" "$out/joined" && echo "joined: the same bytes as $out/app"
