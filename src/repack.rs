@@ -26,17 +26,6 @@ pub enum RepackError {
     Split(PathBuf),
     #[error("{}: the output must not be the input (repack never modifies its input)", .0.display())]
     OutputIsInput(PathBuf),
-    #[error(
-        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
-         binary records {recorded}",
-        path.display()
-    )]
-    ForeignStore {
-        path: PathBuf,
-        store: String,
-        found: String,
-        recorded: String,
-    },
     #[error("{}: store: {source}", path.display())]
     Store {
         path: PathBuf,
@@ -65,10 +54,6 @@ pub struct RepackReport {
 /// Raw bytes of entries compressed together: enough to keep every core busy, one window of
 /// device code in memory at a time.
 const WINDOW_BYTES: u64 = 64 << 20;
-
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Writes every entry of `store` again at `level` into `out`.
 fn write_repacked<W: Write + Seek>(
@@ -147,19 +132,7 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
     if fatpack_format::split::is_manifest(bytes) {
         return Err(RepackError::Split(input.to_path_buf()));
     }
-    let store_err = |source| RepackError::Store {
-        path: input.to_path_buf(),
-        source,
-    };
-    let store = Store::parse(bytes).map_err(store_err)?;
-    if store.digest() != located.recorded_digest {
-        return Err(RepackError::ForeignStore {
-            path: input.to_path_buf(),
-            store: located.store.describe(),
-            found: hex(&store.digest()),
-            recorded: hex(&located.recorded_digest),
-        });
-    }
+    let store = located.own_store(input)?;
     // Checked up front, so a bad level fails before any work.
     StoreWriter::new(
         std::io::Cursor::new(Vec::new()),

@@ -27,6 +27,24 @@ pub type Mapped = memmap2::Mmap;
 pub enum OutputError {
     #[error("{}: {message}", path.display())]
     Bad { path: PathBuf, message: String },
+    #[error("{}: store: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: cubin_store::StoreError,
+    },
+    #[error(
+        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
+         binary records {recorded}; fatpack does not rewrite another build's device code as \
+         this binary's",
+        path.display()
+    )]
+    ForeignStore {
+        path: PathBuf,
+        store: String,
+        found: String,
+        recorded: String,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -117,6 +135,29 @@ pub struct Packed<'a> {
     pub recorded_digest: [u8; 32],
     /// The whole slot: digest and where the store is.
     pub slot: fatpack_format::link::StoreSlot,
+}
+
+impl Packed<'_> {
+    /// The store, parsed and checked to be the one the binary at `path` records: a side file
+    /// from another build or a swapped section is refused, never rewritten (prune, split,
+    /// repack) as if it were this binary's.
+    pub fn own_store(&self, path: &Path) -> Result<cubin_store::Store<'_>, OutputError> {
+        let store =
+            cubin_store::Store::parse(self.store.bytes()).map_err(|source| OutputError::Store {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if store.digest() != self.recorded_digest {
+            let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+            return Err(OutputError::ForeignStore {
+                path: path.to_path_buf(),
+                store: self.store.describe(),
+                found: hex(&store.digest()),
+                recorded: hex(&self.recorded_digest),
+            });
+        }
+        Ok(store)
+    }
 }
 
 /// The store and recorded digest of `data` (the bytes of the file at `path`); `None` if the

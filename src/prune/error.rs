@@ -61,17 +61,6 @@ pub enum PruneError {
         #[source]
         source: cubin_store::StoreError,
     },
-    #[error(
-        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
-         binary records {recorded}; prune refuses to re-sign another build's device code",
-        path.display()
-    )]
-    ForeignStore {
-        path: PathBuf,
-        store: String,
-        found: String,
-        recorded: String,
-    },
     #[error("{origin}: entry {arch} is damaged ({message}); prune keeps only entries it can read")]
     BadEntry {
         origin: String,

@@ -95,18 +95,7 @@ pub(super) fn prune_packed(
     if fatpack_format::split::is_manifest(store_bytes) {
         return Err(PruneError::Split(input.to_path_buf()));
     }
-    let store = Store::parse(store_bytes).map_err(store_err)?;
-    // A store that is not this binary's (a side file from another build, a swapped section)
-    // must not be pruned and re-signed as if it were.
-    if store.digest() != located.recorded_digest {
-        let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
-        return Err(PruneError::ForeignStore {
-            path: input.to_path_buf(),
-            store: located.store.describe(),
-            found: hex(&store.digest()),
-            recorded: hex(&located.recorded_digest),
-        });
-    }
+    let store = located.own_store(input)?;
     let present: BTreeSet<Target> = store
         .entries()
         .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))

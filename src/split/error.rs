@@ -24,17 +24,6 @@ pub enum SplitError {
         .0.display()
     )]
     OldRuntime(PathBuf),
-    #[error(
-        "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
-         binary records {recorded}",
-        path.display()
-    )]
-    ForeignStore {
-        path: PathBuf,
-        store: String,
-        found: String,
-        recorded: String,
-    },
     #[error("{}: pack {}: {message}", host.display(), pack.display())]
     Pack {
         host: PathBuf,

@@ -54,10 +54,6 @@ pub struct SplitReport {
     pub needs: Vec<(u32, Vec<String>)>,
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The pack a blob goes to: that of the first entry using it (a blob shared by two kinds
 /// of entry, which nvcc output does not produce, is stored once; the runtime finds it by
 /// its placement wherever it is).
@@ -111,19 +107,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     if located.slot.features & FEATURE_SPLIT == 0 {
         return Err(SplitError::OldRuntime(input.to_path_buf()));
     }
-    let store_err = |source| SplitError::Store {
-        path: input.to_path_buf(),
-        source,
-    };
-    let store = Store::parse(store_bytes).map_err(store_err)?;
-    if store.digest() != located.recorded_digest {
-        return Err(SplitError::ForeignStore {
-            path: input.to_path_buf(),
-            store: located.store.describe(),
-            found: hex(&store.digest()),
-            recorded: hex(&located.recorded_digest),
-        });
-    }
+    let store = located.own_store(input)?;
     verify_all(&store, input)?;
 
     // Blob -> pack, packs in a fixed order (architectures ascending, then PTX, other).
