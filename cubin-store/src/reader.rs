@@ -458,8 +458,6 @@ impl<'a> Store<'a> {
             .ok_or(StoreError::ForeignEntry)?;
         let raw_len = usize::try_from(blob.raw_len)
             .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
-        // Checked before the allocation, which the index's length decides.
-        self.check_stored(id, entry, src)?;
         let mut out = Vec::new();
         out.try_reserve_exact(raw_len)
             .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;

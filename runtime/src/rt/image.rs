@@ -48,12 +48,12 @@ pub(crate) struct Image {
     /// Where the store was found, for messages.
     pub origin: String,
     /// For a split binary: its manifest and packs.
-    split: Option<Split>,
+    split: Option<&'static Split>,
 }
 
 struct Split {
     manifest: Manifest<'static>,
-    packs: &'static [Pack],
+    packs: Vec<Pack>,
 }
 
 /// One pack of a split binary: opened at the first registration, mapped at first use.
@@ -80,7 +80,7 @@ struct Opened {
 
 static OPENED: Once<Result<Opened, String>> = Once::new();
 static SOURCE: Once<Result<(&'static [u8], String), String>> = Once::new();
-static PACKS: Once<Result<Vec<Pack>, String>> = Once::new();
+static SPLIT: Once<Result<Split, String>> = Once::new();
 static IMAGE: Once<Result<Image, String>> = Once::new();
 
 fn slot() -> StoreSlot {
@@ -98,20 +98,23 @@ pub(crate) fn prepare() {
     if !slot().is_mapped() {
         opened();
     }
-    if let Ok((bytes, _)) = source() {
+    if let Ok((bytes, origin)) = source() {
         if split::is_manifest(bytes) {
-            packs(bytes);
+            split_of(bytes, origin);
         }
     }
 }
 
-/// The packs a manifest names, each opened now if it is there.
-fn packs(manifest: &'static [u8]) -> &'static Result<Vec<Pack>, String> {
-    PACKS.get_or_init(|| {
-        let m = Manifest::parse(manifest)?;
+/// A split binary's manifest, read once, and the packs it names, each opened now if it is
+/// there.
+fn split_of(manifest: &'static [u8], origin: &str) -> &'static Result<Split, String> {
+    SPLIT.get_or_init(|| {
+        let manifest = Manifest::parse(manifest)
+            .map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
         let me = self_object()?;
         let object = object_path(&me)?;
-        Ok(m.packs
+        let packs = manifest
+            .packs
             .iter()
             .map(|rec| {
                 let mut path = object.clone();
@@ -127,7 +130,8 @@ fn packs(manifest: &'static [u8]) -> &'static Result<Vec<Pack>, String> {
                     bytes: Once::new(),
                 }
             })
-            .collect())
+            .collect();
+        Ok(Split { manifest, packs })
     })
 }
 
@@ -382,10 +386,8 @@ fn load() -> Result<Image, String> {
     let (bytes, origin) = source().map_err(str::to_owned)?;
     let origin = origin.to_owned();
     let (bytes, split) = if split::is_manifest(bytes) {
-        let manifest = Manifest::parse(bytes)
-            .map_err(|e| format!("the device code store ({origin}) is damaged: {e}"))?;
-        let packs = packs(bytes).as_ref().map_err(String::clone)?;
-        (manifest.skeleton, Some(Split { manifest, packs }))
+        let split = split_of(bytes, &origin).as_ref().map_err(String::clone)?;
+        (split.manifest.skeleton, Some(split))
     } else {
         (bytes, None)
     };
