@@ -8,6 +8,16 @@ use std::process::Command;
 use common::*;
 use object::{Object, ObjectSection, ObjectSegment};
 
+/// `fatpack prune --for CAPS INPUT -o OUT`: exit code and stderr.
+fn prune_for(input: &Path, out: &Path, caps: &str) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--for", caps])
+        .arg(input)
+        .arg("-o")
+        .arg(out));
+    (code, err)
+}
+
 fn prune(input: &Path, out: &Path, keep: &str) -> (i32, String) {
     let (code, _, err) = run(Command::new(fatpack_bin())
         .args(["prune", "--keep", keep])
@@ -414,11 +424,7 @@ fn pruned_tail_outputs_shrink_and_keep_their_pointers() {
         let (dir, exe, code, err) = tail_link(extra);
         assert_eq!(code, 0, "{err}");
         let out = dir.path().join("app90");
-        let (code, _, err) = run(Command::new(fatpack_bin())
-            .args(["prune", "--for", "9.0"])
-            .arg(&exe)
-            .arg("-o")
-            .arg(&out));
+        let (code, err) = prune_for(&exe, &out, "9.0");
         assert_eq!(code, 0, "{extra:?}: {err}");
         assert!(!err.contains("keeps its size"), "{err}");
         let bytes = |e: &str| -> u64 {
@@ -529,11 +535,7 @@ fn tail_mode_puts_the_fatbin_after_large_model_data_and_prune_shrinks_it() {
     }
     check_tail_layout(&exe);
     let out = dir.path().join("app90");
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .args(["prune", "--for", "9.0"])
-        .arg(&exe)
-        .arg("-o")
-        .arg(&out));
+    let (code, err) = prune_for(&exe, &out, "9.0");
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("keeps its size"), "{err}");
     assert!(
