@@ -19,7 +19,7 @@ pub use contents::SplitContents;
 pub use error::SplitError;
 pub use join::{join, JoinReport};
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -348,7 +348,7 @@ fn needs(
     caps.dedup();
     let mut out = Vec::new();
     for cap in caps {
-        let mut used: BTreeMap<u32, ()> = BTreeMap::new();
+        let mut used: BTreeSet<u32> = BTreeSet::new();
         for m in store.modules() {
             let entries: Vec<_> = m.entries().collect();
             let cands: Vec<Candidate> = entries
@@ -356,11 +356,11 @@ fn needs(
                 .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
                 .collect();
             if let Some(i) = select::choose(cap, &cands, None) {
-                used.insert(pack_of(entries[i].blob_id() as usize), ());
+                used.insert(pack_of(entries[i].blob_id() as usize));
             }
         }
         let names = used
-            .keys()
+            .iter()
             .map(|&p| format!("{}{}", name.to_string_lossy(), kinds[p as usize].suffix()))
             .collect();
         out.push((cap, names));
