@@ -10,7 +10,12 @@ leaves them in <work>/extract-<lib>/, named <module path>_<module index>.<arch>.
   python3 bench/store_experiments.py dict DIR LEVEL MIB
       per arch, a raw-content prefix of up to MIB MiB sampled evenly from that arch's
       entries (stored once, zstd -19), every entry compressed against it.
+  python3 bench/store_experiments.py groups DIR LEVEL MIB[,MIB...]
+      per arch (what one `fatpack split` pack holds), the distinct entries in module order
+      cut into groups of at most MIB MiB, each group one zstd frame (--long=27): MiB in all,
+      and the mean bytes a module load would decode if decoding stops at its entry.
 """
+import hashlib
 import collections
 import os
 import re
@@ -82,11 +87,45 @@ def dictionaries(d, level, mib):
           f"entries+dicts {(total + dicts) / 2**20:.2f} MiB (dicts {dicts / 2**20:.2f})")
 
 
+def groups(d, level, mibs):
+    by_arch, seen = collections.defaultdict(list), set()
+    for mod, kind, arch, var, p in entries(d):
+        h = hashlib.blake2b(open(p, "rb").read(), digest_size=16).digest()
+        if h not in seen:  # the store keeps one copy of identical entries
+            seen.add(h)
+            by_arch[(kind, arch, var)].append(p)
+    scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"), "fatpack-group.bin")
+    for mib in mibs:
+        limit = mib << 20
+        total = decoded = loads = 0
+        for paths in by_arch.values():
+            group, used = [], 0
+            for p in paths + [None]:
+                n = os.path.getsize(p) if p else 0
+                if group and (p is None or used + n > limit):
+                    with open(scratch, "wb") as o:
+                        at = 0
+                        for q in group:
+                            o.write(open(q, "rb").read())
+                            at += os.path.getsize(q)
+                            decoded += at
+                            loads += 1
+                    total += zsize(scratch, level)
+                    group, used = [], 0
+                if p:
+                    group.append(p)
+                    used += n
+        print(os.path.basename(d), "level", level, f"groups of {mib} MiB: {total / 2**20:.2f} MiB,",
+              f"mean decoded per load {decoded / max(loads, 1) / 2**20:.2f} MiB", flush=True)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "refs":
         refs(sys.argv[2], sys.argv[3])
     elif mode == "dict":
         dictionaries(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif mode == "groups":
+        groups(sys.argv[2], sys.argv[3], [int(m) for m in sys.argv[4].split(",")])
     else:
         sys.exit(__doc__)

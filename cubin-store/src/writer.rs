@@ -455,6 +455,9 @@ fn compress(
         .map_err(|_| StoreError::OutOfMemory { need: bound as u64 })?;
     c.compress_to_buffer(raw, buf)
         .map_err(|e| StoreError::Compression(e.to_string()))?;
+    // Held until the batch is written: keep only the frame, not the worst-case bound (a
+    // window's bounds add up to its raw size).
+    buf.shrink_to_fit();
     let (stored, raw_len) = (buf.len() as u64, raw.len() as u64);
     Ok(stored < raw_len
         && stored

@@ -216,6 +216,41 @@ impl Maps {
         files.insert(path.to_path_buf(), m.clone());
         Ok(m)
     }
+
+    /// [`Maps::release`] for every byte of every file mapped so far: between passes over the
+    /// inputs (locating device code reads each entry header, and the kernel maps whole runs
+    /// of pages around each read).
+    pub fn release_all(&self) {
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        for m in files.values().filter(|m| !m.is_empty()) {
+            // SAFETY: as in `release`: read-only shared mappings, the whole of each.
+            let _ =
+                unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, m.len()) };
+        }
+    }
+
+    /// Done reading `len` bytes at `offset` of `path` (a module the store has taken): its
+    /// pages leave this process's resident set. They stay in the page cache, and a later read
+    /// faults them back in unchanged, so this is only advice; without it, reading every
+    /// input once would leave the whole device code resident, as ld's own copy is.
+    pub fn release(&self, path: &Path, offset: u64, len: u64) {
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let (Some(m), Ok(offset), Ok(len)) = (
+            files.get(path),
+            usize::try_from(offset),
+            usize::try_from(len),
+        ) else {
+            return;
+        };
+        if offset.checked_add(len).is_some_and(|end| end <= m.len()) {
+            // SAFETY: the mapping is read-only and shared (`map_file`): MADV_DONTNEED drops
+            // page-table entries only, never data, and the next access reads the same bytes
+            // from the file. Slices into the range stay valid.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+            };
+        }
+    }
 }
 
 /// Find all device code in the file at `path`.

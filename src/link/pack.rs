@@ -242,6 +242,10 @@ impl Session {
                 continue;
             }
             let scanned = inputs::locate(path, &map, &self.maps)?;
+            // Reading entry headers maps whole runs of the file (fault-around, large
+            // folios): let them go before the next input, or the scan alone would hold
+            // every input resident.
+            self.maps.release(path, 0, map.len() as u64);
             let sections: Vec<DeviceSection> = scanned
                 .sections
                 .into_iter()
@@ -257,6 +261,7 @@ impl Session {
                 sections,
             });
         }
+        self.maps.release_all();
         Ok(())
     }
 
@@ -299,6 +304,7 @@ impl Session {
             .machine(&self.maps)
             .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
         self.work = Some(work);
+        self.maps.release_all();
         Ok(())
     }
 

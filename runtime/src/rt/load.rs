@@ -422,6 +422,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     }
 
     let mut bytes = 0u64;
+    let t_decode = super::sys::now_us();
     let main_buf = match main.build(image, &caps, &mut bytes) {
         Ok(b) => b,
         Err(e) => return fail(LoadError::Module(e)),
@@ -454,6 +455,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             core::ptr::null_mut()
         },
     });
+    let t_cudart = super::sys::now_us();
     let handle = {
         let _c = lock(&CUDART_LOCK);
         // SAFETY: the wrapper and everything it points to live in `Loaded`, which is never
@@ -469,8 +471,12 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             h
         }
     };
+    let t_end = super::sys::now_us();
+    // The split says where a first launch's time goes: finding the store and the devices
+    // (once per process), decoding and checking, and cudart taking the container.
     info!(
-        "module {name}: registered {} entr{} ({} bytes decompressed) in {} ms",
+        "module {name}: registered {} entr{} ({} bytes decompressed) in {} ms (set-up {}, \
+         decode and check {}, cudart {})",
         main.chosen(&caps).len(),
         if main.chosen(&caps).len() == 1 {
             "y"
@@ -478,7 +484,10 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
             "ies"
         },
         bytes,
-        super::sys::Millis(super::sys::now_us() - t0)
+        super::sys::Millis(t_end - t0),
+        super::sys::Millis(t_decode - t0),
+        super::sys::Millis(t_cudart - t_decode),
+        super::sys::Millis(t_end - t_cudart)
     );
     Outcome::Loaded(Loaded {
         handle,
