@@ -21,6 +21,7 @@ extern crate alloc;
 
 #[cfg(feature = "std")]
 mod atomic;
+mod blockwise;
 mod error;
 mod format;
 #[cfg(feature = "std")]
@@ -52,7 +53,7 @@ pub use format::{
 #[cfg(feature = "std")]
 pub use mapped::MappedStore;
 pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
-pub use reader::{BlobView, EntryView, ModuleView, Store, StoreStats};
+pub use reader::{Blake3Sink, BlobView, EntryView, HashAtEnd, ModuleView, Store, StoreStats};
 pub use skeleton::SKELETON_MAGIC;
 #[cfg(feature = "std")]
 pub use writer::{

@@ -48,6 +48,35 @@ fn blake3_of(b: &[u8]) -> [u8; 32] {
     *blake3::hash(b).as_bytes()
 }
 
+/// Computes the blake3 an entry's decoded bytes are checked against, told of them block by
+/// block as they are decoded, so that hashing can run beside decoding (the runtime hashes on
+/// a second thread: on the path to a program's first kernel the two together cost nearly
+/// what decoding alone does).
+///
+/// What [`Store::read_entry_from_into`] guarantees to the sink: every `decoded` it is given
+/// is a prefix of the same output buffer, each one at least as long as the one before; the
+/// bytes of a prefix are never written again during the read; and the buffer stays alive
+/// and untouched by the reader until `finish` returns or the sink is dropped (a failed read
+/// drops it). So a sink may keep reading a prefix it was given (from another thread) until
+/// then.
+pub trait Blake3Sink {
+    /// `decoded` is the output decoded so far.
+    fn progress(&mut self, decoded: &[u8]);
+    /// Decoding is done and `out` is all of it: blake3 of `out`.
+    fn finish(self, out: &[u8]) -> [u8; 32];
+}
+
+/// The plain sink: one blake3 of the whole output at the end.
+pub struct HashAtEnd;
+
+impl Blake3Sink for HashAtEnd {
+    fn progress(&mut self, _decoded: &[u8]) {}
+    fn finish(self, out: &[u8]) -> [u8; 32] {
+        blake3_of(out)
+    }
+}
+
+
 /// Sorts `v` by `less`, in place, O(n log n). The reader's one sort: core's sort code is
 /// over 10 KB, and this reader is linked into every packed output.
 fn heapsort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {
@@ -115,9 +144,6 @@ pub(crate) struct Parsed {
     entries: Vec<EntInfo>,
     /// Module indices sorted by name, for binary search.
     by_name: Vec<u32>,
-    /// The dictionary digested once for decoding (a `ZSTD_DDict`), so reading many entries
-    /// does not load it every time.
-    ddict: Option<zstd_safe::DDict<'static>>,
 }
 
 enum ParsedRef<'a> {
@@ -325,14 +351,14 @@ impl<'a> Store<'a> {
 
     /// [`Store::read_entry_from`] into the caller's buffer, which must be exactly the
     /// entry's raw length; on error its contents are unspecified. `blake3` computes the
-    /// digest the decoded bytes are checked against (the caller may hash on several threads;
-    /// it must return blake3's hash of exactly the bytes given).
+    /// digest the decoded bytes are checked against, as they are decoded ([`Blake3Sink`];
+    /// [`HashAtEnd`] hashes once at the end); it must give blake3's hash of exactly `out`.
     pub fn read_entry_from_into(
         &self,
         e: &EntryView<'_>,
         stored: &[u8],
         out: &mut [u8],
-        blake3: impl FnOnce(&[u8]) -> [u8; 32],
+        blake3: impl Blake3Sink,
     ) -> Result<()> {
         if !core::ptr::eq::<Parsed>(&*e.store.parsed, &*self.parsed) {
             return Err(StoreError::ForeignEntry);
@@ -462,7 +488,7 @@ impl<'a> Store<'a> {
         out.try_reserve_exact(raw_len)
             .map_err(|_| StoreError::OutOfMemory { need: blob.raw_len })?;
         out.resize(raw_len, 0);
-        self.decode_blob_into(id, entry, src, &mut out, blake3_of)?;
+        self.decode_blob_into(id, entry, src, &mut out, HashAtEnd)?;
         Ok(out)
     }
 
@@ -492,7 +518,7 @@ impl<'a> Store<'a> {
         entry: Option<&EntInfo>,
         src: &[u8],
         out: &mut [u8],
-        digest: impl FnOnce(&[u8]) -> [u8; 32],
+        mut digest: impl Blake3Sink,
     ) -> Result<()> {
         let blob = self
             .parsed
@@ -518,7 +544,10 @@ impl<'a> Store<'a> {
             }
         };
         match blob.codec {
-            Codec::Raw => out.copy_from_slice(src),
+            Codec::Raw => {
+                out.copy_from_slice(src);
+                digest.progress(out);
+            }
             Codec::Zstd | Codec::ZstdDict => {
                 // Checked up front so only plain single zstd frames ever reach the decoder
                 // (no skippable frames, no concatenation, no legacy formats).
@@ -547,7 +576,7 @@ impl<'a> Store<'a> {
                     Err(code) => return Err(corrupt(zstd_safe::get_error_name(code).to_owned())),
                 }
                 let n = self
-                    .decompress_into(blob.codec, src, out)
+                    .decompress_into(blob.codec, src, out, &mut digest)
                     .map_err(|e| match e {
                         DecodeError::Frame(m) => corrupt(m),
                         DecodeError::Dict(m) => StoreError::BadDictionary(m),
@@ -563,34 +592,37 @@ impl<'a> Store<'a> {
                 }
             }
         }
-        if digest(out) != blob.digest {
+        if digest.finish(out) != blob.digest {
             let (module, arch) = self.describe(id, entry);
             return Err(StoreError::BlobDigestMismatch { module, arch });
         }
         Ok(())
     }
 
-    /// Decodes into `out`; the number of bytes the frame held.
+    /// Decodes the frame `src` into `out` a block at a time (zstd's buffer-less API: each
+    /// block is decoded straight into its place, the earlier output serving as history),
+    /// telling `sink` of each prefix that is final. Returns the number of bytes the frame
+    /// held. The buffer is exactly `raw_len` (checked against the frame header): a frame that
+    /// would decode to more fails with "destination buffer too small".
     fn decompress_into(
         &self,
         codec: Codec,
         src: &[u8],
         out: &mut [u8],
+        sink: &mut impl Blake3Sink,
     ) -> Result<usize, DecodeError> {
-        let mut dctx = zstd_safe::DCtx::create();
-        // The buffer is exactly raw_len (checked against the frame header): a frame that
-        // would decode to more fails with "destination buffer too small".
-        let n = match codec {
-            Codec::ZstdDict => {
-                let ddict = self.parsed.ddict.as_ref().ok_or_else(|| {
-                    DecodeError::Dict("blob needs a dictionary the store lacks".into())
-                })?;
-                dctx.decompress_using_ddict(out, src, ddict)
-            }
-            _ => dctx.decompress(out, src),
-        }
-        .map_err(|code| DecodeError::Frame(zstd_safe::get_error_name(code).to_owned()))?;
-        Ok(n)
+        let dict = match codec {
+            Codec::ZstdDict => Some(self.parsed.dict.as_deref().ok_or_else(|| {
+                DecodeError::Dict("blob needs a dictionary the store lacks".into())
+            })?),
+            _ => None,
+        };
+        crate::blockwise::decode_frame_into(src, dict, out, &mut |p| sink.progress(p)).map_err(
+            |e| match e {
+                crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
+                crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
+            },
+        )
     }
 }
 
@@ -973,7 +1005,6 @@ impl Parsed {
             Some((end, d)) => (end, Some(d)),
             None => (header_len, None),
         };
-        let dict_for_decoding = dict.as_deref().map(zstd_safe::DDict::create);
 
         // Index header and table sizes. Every count is bounded because the tables must fit
         // exactly in index_len, which is bounded by the slice.
@@ -1210,7 +1241,6 @@ impl Parsed {
             modules,
             entries,
             by_name,
-            ddict: dict_for_decoding,
         })
     }
 }

@@ -26,6 +26,7 @@
 
 use core::ffi::{c_int, c_void, CStr};
 
+use super::hash::Overlapped;
 use super::sys::{self, open_regular, show, Fd, Once};
 use crate::prelude::*;
 
@@ -440,9 +441,10 @@ impl Image {
                 .store
                 .stored_bytes(e)
                 .map_err(|err| ReadError::Other(err.to_string()))?;
+            let sink = Overlapped::new(out.len());
             return self
                 .store
-                .read_entry_from_into(e, stored, out, super::hash::blake3)
+                .read_entry_from_into(e, stored, out, sink)
                 .map_err(|err| ReadError::Other(err.to_string()));
         };
         let (pi, range) = split
@@ -466,8 +468,9 @@ impl Image {
         let stored = bytes
             .get(range)
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
+        let sink = Overlapped::new(out.len());
         self.store
-            .read_entry_from_into(e, stored, out, super::hash::blake3)
+            .read_entry_from_into(e, stored, out, sink)
             .map_err(|err| fail(format!("{}: {err}", show(&pack.path))))
     }
 }

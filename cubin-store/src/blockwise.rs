@@ -1,0 +1,111 @@
+//! One zstd frame decoded block by block, straight into the caller's buffer (zstd's
+//! buffer-less API, `ZSTD_decompressContinue`): each block lands in its place with the output
+//! before it as history, and the caller hears of every prefix that is final, so it can hash
+//! while the rest decodes. zstd-safe does not wrap these calls, hence the FFI here, the one
+//! place in this crate that needs `unsafe`.
+
+#![allow(unsafe_code)]
+
+use core::ptr::NonNull;
+
+use zstd_safe::zstd_sys;
+
+use crate::prelude::*;
+
+pub(crate) enum Failure {
+    /// The dictionary could not be loaded.
+    Dictionary(String),
+    /// The frame is damaged or does not fit the buffer.
+    Frame(String),
+}
+
+/// A decompression context of our own, freed on drop.
+struct DCtx(NonNull<zstd_sys::ZSTD_DCtx>);
+
+impl Drop for DCtx {
+    fn drop(&mut self) {
+        // SAFETY: made by ZSTD_createDCtx, freed once.
+        unsafe { zstd_sys::ZSTD_freeDCtx(self.0.as_ptr()) };
+    }
+}
+
+fn failed(code: usize) -> Option<String> {
+    // SAFETY: a pure function of the code.
+    (unsafe { zstd_sys::ZSTD_isError(code) } != 0)
+        .then(|| zstd_safe::get_error_name(code).to_owned())
+}
+
+/// Decodes the single frame `src` (with `dict` as its dictionary, if any) into `out`, calling
+/// `progress` with `out[..n]` each time `n` grows. Returns the bytes decoded; a frame that
+/// would decode past `out` fails ("destination buffer too small"), as does one that ends
+/// early or is followed by anything.
+///
+/// The prefixes `progress` is given are never written again by this function, and it
+/// touches `out` only through one pointer taken at the start: a caller may go on reading a
+/// prefix (from another thread) after `progress` returns, for as long as it holds `out`.
+pub(crate) fn decode_frame_into(
+    src: &[u8],
+    dict: Option<&[u8]>,
+    out: &mut [u8],
+    progress: &mut dyn FnMut(&[u8]),
+) -> Result<usize, Failure> {
+    // SAFETY: plain allocation; NULL (no memory) is handled.
+    let dctx = NonNull::new(unsafe { zstd_sys::ZSTD_createDCtx() })
+        .map(DCtx)
+        .ok_or_else(|| Failure::Frame("out of memory for a decoder".into()))?;
+    let d = dctx.0.as_ptr();
+    let begun = match dict {
+        // SAFETY: `d` is live; the dictionary is read during the call only.
+        Some(dict) => unsafe {
+            zstd_sys::ZSTD_decompressBegin_usingDict(d, dict.as_ptr().cast(), dict.len())
+        },
+        // SAFETY: `d` is live.
+        None => unsafe { zstd_sys::ZSTD_decompressBegin(d) },
+    };
+    if let Some(e) = failed(begun) {
+        return Err(Failure::Dictionary(e));
+    }
+    let base = out.as_mut_ptr();
+    let cap = out.len();
+    let (mut read, mut done) = (0usize, 0usize);
+    loop {
+        // SAFETY: `d` is live.
+        let need = unsafe { zstd_sys::ZSTD_nextSrcSizeToDecompress(d) };
+        if need == 0 {
+            break;
+        }
+        let input = read
+            .checked_add(need)
+            .and_then(|end| src.get(read..end))
+            .ok_or_else(|| Failure::Frame("the frame ends early".into()))?;
+        // SAFETY: `d` is live. zstd writes `out[done..]` (at most `cap - done` bytes) and
+        // reads its history from `out[..done]`, all inside the buffer `base` points to; the
+        // input is `need` readable bytes.
+        let n = unsafe {
+            zstd_sys::ZSTD_decompressContinue(
+                d,
+                base.add(done).cast(),
+                cap - done,
+                input.as_ptr().cast(),
+                input.len(),
+            )
+        };
+        if let Some(e) = failed(n) {
+            return Err(Failure::Frame(e));
+        }
+        read += need;
+        if n > 0 {
+            done = done
+                .checked_add(n)
+                .filter(|&d| d <= cap)
+                .ok_or_else(|| Failure::Frame("decoded past the buffer".into()))?;
+            // SAFETY: `out[..done]` is initialised (it is the caller's slice) and final:
+            // zstd writes only from `done` on.
+            progress(unsafe { core::slice::from_raw_parts(base, done) });
+        }
+    }
+    if read != src.len() {
+        return Err(Failure::Frame("bytes after the frame".into()));
+    }
+    Ok(done)
+}
