@@ -76,7 +76,6 @@ impl Blake3Sink for HashAtEnd {
     }
 }
 
-
 /// Sorts `v` by `less`, in place, O(n log n). The reader's one sort: core's sort code is
 /// over 10 KB, and this reader is linked into every packed output.
 fn heapsort(v: &mut [u32], less: impl Fn(u32, u32) -> bool) {

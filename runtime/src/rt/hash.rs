@@ -92,7 +92,12 @@ impl Overlapped {
             // SAFETY: the thread gets a pointer to the boxed `Shared`, which lives until the
             // thread is joined (in `finish` or `drop`).
             let made = unsafe {
-                libc::pthread_create(&mut tid, core::ptr::null(), hash_behind, arg.cast_mut().cast())
+                libc::pthread_create(
+                    &mut tid,
+                    core::ptr::null(),
+                    hash_behind,
+                    arg.cast_mut().cast(),
+                )
             } == 0;
             o.thread = made.then_some(tid);
         }
