@@ -14,7 +14,12 @@ leaves them in <work>/extract-<lib>/, named <module path>_<module index>.<arch>.
       per arch (what one `fatpack split` pack holds), the distinct entries in module order
       cut into groups of at most MIB MiB, each group one zstd frame (--long=27): MiB in all,
       and the mean bytes a module load would decode if decoding stops at its entry.
+  python3 bench/store_experiments.py frames DIR LEVEL
+      25 cubins over 1 MiB (a fixed random sample), each cut into independent frames of
+      128/256/512/1024 KiB (what decoding one entry on several threads would need): size
+      relative to one frame per entry.
 """
+import random
 import hashlib
 import collections
 import os
@@ -119,12 +124,32 @@ def groups(d, level, mibs):
               f"mean decoded per load {decoded / max(loads, 1) / 2**20:.2f} MiB", flush=True)
 
 
+def frames(d, level):
+    big = [p for (_, kind, _, _, p) in entries(d) if kind == "sm" and os.path.getsize(p) > 1 << 20]
+    random.seed(1)
+    sample = random.sample(big, min(25, len(big)))
+
+    def z(b):
+        return len(subprocess.run(["zstd", f"-{level}", "-q", "-c"], input=b, capture_output=True, check=True).stdout)
+
+    whole, cut = 0, collections.Counter()
+    for p in sample:
+        b = open(p, "rb").read()
+        whole += z(b)
+        for k in (128, 256, 512, 1024):
+            cut[k] += sum(z(b[i:i + (k << 10)]) for i in range(0, len(b), k << 10))
+    print(os.path.basename(d), f"{len(sample)} of {len(big)} cubins over 1 MiB, level {level}:",
+          ", ".join(f"{k} KiB frames {cut[k] / whole:.3f}x" for k in sorted(cut)))
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "refs":
         refs(sys.argv[2], sys.argv[3])
     elif mode == "dict":
         dictionaries(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif mode == "frames":
+        frames(sys.argv[2], sys.argv[3])
     elif mode == "groups":
         groups(sys.argv[2], sys.argv[3], [int(m) for m in sys.argv[4].split(",")])
     else:
