@@ -2,14 +2,15 @@
 # Issue 12's benchmark: NVIDIA's own device code, from the PyPI wheels nvidia-cublas
 # (libcublasLt.so) and nvidia-cusparse (libcusparse.so), each library on its own:
 #
-#   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9]
+#   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9]     (LINK=0: no link runs)
 #
 # Installs the wheels (--no-deps) into a venv under WORK, then for each library runs
 # `cargo bench --bench store_sizes` (the same entries as the library holds them, repacked
 # uncompressed, by nvcc's fatbinary in its default and size modes, as fatpack's link default
 # (nvcc's zstd frames kept) and as stores at LEVELS) and `xz -9e` over the entries that
-# `fatpack extract` writes (the reference limit). Slow on few cores: nvcc's size mode writes
-# about 3 MB/s, xz -9e about 2 MB/s per thread.
+# `fatpack extract` writes (the reference limit), then bench/link_time.sh on objects
+# carrying each library's cubins (plain ld vs fatpack ld: wall, peak RSS, size). Slow on few
+# cores: nvcc's size mode writes about 3 MB/s, xz -9e about 2 MB/s per thread.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-/tmp/fatpack-wheels}"
@@ -38,4 +39,12 @@ for lib in libcublasLt.so libcusparse.so; do
     n=$(find "$x" -type f \( -name '*.cubin' -o -name '*.ptx' \) -print0 | sort -z | xargs -0 cat | xz -9e -T0 | wc -c)
     t1=$(date +%s.%N)
     printf '| xz -9e over the extracted entries (limit) | %.2f MiB | %.0f s |\n' "$(echo "$n / 1048576" | bc -l)" "$(echo "$t1 - $t0" | bc -l)"
+    # A packed link of objects carrying these cubins (uncompressed) against plain ld: wall,
+    # peak RSS, output size. 1300 MiB stays under 2 GiB, so plain ld links too.
+    if [ "${LINK:-1}" = 1 ]; then
+        echo
+        echo "link, 1300 MiB of $(basename "$f")'s cubins in 16 objects:"
+        bash "$root/bench/link_time.sh" 1300 16 "$work/link-$lib" "$f" | grep -v '^verbose: fatpack:   rewrote'
+        rm -rf "$work/link-$lib"
+    fi
 done
