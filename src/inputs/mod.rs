@@ -329,3 +329,30 @@ fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scan
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn released_pages_read_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("input.o");
+        let data: Vec<u8> = (0..3_000_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let maps = Maps::default();
+        let m = maps.get(&path).unwrap();
+        assert_eq!(&m[..], &data[..]);
+        // Unaligned ranges, the whole file, and ranges that do not fit: advice only.
+        maps.release(&path, 4097, 1_000_000);
+        assert_eq!(&m[..], &data[..]);
+        maps.release_all();
+        assert_eq!(&m[..], &data[..]);
+        maps.release(&path, 2_999_999, 2);
+        maps.release(&path, u64::MAX, 1);
+        maps.release(&dir.path().join("never mapped"), 0, 10);
+        assert_eq!(&m[..], &data[..]);
+    }
+}
