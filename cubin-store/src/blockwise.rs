@@ -29,6 +29,32 @@ impl Drop for DCtx {
     }
 }
 
+/// A store's dictionary digested once (a `ZSTD_DDict`), so reading many entries does not
+/// load it every time.
+pub(crate) struct Dictionary(NonNull<zstd_sys::ZSTD_DDict>);
+
+// SAFETY: zstd never writes a DDict after creating it; any number of decoders may reference
+// it at once from any thread.
+unsafe impl Send for Dictionary {}
+// SAFETY: as above.
+unsafe impl Sync for Dictionary {}
+
+impl Dictionary {
+    /// `None` when zstd has no memory for it.
+    pub(crate) fn new(bytes: &[u8]) -> Option<Self> {
+        // SAFETY: reads `bytes` during the call only (the DDict keeps a copy).
+        NonNull::new(unsafe { zstd_sys::ZSTD_createDDict(bytes.as_ptr().cast(), bytes.len()) })
+            .map(Dictionary)
+    }
+}
+
+impl Drop for Dictionary {
+    fn drop(&mut self) {
+        // SAFETY: made by ZSTD_createDDict, freed once.
+        unsafe { zstd_sys::ZSTD_freeDDict(self.0.as_ptr()) };
+    }
+}
+
 fn failed(code: usize) -> Option<String> {
     // SAFETY: a pure function of the code.
     (unsafe { zstd_sys::ZSTD_isError(code) } != 0)
@@ -45,7 +71,7 @@ fn failed(code: usize) -> Option<String> {
 /// prefix (from another thread) after `progress` returns, for as long as it holds `out`.
 pub(crate) fn decode_frame_into(
     src: &[u8],
-    dict: Option<&[u8]>,
+    dict: Option<&Dictionary>,
     out: &mut [u8],
     progress: &mut dyn FnMut(&[u8]),
 ) -> Result<usize, Failure> {
@@ -55,10 +81,8 @@ pub(crate) fn decode_frame_into(
         .ok_or_else(|| Failure::Frame("out of memory for a decoder".into()))?;
     let d = dctx.0.as_ptr();
     let begun = match dict {
-        // SAFETY: `d` is live; the dictionary is read during the call only.
-        Some(dict) => unsafe {
-            zstd_sys::ZSTD_decompressBegin_usingDict(d, dict.as_ptr().cast(), dict.len())
-        },
+        // SAFETY: `d` and the DDict are live; the DDict outlives this decode.
+        Some(dict) => unsafe { zstd_sys::ZSTD_decompressBegin_usingDDict(d, dict.0.as_ptr()) },
         // SAFETY: `d` is live.
         None => unsafe { zstd_sys::ZSTD_decompressBegin(d) },
     };

@@ -143,6 +143,8 @@ pub(crate) struct Parsed {
     entries: Vec<EntInfo>,
     /// Module indices sorted by name, for binary search.
     by_name: Vec<u32>,
+    /// The dictionary digested for decoding.
+    ddict: Option<crate::blockwise::Dictionary>,
 }
 
 enum ParsedRef<'a> {
@@ -611,7 +613,7 @@ impl<'a> Store<'a> {
         sink: &mut impl Blake3Sink,
     ) -> Result<usize, DecodeError> {
         let dict = match codec {
-            Codec::ZstdDict => Some(self.parsed.dict.as_deref().ok_or_else(|| {
+            Codec::ZstdDict => Some(self.parsed.ddict.as_ref().ok_or_else(|| {
                 DecodeError::Dict("blob needs a dictionary the store lacks".into())
             })?),
             _ => None,
@@ -1004,6 +1006,14 @@ impl Parsed {
             Some((end, d)) => (end, Some(d)),
             None => (header_len, None),
         };
+        let ddict = match dict.as_deref() {
+            Some(d) => Some(crate::blockwise::Dictionary::new(d).ok_or(
+                StoreError::OutOfMemory {
+                    need: d.len() as u64,
+                },
+            )?),
+            None => None,
+        };
 
         // Index header and table sizes. Every count is bounded because the tables must fit
         // exactly in index_len, which is bounded by the slice.
@@ -1240,6 +1250,7 @@ impl Parsed {
             modules,
             entries,
             by_name,
+            ddict,
         })
     }
 }
