@@ -217,9 +217,8 @@ impl Maps {
         Ok(m)
     }
 
-    /// [`Maps::release`] for every byte of every file mapped so far: between passes over the
-    /// inputs (locating device code reads each entry header, and the kernel maps whole runs
-    /// of pages around each read).
+    /// [`Maps::release`] for every byte of every file mapped so far: after a pass that read
+    /// host code from every input (the rewrite).
     pub fn release_all(&self) {
         let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
         for m in files.values().filter(|m| !m.is_empty()) {

@@ -261,7 +261,6 @@ impl Session {
                 sections,
             });
         }
-        self.maps.release_all();
         Ok(())
     }
 

@@ -117,7 +117,6 @@ fn add_modules<W: Write + Seek>(
             })
             .collect();
         w.add_entries(batch, 0)?;
-        drop(parsed);
         for m in &modules[i..j] {
             maps.release(&m.file, m.file_offset, m.len);
         }
