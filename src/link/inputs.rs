@@ -121,6 +121,7 @@ pub(super) fn rewrite_input(
             let origin = origin_of(&p.path);
             let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
             extracted.extend(ex);
+            maps.release(&p.path, 0, map.len() as u64);
             std::fs::write(&dest, bytes).map_err(io_at("writing", &dest))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
@@ -147,6 +148,7 @@ pub(super) fn rewrite_input(
                 } else {
                     let (b, ex) = rewrite_object(&m.origin, &m.bytes, &secs, &mut name_for)?;
                     extracted.extend(ex);
+                    maps.release(&m.file, m.range.0, m.bytes.len() as u64);
                     Cow::Owned(b)
                 };
                 members.push(archive::Member {
@@ -156,7 +158,13 @@ pub(super) fn rewrite_input(
             }
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-            archive::write_archive_to(&members, &mut w)
+            // Pages of the input let go member by member (a no-op for rewritten members,
+            // which are no longer read from it).
+            let release = |i: usize| {
+                let m = &input_members[i];
+                maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+            };
+            archive::write_archive_to(&members, &mut w, release)
                 .and_then(|()| std::io::Write::flush(&mut w))
                 .map_err(io_at("writing", &dest))?;
         }

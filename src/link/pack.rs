@@ -34,7 +34,8 @@ pub(super) struct Session {
     pub(super) progress: Progress,
     started: Instant,
     /// Each step's name and seconds, for `--fatpack-verbose`.
-    timings: Vec<(&'static str, f64)>,
+    /// Each step's name, wall seconds, and this process's peak RSS (MiB) when it ended.
+    timings: Vec<(&'static str, f64, f64)>,
     /// Inputs with device code, in command-line order.
     pub(super) planned: Vec<Planned>,
     /// Rewritten inputs, the glue object and the runtime archive: a temp folder removed on
@@ -205,7 +206,8 @@ impl Session {
         self.progress.step(name);
         let t = Instant::now();
         let r = f(self);
-        self.timings.push((name, t.elapsed().as_secs_f64()));
+        self.timings
+            .push((name, t.elapsed().as_secs_f64(), peak_rss_mib(libc::RUSAGE_SELF)));
         r
     }
 
@@ -479,7 +481,7 @@ impl Session {
         let link_s = self
             .timings
             .iter()
-            .find(|(n, _)| *n == "link")
+            .find(|(n, ..)| *n == "link")
             .map_or(0.0, |t| t.1);
         eprintln!(
             "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {:.1} MiB of device code stored in {:.1} MiB{}; link {:.2}s, total {:.2}s",
@@ -496,9 +498,20 @@ impl Session {
         let steps: Vec<String> = self
             .timings
             .iter()
-            .map(|(n, t)| format!("{n} {t:.2}s"))
+            .map(|(n, t, _)| format!("{n} {t:.2}s"))
             .collect();
         eprintln!("fatpack:   steps: {}", steps.join(", "));
+        // The peak only grows, so the step where it jumps is the one that set it.
+        let peaks: Vec<String> = self
+            .timings
+            .iter()
+            .map(|(n, _, p)| format!("{n} {p:.0}"))
+            .collect();
+        eprintln!(
+            "fatpack:   peak RSS (MiB) after each step: {}; the linker's own peak {:.0}",
+            peaks.join(", "),
+            peak_rss_mib(libc::RUSAGE_CHILDREN)
+        );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         match (&self.mapping, self.opts.side_file) {
             (Some(m), _) => eprintln!(
@@ -515,4 +528,16 @@ impl Session {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
     }
+}
+
+/// Peak resident set (MiB) of this process (`RUSAGE_SELF`) or of its largest finished child
+/// (`RUSAGE_CHILDREN`: the real linker), as `getrusage` reports it; 0 if it cannot.
+fn peak_rss_mib(who: libc::c_int) -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of a plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for the call.
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return 0.0;
+    }
+    u.ru_maxrss as f64 / 1024.0
 }

@@ -38,13 +38,20 @@ fn header(out: &mut Vec<u8>, name: &str, size: usize) {
 /// Encode an archive of `members`, with a GNU symbol index (64-bit when offsets need it).
 pub fn write_archive(members: &[Member]) -> Vec<u8> {
     let mut out = Vec::new();
-    write_archive_to(members, &mut out).expect("writing to memory");
+    write_archive_to(members, &mut out, |_| {}).expect("writing to memory");
     out
 }
 
 /// [`write_archive`], streamed to `out`: the index first, then each member as it is, so a
-/// large archive is never held in memory a second time.
-pub fn write_archive_to(members: &[Member], sink: &mut impl Write) -> io::Result<()> {
+/// large archive is never held in memory a second time. `done(i)` is called when member `i`'s
+/// bytes have been read for the index and again when they have been written, so a caller
+/// whose members borrow a mapped input can let those pages go (static cuBLAS: 831 MB that
+/// would otherwise all be resident by the end).
+pub fn write_archive_to(
+    members: &[Member],
+    sink: &mut impl Write,
+    mut done: impl FnMut(usize),
+) -> io::Result<()> {
     // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
     let mut longnames = Vec::new();
     let mut header_names = Vec::with_capacity(members.len());
@@ -58,7 +65,15 @@ pub fn write_archive_to(members: &[Member], sink: &mut impl Write) -> io::Result
             longnames.extend_from_slice(b"/\n");
         }
     }
-    let symbols: Vec<Vec<Vec<u8>>> = members.iter().map(|m| defined_globals(&m.data)).collect();
+    let symbols: Vec<Vec<Vec<u8>>> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let names = defined_globals(&m.data);
+            done(i);
+            names
+        })
+        .collect();
     let nsyms: usize = symbols.iter().map(Vec::len).sum();
     let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
     let padded = |n: usize| n + (n & 1);
@@ -112,7 +127,7 @@ pub fn write_archive_to(members: &[Member], sink: &mut impl Write) -> io::Result
     }
     let mut written = out.len() as u64;
     sink.write_all(&out)?;
-    for ((m, hn), &off) in members.iter().zip(&header_names).zip(&offsets) {
+    for (i, ((m, hn), &off)) in members.iter().zip(&header_names).zip(&offsets).enumerate() {
         debug_assert_eq!(written, off);
         let mut h = Vec::with_capacity(60);
         header(&mut h, hn, m.data.len());
@@ -122,7 +137,34 @@ pub fn write_archive_to(members: &[Member], sink: &mut impl Write) -> io::Result
             sink.write_all(b"\n")?;
         }
         written += 60 + (m.data.len() + (m.data.len() & 1)) as u64;
+        done(i);
     }
     debug_assert_eq!(written, total);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The caller lets a member's input pages go on each call, so every member must be
+    /// reported once after the index pass and once after it is written, in order, and the
+    /// bytes must not depend on the hook.
+    #[test]
+    fn done_follows_each_member_through_both_passes() {
+        let members: Vec<Member> = ["a.o", "a_rather_long_member_name.o", "odd.o"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Member {
+                name: (*n).to_string(),
+                data: Cow::Owned(vec![b'x'; 10 + i]),
+            })
+            .collect();
+        let mut calls = Vec::new();
+        let mut streamed = Vec::new();
+        write_archive_to(&members, &mut streamed, |i| calls.push(i)).unwrap();
+        assert_eq!(calls, [0, 1, 2, 0, 1, 2]);
+        assert_eq!(streamed, write_archive(&members));
+        assert!(streamed.starts_with(b"!<arch>\n"));
+    }
 }

@@ -395,6 +395,17 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     bench_link plain_compress_all ca plain
     bench_link packed std packed
     bench_link tail std tail
+    # The release step (issue 12): the packed binary's store compressed again at level 19.
+    if [ -f "$out/bench/packed/first_kernel" ]; then
+        mkdir -p "$out/bench/packed_release"
+        if "$FP" repack "$out/bench/packed/first_kernel" -o "$out/bench/packed_release/first_kernel" --level 19 \
+            >"$work/logs/brepack.log" 2>&1; then
+            echo "bench/packed_release OK std packed+repack19" >>"$status_file"
+        else
+            echo "bench/packed_release FAILED (see $work/logs/brepack.log)" >>"$status_file"
+            failed+=("bench/packed_release")
+        fi
+    fi
 fi
 
 # --- check what was built, here (no GPU needed) ----------------------------------------------

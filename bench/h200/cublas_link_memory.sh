@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# ON THE GPU MACHINE: where the packed link of static cuBLAS (the program of
+# tests/gpu/cublas) reaches its peak memory: plain and packed link, fatpack's verbose report
+# with its peak RSS after each step and the real linker's own peak.
+#   bash bench/h200/cublas_link_memory.sh [FATPACK]
+set -eu
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+FP="$(realpath "${1:-target/release/fatpack}")"
+CUDA="${CUDA_HOME:-/usr/local/cuda}"
+W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-cublas-mem.XXXXXX")"
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$W/fp" && ln -s "$FP" "$W/fp/ld"
+export PATH="$CUDA/bin:$PATH"
+nvcc -O2 -std=c++17 -c "$root/tests/gpu/cublas/cublas_check.cu" -o "$W/check.o"
+LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
+# timed NAME CMD...: wall seconds and the peak RSS of the largest process CMD ran.
+timed() {
+    python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[2:])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(f"{sys.argv[1]}: {time.time() - t:.2f} s, peak {peak:.0f} MiB, rc {r.returncode}")
+sys.exit(r.returncode)
+PY
+}
+for i in 1 2; do
+    timed "plain link" g++ -o "$W/plain" "$W/check.o" "${LIBS[@]}"
+    timed "packed link" g++ -B"$W/fp" -Wl,--fatpack-verbose -o "$W/packed" "$W/check.o" "${LIBS[@]}" 2>&1 | grep -v "rewrote"
+done
+ls -l "$W/plain" "$W/packed" | awk '{print $5, $9}'
