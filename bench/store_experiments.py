@@ -14,6 +14,12 @@ leaves them in <work>/extract-<lib>/, named <module path>_<module index>.<arch>.
       per arch (what one `fatpack split` pack holds), the distinct entries in module order
       cut into groups of at most MIB MiB, each group one zstd frame (--long=27): MiB in all,
       and the mean bytes a module load would decode if decoding stops at its entry.
+  python3 bench/store_experiments.py solid DIR LEVEL MIB[,MIB...]
+      frames spanning modules and archs (what a release store could hold; one `fatpack split`
+      pack could no longer be cut out of it): the distinct entries in module order, every
+      arch of a module together, cut into chunks of at most MIB MiB, each one zstd frame
+      (--long=27, two chunks at a time); MIB 0 is one frame over everything (--long=30 -T2).
+      MiB in all, and the mean bytes a module load would decode (its chunk up to its entry).
   python3 bench/store_experiments.py frames DIR LEVEL
       25 cubins over 1 MiB (a fixed random sample), each cut into independent frames of
       128/256/512/1024 KiB (what decoding one entry on several threads would need): size
@@ -124,6 +130,50 @@ def groups(d, level, mibs):
               f"mean decoded per load {decoded / max(loads, 1) / 2**20:.2f} MiB", flush=True)
 
 
+def solid(d, level, mibs):
+    from concurrent.futures import ThreadPoolExecutor
+    paths, seen = [], set()
+    for mod, kind, arch, var, p in entries(d):
+        h = hashlib.blake2b(open(p, "rb").read(), digest_size=16).digest()
+        if h not in seen:
+            seen.add(h)
+            paths.append(p)
+    scratch = os.path.join(os.environ.get("TMPDIR", "/tmp"), "fatpack-solid")
+    os.makedirs(scratch, exist_ok=True)
+    for mib in mibs:
+        limit = (mib << 20) or (1 << 62)
+        chunks, cur, used = [], [], 0
+        for p in paths:
+            n = os.path.getsize(p)
+            if cur and used + n > limit:
+                chunks.append(cur)
+                cur, used = [], 0
+            cur.append(p)
+            used += n
+        chunks.append(cur)
+        decoded = 0
+        for c in chunks:
+            at = 0
+            for q in c:
+                at += os.path.getsize(q)
+                decoded += at
+
+        def one(i):
+            f = os.path.join(scratch, f"c{i}")
+            with open(f, "wb") as o:
+                for q in chunks[i]:
+                    o.write(open(q, "rb").read())
+            cmd = ["zstd", f"-{level}", "-q", "-c"] + (["--long=27", "-T1"] if mib else ["--long=30", "-T2"])
+            n = len(subprocess.run(cmd + [f], capture_output=True, check=True).stdout)
+            os.remove(f)
+            return n
+
+        with ThreadPoolExecutor(2 if mib else 1) as ex:
+            total = sum(ex.map(one, range(len(chunks))))
+        print(os.path.basename(d), "level", level, f"solid chunks of {mib or 'all'} MiB ({len(chunks)}):",
+              f"{total / 2**20:.2f} MiB, mean decoded per load {decoded / len(paths) / 2**20:.2f} MiB", flush=True)
+
+
 def frames(d, level):
     big = [p for (_, kind, _, _, p) in entries(d) if kind == "sm" and os.path.getsize(p) > 1 << 20]
     random.seed(1)
@@ -150,6 +200,8 @@ if __name__ == "__main__":
         dictionaries(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif mode == "frames":
         frames(sys.argv[2], sys.argv[3])
+    elif mode == "solid":
+        solid(sys.argv[2], sys.argv[3], [int(m) for m in sys.argv[4].split(",")])
     elif mode == "groups":
         groups(sys.argv[2], sys.argv[3], [int(m) for m in sys.argv[4].split(",")])
     else:

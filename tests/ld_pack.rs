@@ -171,9 +171,21 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             &exe,
             &[main_o.clone(), fixture(lib)],
             &cuda,
-            &[],
+            &["-Wl,--fatpack-verbose"],
         );
         assert_eq!(code, 0, "{lib}: {err}");
+        // The memory report: this process's peak after each step and the real linker's.
+        let line = err
+            .lines()
+            .find(|l| l.contains("peak RSS (MiB) after each step: resolve inputs "))
+            .unwrap_or_else(|| panic!("{lib}: no peak report: {err}"));
+        let linker_peak: f64 = line
+            .rsplit("the linker's own peak ")
+            .next()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{lib}: {line}"));
+        assert!(linker_peak >= 1.0, "{lib}: {line}");
+        assert!(line.contains("while the linker ran this process held "), "{line}");
         let names = module_names(&inspect_json(&exe));
         assert_eq!(names.len(), 1, "{lib}: {names:?}");
         assert!(

@@ -36,6 +36,8 @@ pub(super) struct Session {
     /// Each step's name and seconds, for `--fatpack-verbose`.
     /// Each step's name, wall seconds, and this process's peak RSS (MiB) when it ended.
     timings: Vec<(&'static str, f64, f64)>,
+    /// This process's resident set (MiB) when the real linker started (`--fatpack-verbose`).
+    rss_during_link: f64,
     /// Inputs with device code, in command-line order.
     pub(super) planned: Vec<Planned>,
     /// Rewritten inputs, the glue object and the runtime archive: a temp folder removed on
@@ -184,6 +186,7 @@ impl Session {
             progress: Progress::new(),
             started: Instant::now(),
             timings: Vec::new(),
+            rss_during_link: 0.0,
             planned: Vec::new(),
             work: None,
             extracted: Vec::new(),
@@ -206,8 +209,11 @@ impl Session {
         self.progress.step(name);
         let t = Instant::now();
         let r = f(self);
-        self.timings
-            .push((name, t.elapsed().as_secs_f64(), peak_rss_mib(libc::RUSAGE_SELF)));
+        self.timings.push((
+            name,
+            t.elapsed().as_secs_f64(),
+            peak_rss_mib(libc::RUSAGE_SELF),
+        ));
         r
     }
 
@@ -377,6 +383,7 @@ impl Session {
                 rsp.display()
             );
         }
+        self.rss_during_link = current_rss_mib();
         // What ld says and writes about files is passed on naming the user's files.
         let out = cleanup::run_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
         let status = out.status;
@@ -508,8 +515,9 @@ impl Session {
             .map(|(n, _, p)| format!("{n} {p:.0}"))
             .collect();
         eprintln!(
-            "fatpack:   peak RSS (MiB) after each step: {}; the linker's own peak {:.0}",
+            "fatpack:   peak RSS (MiB) after each step: {}; while the linker ran this process held {:.0}, the linker's own peak {:.0}",
             peaks.join(", "),
+            self.rss_during_link,
             peak_rss_mib(libc::RUSAGE_CHILDREN)
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
@@ -528,6 +536,17 @@ impl Session {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
     }
+}
+
+/// This process's resident set now (MiB), from `/proc/self/statm`; 0 if it cannot be read.
+fn current_rss_mib() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    (pages * page) as f64 / 1048576.0
 }
 
 /// Peak resident set (MiB) of this process (`RUSAGE_SELF`) or of its largest finished child
