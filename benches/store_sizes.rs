@@ -1,6 +1,6 @@
 //! Store size and speed against nvcc's own compression, on real cubins.
 //!
-//!   cargo bench --bench store_sizes -- [--levels=3,9,...] [--no-dictionary] FILE...
+//!   cargo bench --bench store_sizes -- [--levels=3,9,...] [--no-dictionary] [--no-nvcc] FILE...
 //!                                                   (objects, archives, libraries, fatbins)
 //!
 //! For the device code of all FILEs: raw size; nvcc's `-compress-all` and
@@ -81,6 +81,8 @@ fn main() {
         .map(|l| l.split(',').map(|x| x.parse().expect("--levels")).collect())
         .unwrap_or_else(|| vec![3, 9, 15, 19, 22]);
     let with_dictionary = !args.iter().any(|a| a == "--no-dictionary");
+    // nvcc's size mode writes about 3-5 MB/s: `--no-nvcc` leaves its rows out of a rerun.
+    let with_nvcc = !args.iter().any(|a| a == "--no-nvcc");
     assert!(
         !files.is_empty(),
         "usage: cargo bench --bench store_sizes -- FILE..."
@@ -120,38 +122,46 @@ fn main() {
         mib(raw)
     );
     println!();
-    println!("| form | size (MiB) | vs uncompressed fatbin | write MB/s | read one arch MB/s |");
-    println!("|---|---:|---:|---:|---:|");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "| fatbin, `--compress-mode=none` | {:.2} | 1.000 | - | - |",
+        "| form | size (MiB) | vs uncompressed fatbin | write MB/s, one core | write MB/s, wall on {cpus} CPUs | read one arch MB/s |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| fatbin, `--compress-mode=none` | {:.2} | 1.000 | - | - | - |",
         mib(fatbin_plain)
     );
     let as_shipped: u64 = shipped.iter().map(|f| f.encoded_len() as u64).sum();
     println!(
-        "| as the files hold it | {:.2} | {:.3} | - | - |",
+        "| as the files hold it | {:.2} | {:.3} | - | - | - |",
         mib(as_shipped),
         as_shipped as f64 / fatbin_plain as f64
     );
     let tmp = tempfile::tempdir().unwrap();
-    for (label, flags) in [
-        (
-            "nvcc `-Xfatbin=-compress-all` (default mode)",
-            vec!["-compress-all"],
-        ),
-        (
-            "nvcc `--compress-mode=size -compress-all`",
-            vec!["-compress-all", "--compress-mode=size"],
-        ),
-    ] {
+    let nvcc_rows: Vec<(&str, Vec<&str>)> = if with_nvcc {
+        vec![
+            (
+                "nvcc `-Xfatbin=-compress-all` (default mode)",
+                vec!["-compress-all"],
+            ),
+            (
+                "nvcc `--compress-mode=size -compress-all`",
+                vec!["-compress-all", "--compress-mode=size"],
+            ),
+        ]
+    } else {
+        Vec::new()
+    };
+    for (label, flags) in &nvcc_rows {
         let t = Instant::now();
         let total: u64 = modules
             .iter()
             .enumerate()
-            .map(|(i, (_, fb))| nvcc_repack(tmp.path(), i, fb, &flags))
+            .map(|(i, (_, fb))| nvcc_repack(tmp.path(), i, fb, flags))
             .sum();
         let secs = t.elapsed().as_secs_f64();
         println!(
-            "| {label} | {:.2} | {:.3} | {:.0} (fatbinary, incl. process start) | - |",
+            "| {label} | {:.2} | {:.3} | {:.0} (fatbinary, incl. process start) | - | - |",
             mib(total),
             total as f64 / fatbin_plain as f64,
             raw as f64 / 1e6 / secs
@@ -169,8 +179,10 @@ fn main() {
     let dict = with_dictionary
         .then(|| cubin_store::train_dictionary(&refs, 112 * 1024).ok())
         .flatten();
-    // What `fatpack ld` does by default: nvcc's zstd frames kept, the rest at level 9.
-    {
+    // What `fatpack ld` does by default: nvcc's zstd frames kept, the rest at level 9. Once
+    // on one core, once on all of them as the link does (a window of modules per batch).
+    let mut default_rates = Vec::new();
+    for threads in [1, 0] {
         let t = Instant::now();
         let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
         for ((name, fb), orig) in modules.iter().zip(&shipped) {
@@ -190,17 +202,19 @@ fn main() {
                         .flatten(),
                 })
                 .collect();
-            w.add_entries(batch, 1).unwrap();
+            w.add_entries(batch, threads).unwrap();
         }
         let (_, summary) = w.finish().unwrap();
         let secs = t.elapsed().as_secs_f64();
-        println!(
-            "| store, nvcc's zstd frames kept, others zstd -9 (link default) | {:.2} | {:.3} | {:.0} | - |",
-            mib(summary.file_len),
-            summary.file_len as f64 / fatbin_plain as f64,
-            raw as f64 / 1e6 / secs
-        );
+        default_rates.push((summary.file_len, raw as f64 / 1e6 / secs));
     }
+    println!(
+        "| store, nvcc's zstd frames kept, others zstd -9 (link default; one batch per module) | {:.2} | {:.3} | {:.0} | {:.0} | - |",
+        mib(default_rates[0].0),
+        default_rates[0].0 as f64 / fatbin_plain as f64,
+        default_rates[0].1,
+        default_rates[1].1
+    );
     let mut configs: Vec<(String, WriteOptions)> = levels
         .iter()
         .map(|&l| {
@@ -226,7 +240,7 @@ fn main() {
     }
     for (label, opts) in configs {
         let t = Instant::now();
-        let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+        let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts.clone()).unwrap();
         for (name, fb) in &modules {
             let id = w.add_module(name).unwrap();
             for e in &fb.entries {
@@ -237,6 +251,47 @@ fn main() {
         let (cur, summary) = w.finish().unwrap();
         let write_s = t.elapsed().as_secs_f64();
         let bytes = cur.into_inner();
+        // The same store on every CPU: windows of at least 16 MiB of modules per batch, as
+        // the link writes it (the same bytes, checked).
+        let t = Instant::now();
+        let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+        let payloads: Vec<Vec<_>> = modules
+            .iter()
+            .map(|(_, fb)| fb.entries.iter().map(|e| e.payload().unwrap()).collect())
+            .collect();
+        let mut at = 0;
+        while at < modules.len() {
+            let (mut end, mut size) = (at, 0u64);
+            while end < modules.len() && (end == at || size < 16 << 20) {
+                size += modules[end]
+                    .1
+                    .entries
+                    .iter()
+                    .map(|e| e.raw_len())
+                    .sum::<u64>();
+                end += 1;
+            }
+            let mut batch = Vec::new();
+            for i in at..end {
+                let id = w.add_module(&modules[i].0).unwrap();
+                for (e, raw) in modules[i].1.entries.iter().zip(&payloads[i]) {
+                    batch.push(cubin_store::NewEntry {
+                        module: id,
+                        meta: fatpack::store::entry_meta(e),
+                        raw,
+                        frame: None,
+                    });
+                }
+            }
+            w.add_entries(batch, 0).unwrap();
+            at = end;
+        }
+        let (cur_all, _) = w.finish().unwrap();
+        let wall_s = t.elapsed().as_secs_f64();
+        assert!(
+            cur_all.into_inner() == bytes,
+            "{label}: threads changed the bytes"
+        );
         // What the runtime does: open, pick one arch per module, decompress and check it.
         let t = Instant::now();
         let store = Store::parse(&bytes).unwrap();
@@ -251,10 +306,11 @@ fn main() {
         }
         let read_s = t.elapsed().as_secs_f64();
         println!(
-            "| {label} | {:.2} | {:.3} | {:.0} | {:.0} |",
+            "| {label} | {:.2} | {:.3} | {:.0} | {:.0} | {:.0} |",
             mib(summary.file_len),
             summary.file_len as f64 / fatbin_plain as f64,
             raw as f64 / 1e6 / write_s,
+            raw as f64 / 1e6 / wall_s,
             read as f64 / 1e6 / read_s
         );
     }

@@ -185,7 +185,10 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or_else(|| panic!("{lib}: {line}"));
         assert!(linker_peak >= 1.0, "{lib}: {line}");
-        assert!(line.contains("while the linker ran this process held "), "{line}");
+        assert!(
+            line.contains("while the linker ran this process held "),
+            "{line}"
+        );
         let names = module_names(&inspect_json(&exe));
         assert_eq!(names.len(), 1, "{lib}: {names:?}");
         assert!(
