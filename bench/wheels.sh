@@ -2,7 +2,7 @@
 # Issue 12's benchmark: NVIDIA's own device code, from the PyPI wheels nvidia-cublas
 # (libcublasLt.so) and nvidia-cusparse (libcusparse.so), each library on its own:
 #
-#   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9]     (LINK=0: no link runs)
+#   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9,19]     (LINK=0: no link runs)
 #
 # Installs the wheels (--no-deps) into a venv under WORK, then for each library runs
 # `cargo bench --bench store_sizes` (the same entries as the library holds them, repacked
@@ -14,7 +14,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-/tmp/fatpack-wheels}"
-levels="${2:-3,9}"
+levels="${2:-3,9,19}"
 source "$root/scripts/cuda-env.sh"
 cd "$root"
 cargo build --release --locked -q -p fatpack
