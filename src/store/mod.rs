@@ -2,7 +2,9 @@
 //! entry a blob of its decompressed payload, with the entry's original header kept in `attrs`
 //! so the runtime can rebuild a fatbin nvcc's runtime accepts.
 
+use std::borrow::Cow;
 use std::io::{Seek, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
@@ -86,34 +88,29 @@ fn add_modules<W: Write + Seek>(
             let fatbin = read_module(m, maps)?;
             parsed.push((w.add_module(&m.module)?, m, fatbin));
         }
-        let mut raws = Vec::with_capacity(parsed.len());
-        for (_, m, fatbin) in &parsed {
-            let mut r = Vec::with_capacity(fatbin.entries.len());
-            for e in &fatbin.entries {
-                r.push(e.payload().map_err(|source| PackError::Payload {
-                    origin: m.origin.clone(),
-                    module: m.module.clone(),
-                    source,
-                })?);
-            }
-            raws.push(r);
-        }
+        let flat: Vec<(&Entry, &Extracted)> = parsed
+            .iter()
+            .flat_map(|(_, m, fatbin)| fatbin.entries.iter().map(move |e| (e, **m)))
+            .collect();
+        let raws = payloads(&flat)?;
         // Entries are stored in batch order, whatever the threads: the same bytes as one
         // module at a time.
-        let batch = parsed
+        let ids = parsed
             .iter()
+            .flat_map(|(id, _, fatbin)| fatbin.entries.iter().map(move |_| *id));
+        let batch = flat
+            .iter()
+            .zip(ids)
             .zip(&raws)
-            .flat_map(|((id, _, fatbin), raws)| {
-                fatbin.entries.iter().zip(raws).map(|(e, raw)| NewEntry {
-                    module: *id,
-                    meta: entry_meta(e),
-                    raw,
-                    // nvcc's zstd frame, kept as it is (it just decoded to `raw`), unless a
-                    // level was asked for.
-                    frame: (reuse_frames && e.compression() == Compression::Zstd)
-                        .then(|| e.stored.get(..e.header.compressed_len as usize))
-                        .flatten(),
-                })
+            .map(|((&(e, _), id), raw)| NewEntry {
+                module: id,
+                meta: entry_meta(e),
+                raw,
+                // nvcc's zstd frame, kept as it is (it just decoded to `raw`), unless a
+                // level was asked for.
+                frame: (reuse_frames && e.compression() == Compression::Zstd)
+                    .then(|| e.stored.get(..e.header.compressed_len as usize))
+                    .flatten(),
             })
             .collect();
         w.add_entries(batch, 0)?;
@@ -123,6 +120,58 @@ fn add_modules<W: Write + Seek>(
         i = j;
     }
     Ok(())
+}
+
+/// The payload of each entry, decoded on every CPU (NVIDIA's libraries come zstd-compressed:
+/// decoding them one after another was most of the store step of a static cuBLAS link), in
+/// order; the error of the first entry that fails, if any.
+fn payloads<'a>(entries: &[(&'a Entry, &Extracted)]) -> Result<Vec<Cow<'a, [u8]>>, PackError> {
+    let decode = |&(e, m): &(&'a Entry, &Extracted)| {
+        e.payload().map_err(|source| PackError::Payload {
+            origin: m.origin.clone(),
+            module: m.module.clone(),
+            source,
+        })
+    };
+    let compressed = entries
+        .iter()
+        .filter(|(e, _)| e.compression() != Compression::None)
+        .count();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(compressed);
+    if threads <= 1 {
+        return entries.iter().map(decode).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut slots: Vec<Option<Result<Cow<'a, [u8]>, PackError>>> =
+        (0..entries.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = entries.get(i) else {
+                            return done;
+                        };
+                        done.push((i, decode(item)));
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            // A decoder that panicked is a bug in it: let the panic go on.
+            for (i, r) in w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|r| r.expect("every index was taken by a worker"))
+        .collect()
 }
 
 /// Write a whole store of `modules` (in this order) to `out`; `before(i)` hears of each
@@ -140,4 +189,60 @@ pub fn write_store<W: Write + Seek>(
     let mut w = StoreWriter::new(out, opts)?;
     add_modules(&mut w, modules, maps, reuse_frames, before)?;
     Ok(w.finish()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extracted() -> Extracted {
+        Extracted {
+            module: "kernels_size.o#0".into(),
+            origin: "kernels_size.o".into(),
+            section: ".nv_fatbin".into(),
+            file: "kernels_size.o".into(),
+            file_offset: 0,
+            len: 0,
+        }
+    }
+
+    /// nvcc's zstd entries (size mode), decoded on several threads, come back in order and
+    /// equal to decoding one at a time; a damaged one is the error, naming its module.
+    #[test]
+    fn payloads_in_order_and_the_first_failure() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/nvcc13/kernels_size.o");
+        let scanned = crate::inputs::scan(&path).unwrap();
+        let entries: Vec<Entry> = scanned
+            .sections
+            .into_iter()
+            .flat_map(|s| s.containers)
+            .flat_map(|f| f.entries)
+            .collect();
+        let zstd = entries
+            .iter()
+            .filter(|e| e.compression() == Compression::Zstd)
+            .count();
+        assert!(zstd >= 2, "the fixture should hold zstd entries: {zstd}");
+        let m = extracted();
+        let flat: Vec<(&Entry, &Extracted)> = entries.iter().map(|e| (e, &m)).collect();
+        let got = payloads(&flat).unwrap();
+        for (e, raw) in entries.iter().zip(&got) {
+            assert_eq!(raw.as_ref(), e.payload().unwrap().as_ref());
+        }
+
+        let mut bad = entries.clone();
+        let k = bad
+            .iter()
+            .rposition(|e| e.compression() == Compression::Zstd)
+            .unwrap();
+        let mid = bad[k].header.compressed_len as usize / 2;
+        bad[k].stored[mid] ^= 0xff;
+        let flat: Vec<(&Entry, &Extracted)> = bad.iter().map(|e| (e, &m)).collect();
+        match payloads(&flat) {
+            Err(PackError::Payload { module, .. }) => assert_eq!(module, "kernels_size.o#0"),
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("a damaged frame decoded"),
+        }
+    }
 }
