@@ -35,6 +35,9 @@ PY
 
 nvcc -O2 -std=c++17 -c "$here/cublas_check.cu" -o "$W/check.o" || exit 1
 LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
+# Both links read the archives from a warm page cache: the first link of a fresh machine
+# reads 950 MB from disk, which made earlier runs favour whichever link came second.
+cat "$CUDA/lib64/libcublas_static.a" "$CUDA/lib64/libcublasLt_static.a" >/dev/null
 measure link_plain g++ -o "$W/plain" "$W/check.o" "${LIBS[@]}" || { echo "plain link failed"; exit 1; }
 measure link_packed g++ -B"$W/fp" -Wl,--fatpack-verbose -o "$W/packed" "$W/check.o" "${LIBS[@]}" || { echo "packed link failed"; exit 1; }
 measure link_tail g++ -B"$W/fp" -Wl,--fatpack-mode=tail -o "$W/tail" "$W/check.o" "${LIBS[@]}" || echo "tail link failed"
