@@ -1238,3 +1238,67 @@ fn nvcc_zstd_frames_are_kept_unless_a_level_is_given() {
         assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
     }
 }
+
+/// ld writes into an output that is not a regular file (`-o /dev/null`, a FIFO) and replaces
+/// a symlink; so does `fatpack ld`, and it creates nothing beside a FIFO.
+#[test]
+fn outputs_that_are_fifos_or_symlinks_are_treated_as_ld_treats_them() {
+    use std::os::unix::fs::FileTypeExt;
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out.fifo");
+    let (code, _, err) = run(Command::new("mkfifo").arg(&fifo));
+    assert_eq!(code, 0, "{err}");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let (code, _, err) = gxx(Some(w.path()), &fifo, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    // Checked before waiting for the reader: had the FIFO been replaced, nothing would ever
+    // open it for writing (the blocked reader is left behind; the test still ends).
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO was replaced"
+    );
+    let bytes = reader.join().unwrap();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["out.fifo"], "left beside the FIFO: {names:?}");
+    let got = dir.path().join("got");
+    std::fs::write(&got, &bytes).unwrap();
+    assert!(bytes.starts_with(b"\x7fELF"), "{} bytes", bytes.len());
+    assert_eq!(module_names(&inspect_json(&got)).len(), 3);
+
+    // A symlink output: replaced by the new file, its target untouched.
+    let target = dir.path().join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    let link = dir.path().join("app");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let (code, _, err) = gxx(Some(w.path()), &link, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    assert_eq!(run(&mut Command::new(&link)).1, "fixture main ok\n");
+
+    // The side-file mode needs a regular output: said, and nothing is written.
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &fifo,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-side-file"],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--fatpack-side-file needs a regular output file"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out.fifo.fatpack").exists());
+}

@@ -336,13 +336,21 @@ impl Session {
     /// failed link leaves nothing behind; ld creates the file itself, so it gets the modes a
     /// plain link would give it). Returns the real linker's exit code.
     fn link(&mut self) -> Result<i32, LinkError> {
-        let out_dir = self
-            .line
-            .output
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, out_dir)?;
+        let special = special_output(&self.line.output);
+        if special && self.opts.side_file {
+            return Err(LinkError::Option(format!(
+                "--fatpack-side-file needs a regular output file: {} is not one",
+                self.line.output.display()
+            )));
+        }
+        // Beside the output, so that committing is a rename; a device or FIFO (`-o
+        // /dev/null`) is written into instead, and nothing is created next to it.
+        let out_dir = match self.line.output.parent() {
+            _ if special => std::env::temp_dir(),
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, &out_dir)?;
         let tmp_out = tmp_dir.path().join("out");
         let (glue_path, runtime) = self.runtime_files.clone().expect("add_runtime made them");
         let copies: Vec<(PathBuf, PathBuf)> = self
@@ -467,14 +475,33 @@ impl Session {
         Ok(())
     }
 
-    /// The finished output renamed into place.
+    /// The finished output put in place as ld puts its own: an existing regular file or
+    /// symlink is unlinked first (ld's `unlink_if_ordinary`; renaming over it instead makes
+    /// ext4 flush the whole new file first, a third of a second per 750 MB), anything else
+    /// (`-o /dev/null`, a FIFO) is written into.
     fn commit(&mut self) -> Result<(), LinkError> {
         let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
-        match self.pending_side.take() {
-            None => std::fs::rename(tmp_out, &self.line.output)
-                .map_err(io_at("renaming the output to", &self.line.output)),
-            Some(side) => super::pair::commit(side, tmp_out, &self.line.output),
+        let output = &self.line.output;
+        if let Some(side) = self.pending_side.take() {
+            return super::pair::commit(side, tmp_out, output);
         }
+        if special_output(output) {
+            let mut from = std::fs::File::open(tmp_out).map_err(io_at("reading", tmp_out))?;
+            let mut to = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(output)
+                .map_err(io_at("writing", output))?;
+            std::io::copy(&mut from, &mut to).map_err(io_at("writing", output))?;
+            return Ok(());
+        }
+        match std::fs::remove_file(output) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_at("replacing", output)(e))
+            }
+            _ => {}
+        }
+        std::fs::rename(tmp_out, output).map_err(io_at("renaming the output to", output))
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).
@@ -536,6 +563,12 @@ impl Session {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
     }
+}
+
+/// Whether `path` exists as something other than a regular file or a symlink (a device, a
+/// FIFO): what ld writes into rather than replaces.
+fn special_output(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.file_type().is_symlink())
 }
 
 /// This process's resident set now (MiB), from `/proc/self/statm`; 0 if it cannot be read.

@@ -228,8 +228,7 @@ impl Headers {
         f.write_all(&raw).map_err(io_err(path))?;
         let shoff = u64::from_le_bytes(self.ehdr[40..48].try_into().expect("8"));
         f.seek(SeekFrom::Start(shoff)).map_err(io_err(path))?;
-        f.write_all(&self.shdrs).map_err(io_err(path))?;
-        f.sync_all().map_err(io_err(path))
+        f.write_all(&self.shdrs).map_err(io_err(path))
     }
 }
 
