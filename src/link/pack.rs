@@ -391,6 +391,7 @@ impl Session {
                 rsp.display()
             );
         }
+        give_back_free_memory();
         self.rss_during_link = current_rss_mib();
         // What ld says and writes about files is passed on naming the user's files.
         let out = cleanup::run_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
@@ -562,6 +563,18 @@ impl Session {
         for p in &self.planned {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
+    }
+}
+
+/// Hands the C allocator's free memory back to the system before the real linker runs
+/// beside this process: the rewritten archive members (hundreds of MB for static cuBLAS)
+/// are freed by then, but glibc keeps freed heap memory mapped, and it would stay resident
+/// for as long as ld runs.
+fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only releases memory malloc holds free.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
