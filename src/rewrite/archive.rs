@@ -13,6 +13,34 @@ pub struct Member<'a> {
     pub data: Cow<'a, [u8]>,
 }
 
+/// [`defined_globals`] of every member, in order, on every CPU: static cuBLAS has thousands
+/// of members, and the index must be written before any of them.
+fn index_symbols(members: &[Member]) -> Vec<Vec<Vec<u8>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(members.len() / 64 + 1);
+    if threads <= 1 {
+        return members.iter().map(|m| defined_globals(&m.data)).collect();
+    }
+    let per = members.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = members
+            .chunks(per)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|m| defined_globals(&m.data))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// Global symbols an archive member defines: what the linker's archive index lists.
 fn defined_globals(data: &[u8]) -> Vec<Vec<u8>> {
     let Ok(file) = object::File::parse(data) else {
@@ -65,15 +93,8 @@ pub fn write_archive_to(
             longnames.extend_from_slice(b"/\n");
         }
     }
-    let symbols: Vec<Vec<Vec<u8>>> = members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| {
-            let names = defined_globals(&m.data);
-            done(i);
-            names
-        })
-        .collect();
+    let symbols = index_symbols(members);
+    (0..members.len()).for_each(&mut done);
     let nsyms: usize = symbols.iter().map(Vec::len).sum();
     let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
     let padded = |n: usize| n + (n & 1);
@@ -166,5 +187,24 @@ mod tests {
         assert_eq!(calls, [0, 1, 2, 0, 1, 2]);
         assert_eq!(streamed, write_archive(&members));
         assert!(streamed.starts_with(b"!<arch>\n"));
+    }
+
+    /// The index of a large archive is read on several threads, in member order.
+    #[test]
+    fn index_symbols_on_threads_match_one_at_a_time() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvcc13");
+        let objs: Vec<Vec<u8>> = ["main.o", "kernels.o", "other.o"]
+            .iter()
+            .map(|n| std::fs::read(dir.join(n)).unwrap())
+            .collect();
+        let members: Vec<Member> = (0..500)
+            .map(|i| Member {
+                name: format!("m{i}.o"),
+                data: Cow::Borrowed(&objs[i % 3][..]),
+            })
+            .collect();
+        let one_by_one: Vec<_> = members.iter().map(|m| defined_globals(&m.data)).collect();
+        assert!(one_by_one.iter().all(|s| !s.is_empty()));
+        assert_eq!(index_symbols(&members), one_by_one);
     }
 }
