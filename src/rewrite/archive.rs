@@ -13,23 +13,30 @@ pub struct Member<'a> {
     pub data: Cow<'a, [u8]>,
 }
 
-/// [`defined_globals`] of every member, in order, on every CPU: static cuBLAS has thousands
-/// of members, and the index must be written before any of them.
-fn index_symbols(members: &[Member]) -> Vec<Vec<Vec<u8>>> {
+/// [`defined_globals`] of every member, in order, on every CPU (static cuBLAS has thousands
+/// of members, and the index must be written before any of them); `done(i)` after each.
+fn index_symbols(members: &[Member], done: &(impl Fn(usize) + Sync)) -> Vec<Vec<Vec<u8>>> {
+    let one = |(i, m): (usize, &Member)| {
+        let names = defined_globals(&m.data);
+        done(i);
+        names
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(members.len() / 64 + 1);
     if threads <= 1 {
-        return members.iter().map(|m| defined_globals(&m.data)).collect();
+        return members.iter().enumerate().map(one).collect();
     }
     let per = members.len().div_ceil(threads);
     std::thread::scope(|s| {
         let parts: Vec<_> = members
             .chunks(per)
-            .map(|part| {
+            .enumerate()
+            .map(|(k, part)| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|m| defined_globals(&m.data))
+                        .enumerate()
+                        .map(|(j, m)| one((k * per + j, m)))
                         .collect::<Vec<_>>()
                 })
             })
@@ -72,13 +79,13 @@ pub fn write_archive(members: &[Member]) -> Vec<u8> {
 
 /// [`write_archive`], streamed to `out`: the index first, then each member as it is, so a
 /// large archive is never held in memory a second time. `done(i)` is called when member `i`'s
-/// bytes have been read for the index and again when they have been written, so a caller
-/// whose members borrow a mapped input can let those pages go (static cuBLAS: 831 MB that
-/// would otherwise all be resident by the end).
+/// bytes have been read for the index (from several threads, in any order) and again when
+/// they have been written (in order), so a caller whose members borrow a mapped input can let
+/// those pages go (static cuBLAS: 831 MB that would otherwise all be resident by the end).
 pub fn write_archive_to(
     members: &[Member],
     sink: &mut impl Write,
-    mut done: impl FnMut(usize),
+    done: impl Fn(usize) + Sync,
 ) -> io::Result<()> {
     // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
     let mut longnames = Vec::new();
@@ -93,8 +100,7 @@ pub fn write_archive_to(
             longnames.extend_from_slice(b"/\n");
         }
     }
-    let symbols = index_symbols(members);
-    (0..members.len()).for_each(&mut done);
+    let symbols = index_symbols(members, &done);
     let nsyms: usize = symbols.iter().map(Vec::len).sum();
     let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
     let padded = |n: usize| n + (n & 1);
@@ -181,10 +187,10 @@ mod tests {
                 data: Cow::Owned(vec![b'x'; 10 + i]),
             })
             .collect();
-        let mut calls = Vec::new();
+        let calls = std::sync::Mutex::new(Vec::new());
         let mut streamed = Vec::new();
-        write_archive_to(&members, &mut streamed, |i| calls.push(i)).unwrap();
-        assert_eq!(calls, [0, 1, 2, 0, 1, 2]);
+        write_archive_to(&members, &mut streamed, |i| calls.lock().unwrap().push(i)).unwrap();
+        assert_eq!(calls.into_inner().unwrap(), [0, 1, 2, 0, 1, 2]);
         assert_eq!(streamed, write_archive(&members));
         assert!(streamed.starts_with(b"!<arch>\n"));
     }
@@ -205,6 +211,13 @@ mod tests {
             .collect();
         let one_by_one: Vec<_> = members.iter().map(|m| defined_globals(&m.data)).collect();
         assert!(one_by_one.iter().all(|s| !s.is_empty()));
-        assert_eq!(index_symbols(&members), one_by_one);
+        let seen = std::sync::Mutex::new(Vec::new());
+        assert_eq!(
+            index_symbols(&members, &|i| seen.lock().unwrap().push(i)),
+            one_by_one
+        );
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..members.len()).collect::<Vec<_>>());
     }
 }
