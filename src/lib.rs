@@ -15,6 +15,7 @@ pub mod inspect;
 pub mod ld;
 pub mod link;
 pub mod packed;
+pub mod parallel;
 pub mod prune;
 pub mod ptx;
 pub mod repack;

@@ -16,35 +16,11 @@ pub struct Member<'a> {
 /// [`defined_globals`] of every member, in order, on every CPU (static cuBLAS has thousands
 /// of members, and the index must be written before any of them); `done(i)` after each.
 fn index_symbols(members: &[Member], done: &(impl Fn(usize) + Sync)) -> Vec<Vec<Vec<u8>>> {
-    let one = |(i, m): (usize, &Member)| {
+    let indexed: Vec<(usize, &Member)> = members.iter().enumerate().collect();
+    crate::parallel::map_ordered(&indexed, |&(i, m)| {
         let names = defined_globals(&m.data);
         done(i);
         names
-    };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(members.len() / 64 + 1);
-    if threads <= 1 {
-        return members.iter().enumerate().map(one).collect();
-    }
-    let per = members.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        let parts: Vec<_> = members
-            .chunks(per)
-            .enumerate()
-            .map(|(k, part)| {
-                s.spawn(move || {
-                    part.iter()
-                        .enumerate()
-                        .map(|(j, m)| one((k * per + j, m)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
     })
 }
 

@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::io::{Seek, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cubin_store::{EntryMeta, NewEntry, StoreSummary, StoreWriter, WriteOptions};
 
@@ -133,44 +132,15 @@ fn payloads<'a>(entries: &[(&'a Entry, &Extracted)]) -> Result<Vec<Cow<'a, [u8]>
             source,
         })
     };
-    let compressed = entries
+    // Entries stored as they are need no thread.
+    if entries
         .iter()
-        .filter(|(e, _)| e.compression() != Compression::None)
-        .count();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(compressed);
-    if threads <= 1 {
+        .all(|(e, _)| e.compression() == Compression::None)
+    {
         return entries.iter().map(decode).collect();
     }
-    let next = AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<Cow<'a, [u8]>, PackError>>> =
-        (0..entries.len()).map(|_| None).collect();
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = entries.get(i) else {
-                            return done;
-                        };
-                        done.push((i, decode(item)));
-                    }
-                })
-            })
-            .collect();
-        for w in workers {
-            // A decoder that panicked is a bug in it: let the panic go on.
-            for (i, r) in w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)) {
-                slots[i] = Some(r);
-            }
-        }
-    });
-    slots
+    crate::parallel::map_ordered(entries, decode)
         .into_iter()
-        .map(|r| r.expect("every index was taken by a worker"))
         .collect()
 }
 
