@@ -1302,3 +1302,61 @@ fn outputs_that_are_fifos_or_symlinks_are_treated_as_ld_treats_them() {
     );
     assert!(!dir.path().join("out.fifo.fatpack").exists());
 }
+
+/// Two archive members with the same name (GNU ar keeps both): their modules are numbered
+/// in member order, whatever order the threads rewrite them in, and the program runs.
+#[test]
+fn repeated_member_names_get_names_in_member_order() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for (sub, obj) in [("a", "kernels.o"), ("b", "other.o")] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+        std::fs::copy(fixture(obj), dir.path().join(sub).join("kernels.o")).unwrap();
+    }
+    let (code, _, err) = run(Command::new("ar")
+        .args(["qc", "libtwice.a", "a/kernels.o", "b/kernels.o"])
+        .current_dir(dir.path()));
+    assert_eq!(code, 0, "{err}");
+    let exe = dir.path().join("app");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &exe,
+        &[fixture("main.o"), dir.path().join("libtwice.a")],
+        &cuda,
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let mut names = module_names(&inspect_json(&exe));
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "libtwice.a(kernels.o)#0",
+            "libtwice.a(kernels.o)#0~1",
+            "main.o#0"
+        ],
+        "{names:?}"
+    );
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    // Which module is which follows member order: the second member's (other.o's) kernels
+    // are in `#0~1`.
+    let kernels_of = |r: &serde_json::Value, origin: &str| -> Vec<String> {
+        let mut k: Vec<String> = r["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| origin.is_empty() || x["origin"].as_str() == Some(origin))
+            .flat_map(|x| x["entries"].as_array().unwrap().clone())
+            .flat_map(|e| e["kernels"].as_array().cloned().unwrap_or_default())
+            .map(|k| k["mangled"].as_str().unwrap().to_string())
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let report = inspect_json(&exe);
+    let other = kernels_of(&inspect_json(&fixture("other.o")), "");
+    assert!(!other.is_empty());
+    assert_eq!(kernels_of(&report, "libtwice.a(kernels.o)#0~1"), other);
+}
