@@ -53,14 +53,40 @@ pub fn sh(cmd: &mut Command) -> std::process::Output {
     out
 }
 
-/// A directory that lives for the whole test process (removed by the OS's tmp cleaning;
-/// kept so failures can be inspected).
+/// A directory that lives for the whole test process, kept after it so that failures can be
+/// inspected; the first call sweeps those of earlier test processes that have exited.
 pub fn scratch(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(sweep_scratch);
     let base = std::env::temp_dir().join(format!("fatpack-rt-tests-{}", std::process::id()));
     let d = base.join(format!("{tag}-{}", N.fetch_add(1, Ordering::Relaxed)));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// Removes `fatpack-rt-tests-<pid>` folders whose process is gone.
+fn sweep_scratch() {
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fatpack-rt-tests-"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = pid > 0
+            && unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// The fake libraries: `<dir>/libfakecudart.so` and `<dir>/cuda/libcuda.so.1`.
