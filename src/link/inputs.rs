@@ -127,56 +127,35 @@ pub(super) fn rewrite_input(
         FileKind::Archive | FileKind::ThinArchive => {
             let shown = origin_of(&p.path);
             let input_members = inputs::archive::members(&p.path, &shown, &map, maps)?;
-            // Each member's sections (by where their bytes are: names can repeat in an
-            // archive) and its containers' module names, given in member order so that they
-            // do not depend on the threads below.
-            let jobs: Vec<MemberJob> = input_members
-                .iter()
-                .enumerate()
-                .filter_map(|(k, m)| {
-                    let mut secs: Vec<DeviceSection> = p
-                        .sections
-                        .iter()
-                        .filter(|s| {
-                            s.file == m.file
-                                && m.range.0 <= s.file_offset
-                                && s.file_offset < m.range.1
-                        })
-                        .cloned()
-                        .collect();
-                    if secs.is_empty() {
-                        return None;
-                    }
-                    // Stores record the short origin (see origin_of).
-                    for s in &mut secs {
-                        s.origin = m.origin.clone();
-                    }
-                    let module_names = secs
-                        .iter()
-                        .flat_map(|s| 0..s.spans.len())
-                        .map(|i| name_for(&m.origin, i))
-                        .collect();
-                    Some((k, secs, module_names))
-                })
-                .collect();
-            let rewritten = rewrite_members(&input_members, &jobs, maps);
-            let mut owned: HashMap<usize, Vec<u8>> = HashMap::with_capacity(jobs.len());
-            for ((k, _, _), r) in jobs.iter().zip(rewritten) {
-                let (b, ex) = r?;
-                extracted.extend(ex);
-                owned.insert(*k, b);
-            }
-            // Members without device code are written from the input's mapping as they are.
-            let members: Vec<archive::Member> = input_members
-                .iter()
-                .enumerate()
-                .map(|(k, m)| archive::Member {
+            let mut members = Vec::with_capacity(input_members.len());
+            for m in &input_members {
+                // This member's sections, by where their bytes are (names can repeat in an archive).
+                let mut secs: Vec<DeviceSection> = p
+                    .sections
+                    .iter()
+                    .filter(|s| {
+                        s.file == m.file && m.range.0 <= s.file_offset && s.file_offset < m.range.1
+                    })
+                    .cloned()
+                    .collect();
+                // Stores record the short origin (see origin_of).
+                for s in &mut secs {
+                    s.origin = m.origin.clone();
+                }
+                // Members without device code are written from the input's mapping as they are.
+                let data = if secs.is_empty() {
+                    Cow::Borrowed(&m.bytes[..])
+                } else {
+                    let (b, ex) = rewrite_object(&m.origin, &m.bytes, &secs, &mut name_for)?;
+                    extracted.extend(ex);
+                    maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+                    Cow::Owned(b)
+                };
+                members.push(archive::Member {
                     name: m.name.clone(),
-                    data: owned
-                        .remove(&k)
-                        .map_or(Cow::Borrowed(&m.bytes[..]), Cow::Owned),
-                })
-                .collect();
+                    data,
+                });
+            }
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
             // Pages of the input let go member by member (a no-op for rewritten members,
@@ -192,29 +171,6 @@ pub(super) fn rewrite_input(
         _ => unreachable!("plan() keeps objects and archives only"),
     }
     Ok(dest)
-}
-
-/// An archive member to rewrite: its index, its device sections, its containers' names.
-type MemberJob = (usize, Vec<DeviceSection>, Vec<String>);
-/// A rewritten member's bytes and the containers taken out of it.
-type Rewritten = (Vec<u8>, Vec<Extracted>);
-
-/// The archive members `jobs` name rewritten on every CPU, each with its precomputed module
-/// names, in the order of `jobs`; each member's input pages are let go once it is done.
-fn rewrite_members(
-    members: &[inputs::archive::Member],
-    jobs: &[MemberJob],
-    maps: &inputs::Maps,
-) -> Vec<Result<Rewritten, LinkError>> {
-    let one = |(k, secs, module_names): &MemberJob| {
-        let m = &members[*k];
-        let mut module_names = module_names.iter().cloned();
-        let mut name_for = |_: &str, _: usize| module_names.next().unwrap_or_default();
-        let r = rewrite_object(&m.origin, &m.bytes, secs, &mut name_for);
-        maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-        r.map_err(LinkError::from)
-    };
-    crate::parallel::map_ordered(jobs, one)
 }
 
 #[cfg(test)]
