@@ -1360,3 +1360,24 @@ fn repeated_member_names_get_names_in_member_order() {
     assert!(!other.is_empty());
     assert_eq!(kernels_of(&report, "libtwice.a(kernels.o)#0~1"), other);
 }
+
+/// Issue 9's budget: the runtime adds at most 150 KB to an output. The fixture program,
+/// plain and packed, as `bench/runtime_size.sh` measures it (a change that pushes the runtime
+/// over a page boundary shows here first).
+#[test]
+fn the_runtime_adds_at_most_150_kb() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, packed) = (dir.path().join("plain"), dir.path().join("packed"));
+    let (code, _, err) = gxx(None, &plain, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = gxx(Some(w.path()), &packed, &fixture_objs(), &cuda, &[]);
+    assert_eq!(code, 0, "{err}");
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let added = size(&packed) as i64 - size(&plain) as i64;
+    assert!(
+        added > 0 && added <= 150_000,
+        "the packed fixture program is {added} bytes larger than the plain one (budget 150,000)"
+    );
+}

@@ -29,16 +29,33 @@ impl Drop for DCtx {
     }
 }
 
+/// What a frame compressed with the store's dictionary is decoded against.
+#[derive(Clone, Copy)]
+pub(crate) enum Dict<'a> {
+    /// Digested once at parse: the CLI may read every entry of a store.
+    #[cfg(feature = "std")]
+    Digested(&'a Dictionary),
+    /// The bytes, loaded for this one frame: the runtime's way. It reads each module once,
+    /// and `ZSTD_createDDict`'s code would take 4 KB of the 150 KB it may add to an output.
+    /// (Built with `std`, only the tests below use it.)
+    #[cfg_attr(all(feature = "std", not(test)), allow(dead_code))]
+    Bytes(&'a [u8]),
+}
+
 /// A store's dictionary digested once (a `ZSTD_DDict`), so reading many entries does not
 /// load it every time.
+#[cfg(feature = "std")]
 pub(crate) struct Dictionary(NonNull<zstd_sys::ZSTD_DDict>);
 
 // SAFETY: zstd never writes a DDict after creating it; any number of decoders may reference
 // it at once from any thread.
+#[cfg(feature = "std")]
 unsafe impl Send for Dictionary {}
 // SAFETY: as above.
+#[cfg(feature = "std")]
 unsafe impl Sync for Dictionary {}
 
+#[cfg(feature = "std")]
 impl Dictionary {
     /// `None` when zstd has no memory for it.
     pub(crate) fn new(bytes: &[u8]) -> Option<Self> {
@@ -48,6 +65,7 @@ impl Dictionary {
     }
 }
 
+#[cfg(feature = "std")]
 impl Drop for Dictionary {
     fn drop(&mut self) {
         // SAFETY: made by ZSTD_createDDict, freed once.
@@ -71,7 +89,7 @@ fn failed(code: usize) -> Option<String> {
 /// prefix (from another thread) after `progress` returns, for as long as it holds `out`.
 pub(crate) fn decode_frame_into(
     src: &[u8],
-    dict: Option<&Dictionary>,
+    dict: Option<Dict<'_>>,
     out: &mut [u8],
     progress: &mut dyn FnMut(&[u8]),
 ) -> Result<usize, Failure> {
@@ -82,7 +100,14 @@ pub(crate) fn decode_frame_into(
     let d = dctx.0.as_ptr();
     let begun = match dict {
         // SAFETY: `d` and the DDict are live; the DDict outlives this decode.
-        Some(dict) => unsafe { zstd_sys::ZSTD_decompressBegin_usingDDict(d, dict.0.as_ptr()) },
+        #[cfg(feature = "std")]
+        Some(Dict::Digested(dict)) => unsafe {
+            zstd_sys::ZSTD_decompressBegin_usingDDict(d, dict.0.as_ptr())
+        },
+        // SAFETY: `d` is live; zstd references the bytes, which outlive this decode.
+        Some(Dict::Bytes(b)) => unsafe {
+            zstd_sys::ZSTD_decompressBegin_usingDict(d, b.as_ptr().cast(), b.len())
+        },
         // SAFETY: `d` is live.
         None => unsafe { zstd_sys::ZSTD_decompressBegin(d) },
     };
@@ -132,4 +157,36 @@ pub(crate) fn decode_frame_into(
         return Err(Failure::Frame("bytes after the frame".into()));
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame made with a dictionary decodes the same through the digested dictionary (the
+    /// CLI's way) and through its bytes (the runtime's), and not without it.
+    #[test]
+    fn both_ways_to_give_the_dictionary_agree() {
+        let dict_bytes: Vec<u8> = (0..4096u32)
+            .flat_map(|i| (i * 2654435761).to_le_bytes())
+            .collect();
+        let raw: Vec<u8> = dict_bytes
+            .iter()
+            .rev()
+            .chain(&dict_bytes[..5000])
+            .copied()
+            .collect();
+        let mut c = zstd::bulk::Compressor::with_dictionary(9, &dict_bytes).unwrap();
+        let frame = c.compress(&raw).unwrap();
+        let digested = Dictionary::new(&dict_bytes).unwrap();
+        for dict in [Dict::Digested(&digested), Dict::Bytes(&dict_bytes)] {
+            let mut out = vec![0u8; raw.len()];
+            let n = decode_frame_into(&frame, Some(dict), &mut out, &mut |_| {})
+                .unwrap_or_else(|_| panic!("did not decode"));
+            assert_eq!(n, raw.len());
+            assert_eq!(out, raw);
+        }
+        let mut out = vec![0u8; raw.len()];
+        assert!(decode_frame_into(&frame, None, &mut out, &mut |_| {}).is_err());
+    }
 }

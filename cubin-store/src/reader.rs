@@ -143,7 +143,8 @@ pub(crate) struct Parsed {
     entries: Vec<EntInfo>,
     /// Module indices sorted by name, for binary search.
     by_name: Vec<u32>,
-    /// The dictionary digested for decoding.
+    /// The dictionary digested for decoding (the CLI's; see `blockwise::Dict`).
+    #[cfg(feature = "std")]
     ddict: Option<crate::blockwise::Dictionary>,
 }
 
@@ -612,8 +613,20 @@ impl<'a> Store<'a> {
         out: &mut [u8],
         sink: &mut impl Blake3Sink,
     ) -> Result<usize, DecodeError> {
+        #[cfg(feature = "std")]
+        let have = self
+            .parsed
+            .ddict
+            .as_ref()
+            .map(crate::blockwise::Dict::Digested);
+        #[cfg(not(feature = "std"))]
+        let have = self
+            .parsed
+            .dict
+            .as_deref()
+            .map(crate::blockwise::Dict::Bytes);
         let dict = match codec {
-            Codec::ZstdDict => Some(self.parsed.ddict.as_ref().ok_or_else(|| {
+            Codec::ZstdDict => Some(have.ok_or_else(|| {
                 DecodeError::Dict("blob needs a dictionary the store lacks".into())
             })?),
             _ => None,
@@ -1006,6 +1019,7 @@ impl Parsed {
             Some((end, d)) => (end, Some(d)),
             None => (header_len, None),
         };
+        #[cfg(feature = "std")]
         let ddict = match dict.as_deref() {
             Some(d) => Some(crate::blockwise::Dictionary::new(d).ok_or(
                 StoreError::OutOfMemory {
@@ -1250,6 +1264,7 @@ impl Parsed {
             modules,
             entries,
             by_name,
+            #[cfg(feature = "std")]
             ddict,
         })
     }
