@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn both_ways_to_give_the_dictionary_agree() {
         let dict_bytes: Vec<u8> = (0..4096u32)
-            .flat_map(|i| (i * 2654435761).to_le_bytes())
+            .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
             .collect();
         let raw: Vec<u8> = dict_bytes
             .iter()
