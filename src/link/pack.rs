@@ -392,7 +392,9 @@ impl Session {
             );
         }
         give_back_free_memory();
-        self.rss_during_link = current_rss_mib();
+        if self.opts.verbose {
+            self.rss_during_link = current_rss_mib();
+        }
         // What ld says and writes about files is passed on naming the user's files.
         let out = cleanup::run_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
         let status = out.status;
