@@ -2,12 +2,10 @@
 //! (cuobjdump lists and disassembles them, nvdisasm disassembles the cubins), byte for byte
 //! what nvcc compiled.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn extract(args: &[&str], input: &Path, out: &Path) -> Vec<PathBuf> {
     let (code, stdout, err) = run(Command::new(fatpack_bin())

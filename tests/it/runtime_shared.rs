@@ -1,12 +1,10 @@
 //! Packed shared libraries: each packed output carries its own hidden runtime copy, digest
 //! and store, and finds its own file (also when dlopen'ed by a relative path).
 
-mod rt_harness;
-
 use std::path::PathBuf;
 use std::process::Command;
 
-use rt_harness::*;
+use crate::rt_harness::*;
 
 struct Pair {
     linked: PathBuf,

@@ -1,11 +1,9 @@
 //! Rewritten objects and archives: the stubs are where the wrappers point, everything else is
 //! unchanged, and the real linker links them.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use fatpack::format::stub;
 use fatpack::inputs;
 use fatpack::rewrite::{archive, rewrite_object};

@@ -1,13 +1,10 @@
 //! End-to-end tests of libfatpack_rt.a without a GPU: a packed "nvcc-like" program linked
 //! with --wrap against a fake cudart, run against a fake libcuda.so.1.
 
-mod common;
-mod rt_harness;
-
 use std::process::Command;
 
+use crate::rt_harness::*;
 use cubin_store::Store;
-use rt_harness::*;
 
 fn one_module(r: &Run) -> Vec<String> {
     let regs = r.registered();
@@ -486,7 +483,7 @@ fn damaged_or_foreign_stores_fail_cleanly() {
         let exe = d.join("app");
         let mut b = exe_bytes.clone();
         b[at] ^= 0x55;
-        common::write_executable(&exe, b);
+        crate::common::write_executable(&exe, b);
         exe
     };
     let cases = [

@@ -4,18 +4,15 @@
 //! rewritten in place between two module loads, a cubin whose header contradicts its label.
 //! (The fake cudart and libcuda of tests/fake; the GPU versions are in tests/gpu.)
 
-mod common;
-mod rt_harness;
-
 use std::path::Path;
 use std::process::Command;
 
-use rt_harness::*;
+use crate::rt_harness::*;
 
 fn copy_exe(app: &App, tag: &str) -> std::path::PathBuf {
     let d = scratch(tag);
     let exe = d.join("app");
-    common::write_executable(&exe, std::fs::read(&app.exe).unwrap());
+    crate::common::write_executable(&exe, std::fs::read(&app.exe).unwrap());
     exe
 }
 
@@ -37,7 +34,7 @@ fn assert_loads_a(exe: &Path, r: &Run) {
 #[test]
 fn stripped_binaries_keep_their_store() {
     let app = std_app();
-    let eu = common::tool("eu-strip", "apt-get install elfutils");
+    let eu = crate::common::tool("eu-strip", "apt-get install elfutils");
     for (tag, args) in [
         ("strip", vec!["strip"]),
         ("strip-debug", vec!["strip", "--strip-debug"]),

@@ -3,14 +3,12 @@
 //! rewrite does, launched through `<<<>>>` (__cudaPushCallConfiguration, __cudaGetKernel,
 //! __cudaLaunchKernel) against the fake cudart.
 
-mod rt_harness;
-
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::rt_harness::*;
 use cubin_store::{ArchVariant, EntryKind, EntryMeta, StoreWriter, WriteOptions};
 use fatpack::format::fatbin::KIND_PTX;
-use rt_harness::*;
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

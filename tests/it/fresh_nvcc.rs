@@ -2,11 +2,9 @@
 //! fails here rather than in a user's build: the model must read it, agree with cuobjdump,
 //! round-trip it, and pack it.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn fresh_nvcc_output_is_read_packed_and_round_tripped() {

@@ -1,11 +1,9 @@
 //! `fatpack prune` on every kind of file (checked with cuobjdump) and tail mode's layout.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use object::{Object, ObjectSection, ObjectSegment};
 
 /// `fatpack prune --for CAPS INPUT -o OUT`: exit code and stderr.

@@ -1,12 +1,10 @@
 //! `fatpack ld` with the real linker on real nvcc objects: what it packs, that the result is
 //! sound, and that it behaves like ld everywhere else.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn module_names(report: &serde_json::Value) -> Vec<String> {
     report["modules"]

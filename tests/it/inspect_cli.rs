@@ -1,12 +1,10 @@
 //! `fatpack inspect` from the command line: every input kind, JSON and table, and bad input
 //! (a clear error naming the file, a non-zero exit, never a panic).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn inspect(args: &[&str], file: &Path) -> (i32, String, String) {
     run(Command::new(fatpack_bin())

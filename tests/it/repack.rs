@@ -1,17 +1,14 @@
 //! `fatpack repack`: a packed binary's store compressed again, without relinking; the same
 //! entries, the binary still runs them, and bad inputs are refused without leaving files.
 
-mod common;
-mod rt_harness;
-
 use std::path::Path;
 use std::process::Command;
 
-use rt_harness::*;
+use crate::rt_harness::*;
 
 fn repack(input: &Path, output: &Path, level: &str) -> (i32, String, String) {
-    common::run(
-        Command::new(common::fatpack_bin())
+    crate::common::run(
+        Command::new(crate::common::fatpack_bin())
             .arg("repack")
             .arg(input)
             .arg("-o")
@@ -22,7 +19,7 @@ fn repack(input: &Path, output: &Path, level: &str) -> (i32, String, String) {
 
 /// (module, arch, raw size, kernels) of every entry, as inspect reports them.
 fn entries(file: &Path) -> Vec<String> {
-    let j = common::inspect_json(file);
+    let j = crate::common::inspect_json(file);
     let mut v = Vec::new();
     for m in j["modules"].as_array().unwrap() {
         for e in m["entries"].as_array().unwrap() {
@@ -44,7 +41,7 @@ fn repacked_binaries_hold_the_same_entries_and_still_run() {
         assert_eq!(code, 0, "{at:?}: {err}");
         assert!(err.contains("level 19"), "{err}");
         assert_eq!(entries(&out), entries(&app.exe), "{at:?}");
-        let j = common::inspect_json(&out);
+        let j = crate::common::inspect_json(&out);
         assert_eq!(j["packed"]["digest_matches"], true, "{at:?}");
         for (devs, mode) in [("90", "launchA"), ("86", "launchD"), ("120", "launchA")] {
             let a = run(&app.exe, mode, Some(devs), &[]);
@@ -61,18 +58,27 @@ fn repacked_binaries_hold_the_same_entries_and_still_run() {
 
 #[test]
 fn real_nvcc_output_repacked_runs_and_extracts_the_same() {
-    let cuda = common::cuda_lib();
-    let w = common::wrapper_dir();
+    let cuda = crate::common::cuda_lib();
+    let w = crate::common::wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("app");
-    let (code, _, err) = common::gxx(Some(w.path()), &exe, &common::fixture_objs(), &cuda, &[]);
+    let (code, _, err) = crate::common::gxx(
+        Some(w.path()),
+        &exe,
+        &crate::common::fixture_objs(),
+        &cuda,
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     let out = dir.path().join("app19");
     let (code, _, err) = repack(&exe, &out, "19");
     assert_eq!(code, 0, "{err}");
-    assert_eq!(common::run(&mut Command::new(&out)).1, "fixture main ok\n");
+    assert_eq!(
+        crate::common::run(&mut Command::new(&out)).1,
+        "fixture main ok\n"
+    );
     assert_eq!(entries(&out), entries(&exe));
-    assert_eq!(common::inspect_json(&out)["packed"]["mapped"], true);
+    assert_eq!(crate::common::inspect_json(&out)["packed"]["mapped"], true);
 }
 
 #[test]
@@ -92,8 +98,8 @@ fn bad_inputs_are_refused_and_leave_nothing() {
     assert!(code != 0 && err.contains("level"), "{err}");
     // Split binaries.
     let into = d.join("split");
-    let (code, _, err) = common::run(
-        Command::new(common::fatpack_bin())
+    let (code, _, err) = crate::common::run(
+        Command::new(crate::common::fatpack_bin())
             .arg("split")
             .arg(&app.exe)
             .arg("--into")

@@ -2,9 +2,7 @@
 //! linker (`ld::real`): parsing as GNU ld parses, re-emitting byte for byte, finding
 //! files where ld finds them, and running the linker without running ourselves.
 
-mod common;
-
-use common::write_executable;
+use crate::common::write_executable;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -48,7 +46,7 @@ fn executable(p: &Path, script: &str) {
 
 /// A binutils tool on PATH; a missing one fails the test (binutils come with every gcc).
 fn binutil(name: &str) -> PathBuf {
-    common::tool(name, "apt-get install binutils")
+    crate::common::tool(name, "apt-get install binutils")
 }
 
 /// A 64-byte ELF header: enough for ld's (and our) compatibility test.

@@ -2,16 +2,13 @@
 //! packs runs from its packs (fake cudart and driver), a missing or foreign pack is a
 //! one-line error naming it, and joining gives the original bytes back.
 
-mod common;
-mod rt_harness;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rt_harness::*;
+use crate::rt_harness::*;
 
 fn fatpack(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    common::run(Command::new(common::fatpack_bin()).args(args))
+    crate::common::run(Command::new(crate::common::fatpack_bin()).args(args))
 }
 
 fn split(input: &Path, into: &Path) -> (i32, String, String) {
@@ -107,7 +104,7 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
         );
     }
     // inspect shows the packs and still reads every entry.
-    let j = common::inspect_json(&host);
+    let j = crate::common::inspect_json(&host);
     let packs = j["packed"]["packs"].as_array().unwrap();
     assert_eq!(packs.len(), 6);
     assert!(packs.iter().all(|p| p["state"] == "ok"), "{j}");
@@ -123,7 +120,7 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
     );
     // With a pack gone, inspect still lists every entry, and says which pack is missing.
     std::fs::remove_file(dir.join("app.sm_80.fatpack")).unwrap();
-    let j = common::inspect_json(&host);
+    let j = crate::common::inspect_json(&host);
     let missing: Vec<&serde_json::Value> = j["packed"]["packs"]
         .as_array()
         .unwrap()
@@ -382,14 +379,19 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn real_nvcc_outputs_split_extract_and_join_to_the_same_bytes() {
-    let cuda = common::cuda_lib();
-    let w = common::wrapper_dir();
+    let cuda = crate::common::cuda_lib();
+    let w = crate::common::wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
     // GNU ld maps the store; mold 1.x leaves an unmapped section.
     for (name, flags) in [("bfd", vec![]), ("mold", vec!["-fuse-ld=mold"])] {
         let exe = dir.path().join(format!("app-{name}"));
-        let (code, _, err) =
-            common::gxx(Some(w.path()), &exe, &common::fixture_objs(), &cuda, &flags);
+        let (code, _, err) = crate::common::gxx(
+            Some(w.path()),
+            &exe,
+            &crate::common::fixture_objs(),
+            &cuda,
+            &flags,
+        );
         assert_eq!(code, 0, "{name}: {err}");
         let into = dir.path().join(format!("split-{name}"));
         let (code, _, err) = split(&exe, &into);
@@ -397,7 +399,7 @@ fn real_nvcc_outputs_split_extract_and_join_to_the_same_bytes() {
         assert!(err.contains("loads from"), "{name}: {err}");
         let host = into.join(exe.file_name().unwrap());
         assert_eq!(
-            common::run(&mut Command::new(&host)).1,
+            crate::common::run(&mut Command::new(&host)).1,
             "fixture main ok\n",
             "{name}"
         );

@@ -6,12 +6,10 @@
 //! Needs cmake, nvcc 13 and cudart (scripts/cuda-env.sh), g++, python3; a missing one fails
 //! the test (scripts/test.sh and .ci/run install them).
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

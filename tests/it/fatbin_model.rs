@@ -1,11 +1,9 @@
 //! The fatbin model against real nvcc 13 output: every fixture kind, checked entry by entry
 //! against cuobjdump, decompression against uncompressed builds, and exact round trips.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use fatpack::arch::Variant;
 use fatpack::fatbin::{self, Compression, EntryKind, Fatbin};
 use fatpack::inputs::{self, FileKind};

@@ -1,0 +1,23 @@
+//! The integration tests: one test binary of modules (the shared helpers compile once).
+//! Each module exercises the `fatpack` binary or library from the outside, on real nvcc 13
+//! output (tests/fixtures) and real linkers.
+
+mod common;
+mod rt_harness;
+
+mod extract_cli;
+mod fatbin_model;
+mod fresh_nvcc;
+mod golden;
+mod inspect_cli;
+mod integrations;
+mod ld_args;
+mod ld_pack;
+mod prune_tail;
+mod repack;
+mod rewrite;
+mod runtime_fake;
+mod runtime_nvcc;
+mod runtime_safety;
+mod runtime_shared;
+mod split;
