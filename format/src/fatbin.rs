@@ -122,6 +122,24 @@ wire_layout! {
     }
 }
 
+/// First word of a fatbin wrapper (`__fatBinC_Wrapper_t`, in `.nvFatBinSegment`): what the
+/// host code hands `__cudaRegisterFatBinary`.
+pub const WRAPPER_MAGIC: u32 = 0x4662_43b1;
+
+wire_layout! {
+    /// A fatbin wrapper as it lies in a 64-bit file (`.nvFatBinSegment`, 8-byte aligned).
+    pub struct WrapperRecord (24) {
+        /// [`WRAPPER_MAGIC`].
+        magic: u32 = 0,
+        /// 1, or 2 for a device link's wrapper (then `filename_or_fatbins` is a
+        /// NULL-terminated array of the prelinked `__nv_relfatbin` containers).
+        version: u32 = 4,
+        /// Address of the container.
+        data: u64 = 8,
+        filename_or_fatbins: u64 = 16,
+    }
+}
+
 impl ContainerHeader {
     /// A header for `body_len` bytes of entries.
     pub fn new(body_len: u64) -> Self {

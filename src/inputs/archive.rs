@@ -6,7 +6,7 @@ use object::read::archive::ArchiveFile;
 
 use std::sync::Arc;
 
-use super::{elf, sniff, Depth, DeviceSection, FileKind, InputError, Maps};
+use super::{classify, elf, Depth, DeviceSection, FileKind, InputError, Maps};
 
 /// A member's bytes: inside the archive, or (thin archives) in a file of its own.
 pub enum MemberBytes<'a> {
@@ -87,21 +87,22 @@ pub fn members<'a>(
     Ok(out)
 }
 
+/// The device sections of every member, and how many members are host ELF files.
 pub(super) fn device_sections(
     path: &Path,
     data: &[u8],
     depth: Depth,
     maps: &Maps,
-) -> Result<Vec<DeviceSection>, InputError> {
+) -> Result<(Vec<DeviceSection>, usize), InputError> {
     let shown = path.display().to_string();
-    let mut out = Vec::new();
+    let (mut out, mut elf_files) = (Vec::new(), 0);
     for m in members(path, &shown, data, maps)? {
-        scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut out)?;
+        elf_files += scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut out)?;
         // A large archive (static cuBLAS: 831 MB) would otherwise be resident by the end of
         // its scan; a no-op for a file `maps` did not map.
         maps.release(&m.file, m.range.0, m.bytes.len() as u64);
     }
-    Ok(out)
+    Ok((out, elf_files))
 }
 
 fn scan_member(
@@ -111,12 +112,15 @@ fn scan_member(
     bytes: &[u8],
     depth: Depth,
     out: &mut Vec<DeviceSection>,
-) -> Result<(), InputError> {
-    if matches!(
-        sniff(bytes),
-        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
-    ) {
-        out.extend(elf::device_sections(origin, file, base, bytes, depth)?);
+) -> Result<usize, InputError> {
+    if let (FileKind::Object | FileKind::SharedLibrary | FileKind::Executable, Some(layout)) =
+        classify(bytes)
+    {
+        let layout = Arc::new(layout);
+        out.extend(elf::device_sections(
+            origin, file, base, bytes, &layout, depth,
+        )?);
+        return Ok(1);
     }
-    Ok(())
+    Ok(0)
 }

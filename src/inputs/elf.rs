@@ -1,10 +1,12 @@
 //! Device code inside host ELF files.
 
-use object::{Object, ObjectKind, ObjectSection};
-
 use std::path::Path;
+use std::sync::Arc;
+
+use object::elf as abi;
 
 use super::{read_containers, Depth, DeviceSection, FileKind, InputError};
+use crate::elf::Layout;
 
 /// Where nvcc puts a whole-program fatbin.
 pub const FATBIN_SECTION: &str = ".nv_fatbin";
@@ -12,64 +14,60 @@ pub const FATBIN_SECTION: &str = ".nv_fatbin";
 pub const RELFATBIN_SECTION: &str = "__nv_relfatbin";
 pub const DEVICE_SECTIONS: [&str; 2] = [FATBIN_SECTION, RELFATBIN_SECTION];
 
-pub(super) fn host_kind(data: &[u8]) -> FileKind {
-    match object::File::parse(data).map(|f| f.kind()) {
-        Ok(ObjectKind::Relocatable) => FileKind::Object,
-        Ok(ObjectKind::Dynamic) => {
-            // A PIE is ET_DYN too; an interpreter request tells it apart from a library.
-            if has_interp(data) {
-                FileKind::Executable
-            } else {
-                FileKind::SharedLibrary
-            }
-        }
-        Ok(ObjectKind::Executable) => FileKind::Executable,
+/// What a host ELF file is, from its headers.
+pub(super) fn host_kind(layout: &Layout) -> FileKind {
+    match layout.file_type() {
+        abi::ET_REL => FileKind::Object,
+        // A PIE is ET_DYN too; an interpreter request tells it apart from a library.
+        abi::ET_DYN if layout.section_by_name(".interp").is_some() => FileKind::Executable,
+        abi::ET_DYN => FileKind::SharedLibrary,
+        abi::ET_EXEC => FileKind::Executable,
         _ => FileKind::Other,
     }
 }
 
-fn has_interp(data: &[u8]) -> bool {
-    object::File::parse(data)
-        .map(|f| f.section_by_name(".interp").is_some())
-        .unwrap_or(false)
-}
-
-/// Every device-code section of one ELF file, parsed.
+/// Every device-code section of one ELF file (whose headers are `layout`), parsed.
 pub(crate) fn device_sections(
     origin: &str,
     file: &Path,
     base: u64,
     data: &[u8],
+    layout: &Arc<Layout>,
     depth: Depth,
 ) -> Result<Vec<DeviceSection>, InputError> {
-    let elf = object::File::parse(data).map_err(|e| InputError::Malformed {
-        origin: origin.to_string(),
-        message: format!("unreadable ELF: {e}"),
-    })?;
     let mut out = Vec::new();
-    for section in elf.sections() {
-        let Ok(name) = section.name() else { continue };
+    for index in 0..layout.sections.len() {
+        let Ok(name) = std::str::from_utf8(layout.section_name(index)) else {
+            continue;
+        };
         if !DEVICE_SECTIONS.contains(&name) {
             continue;
         }
-        let bytes = section.data().map_err(|e| InputError::Malformed {
-            origin: origin.to_string(),
-            message: format!("section {name}: {e}"),
-        })?;
+        let bytes = layout
+            .section_data(data, index)
+            .map_err(|e| InputError::Malformed {
+                origin: origin.to_string(),
+                message: format!("section {name}: {e}"),
+            })?;
         let (spans, containers) =
             read_containers(bytes, depth).map_err(|source| InputError::Fatbin {
                 origin: origin.to_string(),
                 section: name.to_string(),
                 source,
             })?;
-        let file_offset = section.file_range().map_or(0, |r| r.0);
+        let s = &layout.sections[index];
+        let file_offset = match s.sh_type.get(crate::elf::LE) {
+            abi::SHT_NOBITS => 0,
+            _ => s.sh_offset.get(crate::elf::LE),
+        };
         out.push(DeviceSection {
             origin: origin.to_string(),
             section: name.to_string(),
-            section_index: section.index().0,
+            section_index: index,
             section_size: bytes.len() as u64,
             file: file.to_path_buf(),
             file_offset: base + file_offset,
+            elf: Some(layout.clone()),
             spans,
             containers,
         });

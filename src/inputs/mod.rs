@@ -58,6 +58,10 @@ pub struct DeviceSection {
     pub file: PathBuf,
     /// Where the section's bytes start in `file`.
     pub file_offset: u64,
+    /// The headers of the ELF file that holds the section, as the scan read them (the
+    /// rewrite edits them without reading the file's headers again); None for a
+    /// standalone fatbin.
+    pub elf: Option<std::sync::Arc<crate::elf::Layout>>,
     /// `(offset in section, length)` of each container.
     pub spans: Spans,
     /// The parsed containers; empty when located with [`Depth::Spans`].
@@ -118,6 +122,9 @@ pub struct Scanned {
     pub cubin: Option<CubinInfo>,
     /// For a standalone cubin: its bytes (so callers need not read the file twice).
     pub cubin_bytes: Option<Vec<u8>>,
+    /// Host ELF files whose headers the scan read: 1 for an ELF file, its ELF members for
+    /// an archive (`fatpack ld --fatpack-verbose` checks each is read once).
+    pub elf_files: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -181,15 +188,29 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
 
 /// Identify a file by its first bytes.
 pub fn sniff(data: &[u8]) -> FileKind {
-    match magic::magic(data) {
+    classify(data).0
+}
+
+/// [`sniff`], and for a host ELF file its headers, read once for every step that follows.
+pub fn classify(data: &[u8]) -> (FileKind, Option<crate::elf::Layout>) {
+    let kind = match magic::magic(data) {
         magic::Magic::Archive => FileKind::Archive,
         magic::Magic::ThinArchive => FileKind::ThinArchive,
         magic::Magic::Fatbin => FileKind::Fatbin,
         magic::Magic::Store => FileKind::Store,
         magic::Magic::Elf if cubin::is_cubin(data) => FileKind::Cubin,
-        magic::Magic::Elf => elf::host_kind(data),
+        magic::Magic::Elf => {
+            return match crate::elf::Layout::parse(data) {
+                Ok(layout) => match elf::host_kind(&layout) {
+                    FileKind::Other => (FileKind::Other, None),
+                    kind => (kind, Some(layout)),
+                },
+                Err(_) => (FileKind::Other, None),
+            }
+        }
         magic::Magic::Bitcode | magic::Magic::Text | magic::Magic::Other => FileKind::Other,
-    }
+    };
+    (kind, None)
 }
 
 /// The ELF `e_machine` of an ELF file (little-endian, as every target fatpack links).
@@ -258,10 +279,17 @@ pub fn scan(path: &Path) -> Result<Scanned, InputError> {
     scan_bytes(path, &map)
 }
 
-/// Where the device code in `path` (whose bytes are `data`) is, without reading payloads;
-/// thin-archive members are mapped through `maps`.
+/// Where the device code of a relocatable object or archive `path` (whose bytes are
+/// `data`) is, without reading payloads; thin-archive members are mapped through `maps`.
+/// Any other kind of file is only identified (what a link rewrites: a shared library's
+/// device code belongs to it).
 pub fn locate(path: &Path, data: &[u8], maps: &Maps) -> Result<Scanned, InputError> {
-    scan_with(path, data, Depth::Spans, maps)
+    scan_with(path, data, Depth::Spans, maps, |k| {
+        matches!(
+            k,
+            FileKind::Object | FileKind::Archive | FileKind::ThinArchive
+        )
+    })
 }
 
 pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
@@ -269,25 +297,39 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Scanned, InputError> {
 }
 
 pub fn scan_at(path: &Path, data: &[u8], depth: Depth) -> Result<Scanned, InputError> {
-    scan_with(path, data, depth, &Maps::default())
+    scan_with(path, data, depth, &Maps::default(), |_| true)
 }
 
-fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scanned, InputError> {
+fn scan_with(
+    path: &Path,
+    data: &[u8],
+    depth: Depth,
+    maps: &Maps,
+    wanted: impl Fn(FileKind) -> bool,
+) -> Result<Scanned, InputError> {
     let shown = path.display().to_string();
-    let kind = sniff(data);
+    let (kind, layout) = classify(data);
     let mut out = Scanned {
         path: path.to_path_buf(),
         kind,
         sections: Vec::new(),
         cubin: None,
         cubin_bytes: None,
+        elf_files: usize::from(layout.is_some()),
     };
+    if !wanted(kind) {
+        return Ok(out);
+    }
     match kind {
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable => {
-            out.sections = elf::device_sections(&shown, path, 0, data, depth)?;
+            // classify gives a host ELF's kind only with its headers.
+            if let Some(layout) = layout {
+                let layout = std::sync::Arc::new(layout);
+                out.sections = elf::device_sections(&shown, path, 0, data, &layout, depth)?;
+            }
         }
         FileKind::Archive | FileKind::ThinArchive => {
-            out.sections = archive::device_sections(path, data, depth, maps)?;
+            (out.sections, out.elf_files) = archive::device_sections(path, data, depth, maps)?;
         }
         FileKind::Fatbin => {
             let (spans, containers) =
@@ -302,6 +344,7 @@ fn scan_with(path: &Path, data: &[u8], depth: Depth, maps: &Maps) -> Result<Scan
                 section_size: data.len() as u64,
                 file: path.to_path_buf(),
                 file_offset: 0,
+                elf: None,
                 spans,
                 containers,
             });

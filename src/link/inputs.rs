@@ -23,18 +23,13 @@ pub(super) struct Planned {
 }
 
 impl Planned {
-    /// The input's ELF machine: the object's own, or its first ELF member's (thin members
-    /// too, mapped through `maps`).
-    pub(super) fn machine(&self, maps: &inputs::Maps) -> Option<u16> {
-        let map = maps.get(&self.path).ok()?;
-        if let Some(m) = inputs::elf_machine(&map) {
-            return Some(m);
-        }
-        let shown = self.path.display().to_string();
-        inputs::archive::members(&self.path, &shown, &map, maps)
-            .ok()?
+    /// The input's ELF machine: the object's own, or that of its first member with device
+    /// code, from the headers the scan read.
+    pub(super) fn machine(&self) -> Option<u16> {
+        self.sections
             .iter()
-            .find_map(|m| inputs::elf_machine(&m.bytes))
+            .find_map(|s| s.elf.as_ref())
+            .map(|l| l.machine())
     }
 }
 

@@ -18,7 +18,7 @@ use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
 use super::{cleanup, glue, names, runtime};
-use crate::inputs::{self, DeviceSection, FileKind};
+use crate::inputs::{self, DeviceSection};
 use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
 use crate::packed;
 use crate::rewrite::Extracted;
@@ -40,6 +40,11 @@ pub(super) struct Session {
     rss_during_link: f64,
     /// Inputs with device code, in command-line order.
     pub(super) planned: Vec<Planned>,
+    /// Host ELF files the scan read (archive members included), and how many ELF header
+    /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
+    /// edits the headers the scan read (`--fatpack-verbose`).
+    elf_files: usize,
+    elf_parses: usize,
     /// Rewritten inputs, the glue object and the runtime archive: a temp folder removed on
     /// drop, or `<output>.fatpack-temps/` with `--fatpack-save-temps`.
     work: Option<Work>,
@@ -188,6 +193,8 @@ impl Session {
             timings: Vec::new(),
             rss_during_link: 0.0,
             planned: Vec::new(),
+            elf_files: 0,
+            elf_parses: 0,
             work: None,
             extracted: Vec::new(),
             replace: BTreeMap::new(),
@@ -228,6 +235,7 @@ impl Session {
     /// library's device code belongs to it (packed when it was linked, or not): it is not
     /// read at all.
     pub(super) fn scan_inputs(&mut self) -> Result<(), LinkError> {
+        let parses = crate::elf::parse_count();
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -242,14 +250,9 @@ impl Session {
                 continue;
             }
             let map = self.maps.get(path)?;
-            let kind = inputs::sniff(&map);
-            if !matches!(
-                kind,
-                FileKind::Object | FileKind::Archive | FileKind::ThinArchive
-            ) {
-                continue;
-            }
+            // Identifies the file, and reads the device code of an object or archive.
             let scanned = inputs::locate(path, &map, &self.maps)?;
+            self.elf_files += scanned.elf_files;
             // Reading entry headers maps whole runs of the file (fault-around, large
             // folios): let them go before the next input, or the scan alone would hold
             // every input resident.
@@ -269,6 +272,7 @@ impl Session {
                 sections,
             });
         }
+        self.elf_parses += crate::elf::parse_count() - parses;
         Ok(())
     }
 
@@ -288,6 +292,7 @@ impl Session {
                 &std::env::temp_dir(),
             )?)
         };
+        let parses = crate::elf::parse_count();
         let mut names = Names::default();
         for (seq, p) in self.planned.iter().enumerate() {
             self.progress.step(format!(
@@ -306,9 +311,10 @@ impl Session {
             )?;
             self.replace.insert(p.id, dest);
         }
+        self.elf_parses += crate::elf::parse_count() - parses;
         let first = &self.planned[0];
         self.machine = first
-            .machine(&self.maps)
+            .machine()
             .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
         self.work = Some(work);
         self.maps.release_all();
@@ -549,6 +555,10 @@ impl Session {
             peaks.join(", "),
             self.rss_during_link,
             peak_rss_mib(libc::RUSAGE_CHILDREN)
+        );
+        eprintln!(
+            "fatpack:   inputs: {} ELF files read (archive members included), their headers parsed {} times by the scan and the rewrite",
+            self.elf_files, self.elf_parses
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         match (&self.mapping, self.opts.side_file) {

@@ -7,13 +7,15 @@
 //! step); prune, repack, split and join fsync when they commit.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use object::elf;
 use object::{Object, ObjectSection};
 
 use super::segment::{map_store, Mapping};
 use super::{bad, io_err, OutputError};
+use crate::elf::{Shdr, LE};
 use crate::inputs::map_file;
 use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
 /// Alignment of the store in the file, so that it can be mapped on its own.
@@ -61,39 +63,32 @@ pub fn append_store<T, E: From<OutputError>>(
         .write(true)
         .open(path)
         .map_err(io_err(path))?;
-    let lay = super::segment::Headers::read(path, &mut f)?;
-    let (shoff, shstrndx) = (lay.shoff(), usize::from(lay.shstrndx()));
-    let field = |h: &[u8], at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8"));
-    let name_at = |h: &[u8]| u32::from_le_bytes(h[0..4].try_into().expect("4")) as usize;
-    let wanted = format!("{STORE_SECTION}\0");
-    let existing = lay.shdrs.chunks_exact(64).position(|h| {
-        let n = name_at(h);
-        lay.shstrtab.get(n..n + wanted.len()) == Some(wanted.as_bytes())
-    });
+    let mut lay = super::segment::read_layout(path, &f)?;
+    let shstrndx = lay.names_index();
+    let shoff = lay.header.e_shoff.get(LE);
+    let existing = lay.section_by_name(STORE_SECTION).map(|(i, _)| i);
     let end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
     // Where the bytes that may be overwritten start: the old store if it is last, else the
     // tables if they are last, else the end of the file.
     let data_end_except = |skip: Option<usize>| -> u64 {
-        lay.shdrs
-            .chunks_exact(64)
+        lay.sections
+            .iter()
             .enumerate()
-            .filter(|(i, h)| {
-                Some(*i) != skip
-                    && *i != shstrndx
-                    && u32::from_le_bytes(h[4..8].try_into().expect("4")) != object::elf::SHT_NOBITS
+            .filter(|(i, s)| {
+                Some(*i) != skip && *i != shstrndx && s.sh_type.get(LE) != elf::SHT_NOBITS
             })
-            .map(|(_, h)| field(h, 24) + field(h, 32))
+            .map(|(_, s)| s.sh_offset.get(LE) + s.sh_size.get(LE))
             .max()
             .unwrap_or(0)
     };
-    let shstr_off = field(&lay.shdrs[shstrndx * 64..], 24);
-    let tables_last = shoff + lay.shdrs.len() as u64 == end;
+    let shstr_off = lay.sections[shstrndx].sh_offset.get(LE);
+    let tables_last = shoff + lay.section_table().len() as u64 == end;
     let mut tail_start = end;
     if tables_last && shstr_off < shoff && data_end_except(existing) <= shstr_off {
         tail_start = shstr_off.min(shoff);
     }
     if let Some(i) = existing {
-        let old = field(&lay.shdrs[i * 64..], 24);
+        let old = lay.sections[i].sh_offset.get(LE);
         if tables_last && data_end_except(existing) <= old && old <= shstr_off {
             tail_start = old;
         }
@@ -106,48 +101,42 @@ pub fn append_store<T, E: From<OutputError>>(
     let mut f = w.file;
     let store_end = f.seek(SeekFrom::End(0)).map_err(io_err(path))?;
     let store_len = store_end - base;
-    let mut shnum = lay.shnum();
-    let (mut shstrtab, mut headers) = (lay.shstrtab, lay.shdrs);
     match existing {
         Some(i) => {
-            let h = &mut headers[i * 64..(i + 1) * 64];
-            h[24..32].copy_from_slice(&base.to_le_bytes());
-            h[32..40].copy_from_slice(&store_len.to_le_bytes());
+            let s = &mut lay.sections[i];
+            s.sh_offset.set(LE, base);
+            s.sh_size.set(LE, store_len);
         }
         None => {
-            let name_off = shstrtab.len() as u32;
-            shstrtab.extend_from_slice(STORE_SECTION.as_bytes());
-            shstrtab.push(0);
-            let mut sh = [0u8; 64];
-            sh[0..4].copy_from_slice(&name_off.to_le_bytes());
-            sh[4..8].copy_from_slice(&object::elf::SHT_PROGBITS.to_le_bytes());
+            let mut s: Shdr = crate::elf::zeroed();
+            s.sh_name.set(LE, lay.names.len() as u32);
+            s.sh_type.set(LE, elf::SHT_PROGBITS);
             // flags 0: not allocated, so in no segment; address 0.
-            sh[24..32].copy_from_slice(&base.to_le_bytes());
-            sh[32..40].copy_from_slice(&store_len.to_le_bytes());
-            sh[48..56].copy_from_slice(&STORE_ALIGN.to_le_bytes());
-            headers.extend_from_slice(&sh);
-            shnum = shnum
-                .checked_add(1)
-                .ok_or_else(|| bad(path, "too many sections"))?;
+            s.sh_offset.set(LE, base);
+            s.sh_size.set(LE, store_len);
+            s.sh_addralign.set(LE, STORE_ALIGN);
+            lay.names.extend_from_slice(STORE_SECTION.as_bytes());
+            lay.names.push(0);
+            lay.sections.push(s);
+            lay.set_section_count()
+                .map_err(|e| bad(path, e.to_string()))?;
         }
     }
+    // The section names, then the section header table, after the store.
     let strtab_off = store_end;
-    f.write_all(&shstrtab).map_err(io_err(path))?;
-    let pos = strtab_off + shstrtab.len() as u64;
+    let pos = strtab_off + lay.names.len() as u64;
     let shoff = pos.div_ceil(8) * 8;
+    let names = &mut lay.sections[shstrndx];
+    names.sh_offset.set(LE, strtab_off);
+    names.sh_size.set(LE, lay.names.len() as u64);
+    lay.header.e_shoff.set(LE, shoff);
+    f.write_all(&lay.names).map_err(io_err(path))?;
     f.write_all(&vec![0u8; (shoff - pos) as usize])
         .map_err(io_err(path))?;
-    let si = shstrndx * 64;
-    headers[si + 24..si + 32].copy_from_slice(&strtab_off.to_le_bytes());
-    headers[si + 32..si + 40].copy_from_slice(&(shstrtab.len() as u64).to_le_bytes());
-    f.write_all(&headers).map_err(io_err(path))?;
-    let mut eh = [0u8; 64];
+    f.write_all(lay.section_table()).map_err(io_err(path))?;
     f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
-    f.read_exact(&mut eh).map_err(io_err(path))?;
-    eh[40..48].copy_from_slice(&shoff.to_le_bytes());
-    eh[60..62].copy_from_slice(&shnum.to_le_bytes());
-    f.seek(SeekFrom::Start(0)).map_err(io_err(path))?;
-    f.write_all(&eh).map_err(io_err(path))?;
+    f.write_all(object::pod::bytes_of(&lay.header))
+        .map_err(io_err(path))?;
     Ok(result)
 }
 

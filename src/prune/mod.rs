@@ -28,7 +28,7 @@ use crate::arch::{parse_target_list, Target};
 use crate::fatbin::{self, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
-use crate::rewrite::elf_edit::{replace_sections, Replacement};
+use crate::rewrite::elf_edit::{relocatable, replace_sections, Replacement};
 use fatpack_format::select::Candidate;
 
 /// What a prune did, for the report.
@@ -119,7 +119,12 @@ fn prune_object(
     if reps.is_empty() {
         return Ok(data.to_vec());
     }
-    replace_sections(data, &reps).map_err(|source| PruneError::Edit {
+    let layout = scanned.sections.iter().find_map(|s| s.elf.as_deref());
+    let edited = match layout {
+        Some(layout) => replace_sections(data, layout, &reps),
+        None => relocatable(data).and_then(|layout| replace_sections(data, &layout, &reps)),
+    };
+    edited.map_err(|source| PruneError::Edit {
         origin: origin.to_string(),
         source,
     })
@@ -190,8 +195,21 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
             report.absent = sel.check_present(input, &present_in(&scanned))?;
-            if let Some(seg) = tail::tail_segment(data, &scanned) {
-                tail::prune_tail(input, data, seg, &scanned, sel, &mut tmp, &mut report)?;
+            let layout = scanned.sections.iter().find_map(|s| s.elf.clone());
+            let tail = layout
+                .as_deref()
+                .and_then(|l| Some((l, tail::tail_segment(l, &scanned)?)));
+            if let Some((layout, seg)) = tail {
+                tail::prune_tail(
+                    input,
+                    data,
+                    layout,
+                    seg,
+                    &scanned,
+                    sel,
+                    &mut tmp,
+                    &mut report,
+                )?;
             } else {
                 elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
                 report.in_place = true;

@@ -10,20 +10,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
-use object::{elf, LittleEndian as LE};
+use object::elf;
+use object::{LittleEndian, U64};
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
+use crate::elf::{file_range, records, records_mut, Layout, Rela, Sym, LE};
 use crate::inputs::{self, Scanned};
-
-const FATBIN_WRAPPER_MAGIC: u32 = 0x466243b1;
-
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8"))
-}
-fn put_u64(b: &mut [u8], o: usize, v: u64) {
-    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
-}
+use fatpack_format::fatbin::{WrapperRecord, WRAPPER_MAGIC};
 
 pub(super) struct Segment {
     /// Index of the program header.
@@ -35,34 +28,29 @@ pub(super) struct Segment {
 }
 
 /// The last loaded segment, if the device sections are exactly what it holds (tail layout).
-pub(super) fn tail_segment(data: &[u8], scanned: &Scanned) -> Option<Segment> {
-    let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
-    let loads: Vec<Segment> = hdr
-        .program_headers(LE, data)
-        .ok()?
+pub(super) fn tail_segment(layout: &Layout, scanned: &Scanned) -> Option<Segment> {
+    let last = layout
+        .segments
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.p_type(LE) == elf::PT_LOAD)
+        .filter(|(_, p)| p.p_type.get(LE) == elf::PT_LOAD)
         .map(|(index, p)| Segment {
             index,
-            offset: p.p_offset(LE),
-            vaddr: p.p_vaddr(LE),
-            filesz: p.p_filesz(LE),
-            writable: p.p_flags(LE) & elf::PF_W != 0,
+            offset: p.p_offset.get(LE),
+            vaddr: p.p_vaddr.get(LE),
+            filesz: p.p_filesz.get(LE),
+            writable: p.p_flags.get(LE) & elf::PF_W != 0,
         })
-        .collect();
-    let last = loads.into_iter().max_by_key(|s| s.vaddr)?;
+        .max_by_key(|s| s.vaddr)?;
     if last.writable || scanned.sections.is_empty() {
         return None;
     }
-    let sections = hdr.sections(LE, data).ok()?;
-    let end = last.offset + last.filesz;
+    let end = last.offset.checked_add(last.filesz)?;
     // Every allocated section in the segment's file range is a device section.
-    for (i, s) in sections.iter().enumerate() {
-        let alloc = s.sh_flags(LE) & u64::from(elf::SHF_ALLOC) != 0;
-        let off = s.sh_offset(LE);
-        if alloc
-            && s.sh_type(LE) != elf::SHT_NOBITS
+    for (i, s) in layout.sections.iter().enumerate() {
+        let off = s.sh_offset.get(LE);
+        if layout.allocated(i)
+            && s.sh_type.get(LE) != elf::SHT_NOBITS
             && off >= last.offset
             && off < end
             && !scanned.sections.iter().any(|d| d.section_index == i)
@@ -77,10 +65,81 @@ pub(super) fn tail_segment(data: &[u8], scanned: &Scanned) -> Option<Segment> {
         .then_some(last)
 }
 
-/// Compacts the device code of `data`, whose tail segment is `seg` ([`tail_segment`]).
+/// The pruned device code, packed from the segment's start.
+struct Compacted {
+    /// The segment's new bytes.
+    body: Vec<u8>,
+    /// Old address -> new address of every container.
+    moved: BTreeMap<u64, u64>,
+    /// (section index, new offset, new size) of every device section.
+    sections: Vec<(usize, u64, u64)>,
+}
+
+fn compact(
+    data: &[u8],
+    layout: &Layout,
+    seg: &Segment,
+    scanned: &Scanned,
+    sel: &Selection,
+    report: &mut PruneReport,
+) -> Result<Compacted, PruneError> {
+    let addr_of = |off: u64| seg.vaddr + (off - seg.offset);
+    let mut secs: Vec<_> = scanned.sections.iter().collect();
+    secs.sort_by_key(|d| d.file_offset);
+    let mut c = Compacted {
+        body: data[seg.offset as usize..secs[0].file_offset as usize].to_vec(),
+        moved: BTreeMap::new(),
+        sections: Vec::new(),
+    };
+    let body = &mut c.body;
+    for d in &secs {
+        let align = layout
+            .sections
+            .get(d.section_index)
+            .map_or(8, |s| s.sh_addralign.get(LE).max(1));
+        let at = (seg.offset + body.len() as u64).next_multiple_of(align);
+        body.resize((at - seg.offset) as usize, 0);
+        for (index, (fb, &(off, _))) in d.containers.iter().zip(&d.spans).enumerate() {
+            let to = (seg.offset + body.len() as u64).next_multiple_of(8);
+            body.resize((to - seg.offset) as usize, 0);
+            c.moved.insert(addr_of(d.file_offset + off), addr_of(to));
+            body.extend(prune_container(
+                &format!("{}#{index}", d.origin),
+                fb,
+                sel,
+                report,
+            )?);
+        }
+        let end = seg.offset + body.len() as u64;
+        c.sections.push((d.section_index, at, end - at));
+    }
+    Ok(c)
+}
+
+/// The 8-byte word at `offset` of `buf`.
+fn word(buf: &[u8], offset: usize) -> Option<u64> {
+    let b = buf.get(offset..offset.checked_add(8)?)?;
+    Some(
+        object::pod::from_bytes::<U64<LittleEndian>>(b)
+            .ok()?
+            .0
+            .get(LE),
+    )
+}
+
+fn set_word(buf: &mut [u8], offset: usize, value: u64) {
+    if let Some(b) = buf.get_mut(offset..offset + 8) {
+        b.copy_from_slice(&value.to_le_bytes());
+    }
+}
+
+/// Compacts the device code of `data`, whose headers are `layout` and whose tail segment
+/// is `seg` ([`tail_segment`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn prune_tail(
     input: &Path,
     data: &[u8],
+    layout: &Layout,
     seg: Segment,
     scanned: &Scanned,
     sel: &Selection,
@@ -91,49 +150,21 @@ pub(super) fn prune_tail(
         path: input.to_path_buf(),
         message: m,
     };
-    let hdr = elf::FileHeader64::<LE>::parse(data).map_err(|e| bad(e.to_string()))?;
-    let sections = hdr.sections(LE, data).map_err(|e| bad(e.to_string()))?;
+    let Compacted {
+        mut body,
+        moved,
+        sections: new_sections,
+    } = compact(data, layout, &seg, scanned, sel, report)?;
     let addr_of = |off: u64| seg.vaddr + (off - seg.offset);
-
-    // The new device bytes, packed from the segment's start, and old -> new addresses of
-    // every container.
-    let mut secs: Vec<_> = scanned.sections.iter().collect();
-    secs.sort_by_key(|d| d.file_offset);
-    let mut body: Vec<u8> = Vec::new();
-    let mut moved: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut new_sections = Vec::new(); // (section index, new offset, new size)
-    let start = secs[0].file_offset;
-    body.resize((start - seg.offset) as usize, 0);
-    body.copy_from_slice(&data[seg.offset as usize..start as usize]);
-    for d in &secs {
-        let align = sections
-            .section(object::SectionIndex(d.section_index))
-            .map(|s| s.sh_addralign(LE).max(1))
-            .unwrap_or(8);
-        let at = (seg.offset + body.len() as u64).next_multiple_of(align);
-        body.resize((at - seg.offset) as usize, 0);
-        for (index, (fb, &(off, _))) in d.containers.iter().zip(&d.spans).enumerate() {
-            let at = (seg.offset + body.len() as u64).next_multiple_of(8);
-            body.resize((at - seg.offset) as usize, 0);
-            moved.insert(addr_of(d.file_offset + off), addr_of(at));
-            body.extend(prune_container(
-                &format!("{}#{index}", d.origin),
-                fb,
-                sel,
-                report,
-            )?);
-        }
-        let end = seg.offset + body.len() as u64;
-        new_sections.push((d.section_index, at, end - at));
-    }
     let old_end = seg.offset + seg.filesz;
     let new_end = seg.offset + body.len() as u64;
     // What follows the segment in the file (non-allocated sections, section headers) moves
     // up by `delta`, a multiple of their largest alignment so each stays aligned.
-    let trailing_align = sections
+    let trailing_align = layout
+        .sections
         .iter()
-        .filter(|s| s.sh_offset(LE) >= old_end && s.sh_type(LE) != elf::SHT_NOBITS)
-        .map(|s| s.sh_addralign(LE).max(1))
+        .filter(|s| s.sh_offset.get(LE) >= old_end && s.sh_type.get(LE) != elf::SHT_NOBITS)
+        .map(|s| s.sh_addralign.get(LE).max(1))
         .chain([8])
         .max()
         .unwrap_or(8);
@@ -148,92 +179,26 @@ pub(super) fn prune_tail(
     let shift = |off: u64| if off >= old_end { off - delta } else { off };
 
     // ELF header, program header, section headers.
-    let shoff = hdr.e_shoff(LE);
-    put_u64(&mut out, 0x28, shift(shoff));
-    let phoff = hdr.e_phoff(LE) as usize;
-    let ph = phoff + seg.index * 56;
-    put_u64(&mut out, ph + 32, new_end - seg.offset); // p_filesz
-    put_u64(&mut out, ph + 40, new_end - seg.offset); // p_memsz
-    let new_shoff = shift(shoff) as usize;
-    for (i, s) in sections.iter().enumerate() {
-        let h = new_shoff + i * 64;
+    let mut new = layout.clone();
+    let h = &mut new.header;
+    h.e_shoff.set(LE, shift(h.e_shoff.get(LE)));
+    h.e_phoff.set(LE, shift(h.e_phoff.get(LE)));
+    let p = &mut new.segments[seg.index];
+    p.p_filesz.set(LE, new_end - seg.offset);
+    p.p_memsz.set(LE, new_end - seg.offset);
+    for (i, s) in new.sections.iter_mut().enumerate() {
         if let Some(&(_, off, size)) = new_sections.iter().find(|n| n.0 == i) {
-            put_u64(&mut out, h + 16, addr_of(off));
-            put_u64(&mut out, h + 24, off);
-            put_u64(&mut out, h + 32, size);
-        } else if s.sh_type(LE) != elf::SHT_NOBITS {
-            put_u64(&mut out, h + 24, shift(s.sh_offset(LE)));
+            s.sh_addr.set(LE, addr_of(off));
+            s.sh_offset.set(LE, off);
+            s.sh_size.set(LE, size);
+        } else if s.sh_type.get(LE) != elf::SHT_NOBITS {
+            s.sh_offset.set(LE, shift(s.sh_offset.get(LE)));
         }
     }
+    new.write_into(&mut out)
+        .map_err(|e| bad(format!("the compacted headers do not fit: {e}")))?;
 
-    // Pointers to containers.
-    let file_of = |addr: u64| -> Option<usize> {
-        hdr.program_headers(LE, data).ok()?.iter().find_map(|p| {
-            let (va, fs) = (p.p_vaddr(LE), p.p_filesz(LE));
-            (p.p_type(LE) == elf::PT_LOAD && addr >= va && addr + 8 <= va + fs)
-                .then(|| (p.p_offset(LE) + (addr - va)) as usize)
-        })
-    };
-    let relative = match hdr.e_machine(LE) {
-        elf::EM_X86_64 => elf::R_X86_64_RELATIVE,
-        elf::EM_AARCH64 => elf::R_AARCH64_RELATIVE,
-        _ => u32::MAX,
-    };
-    let mut redirected = 0usize;
-    for s in sections.iter() {
-        if s.sh_type(LE) != elf::SHT_RELA {
-            continue;
-        }
-        let (off, size) = (s.sh_offset(LE) as usize, s.sh_size(LE) as usize);
-        for r in (off..off + size).step_by(24) {
-            let info = u64_at(data, r + 8);
-            if info as u32 != relative {
-                continue;
-            }
-            let addend = u64_at(data, r + 16);
-            if let Some(&new) = moved.get(&addend) {
-                put_u64(&mut out, shift(r as u64) as usize + 16, new);
-                if let Some(t) = file_of(u64_at(data, r)) {
-                    if u64_at(data, t) == addend {
-                        put_u64(&mut out, t, new);
-                    }
-                }
-                redirected += 1;
-            }
-        }
-    }
-    // A non-PIE executable has no relocations for them: the wrappers (and the prelinked
-    // arrays they point to) hold the addresses themselves.
-    if hdr.e_type(LE) == elf::ET_EXEC {
-        for s in sections.iter() {
-            if sections.section_name(LE, s).ok() != Some(b".nvFatBinSegment".as_slice()) {
-                continue;
-            }
-            let (off, size) = (s.sh_offset(LE) as usize, s.sh_size(LE) as usize);
-            for w in (off..off + size.saturating_sub(23)).step_by(8) {
-                if u32::from_le_bytes(data[w..w + 4].try_into().expect("4")) != FATBIN_WRAPPER_MAGIC
-                {
-                    continue;
-                }
-                if let Some(&new) = moved.get(&u64_at(data, w + 8)) {
-                    put_u64(&mut out, w + 8, new);
-                    redirected += 1;
-                }
-                let version = u32::from_le_bytes(data[w + 4..w + 8].try_into().expect("4"));
-                if version == 2 {
-                    if let Some(mut a) = file_of(u64_at(data, w + 16)) {
-                        while a + 8 <= data.len() && u64_at(data, a) != 0 {
-                            if let Some(&new) = moved.get(&u64_at(data, a)) {
-                                put_u64(&mut out, a, new);
-                                redirected += 1;
-                            }
-                            a += 8;
-                        }
-                    }
-                }
-            }
-        }
-    }
+    let redirected = redirect(data, layout, &moved, &shift, &mut out);
     if redirected < moved.len() {
         return Err(bad(format!(
             "found the pointers of {redirected} of {} fatbin containers; refusing to move them",
@@ -241,18 +206,22 @@ pub(super) fn prune_tail(
         )));
     }
     // Symbols at a container's start follow it.
-    for s in sections.iter() {
-        if s.sh_type(LE) != elf::SHT_SYMTAB {
+    for s in &layout.sections {
+        if s.sh_type.get(LE) != elf::SHT_SYMTAB {
             continue;
         }
-        let (off, size) = (s.sh_offset(LE) as usize, s.sh_size(LE) as usize);
-        for sym in (off..off + size).step_by(24) {
-            let shndx = usize::from(u16::from_le_bytes([data[sym + 6], data[sym + 7]]));
+        let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+        let Some(range) = file_range(&out, shift(off), size).map(|b| b.len()) else {
+            continue;
+        };
+        let at = shift(off) as usize;
+        for sym in records_mut::<Sym>(&mut out[at..at + range]) {
+            let shndx = usize::from(sym.st_shndx.get(LE));
             if !new_sections.iter().any(|n| n.0 == shndx) {
                 continue;
             }
-            if let Some(&new) = moved.get(&u64_at(data, sym + 8)) {
-                put_u64(&mut out, shift(sym as u64) as usize + 8, new);
+            if let Some(&new) = moved.get(&sym.st_value.get(LE)) {
+                sym.st_value.set(LE, new);
             }
         }
     }
@@ -270,4 +239,102 @@ pub(super) fn prune_tail(
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&out).map_err(io_at(&path))?;
     Ok(())
+}
+
+/// Points every pointer to a moved container at its new address: the wrappers'
+/// `R_*_RELATIVE` relocations (and the values at their targets) and, in a non-PIE
+/// executable, the wrappers and prelinked arrays themselves. Returns how many it redirected.
+fn redirect(
+    data: &[u8],
+    layout: &Layout,
+    moved: &BTreeMap<u64, u64>,
+    shift: &dyn Fn(u64) -> u64,
+    out: &mut [u8],
+) -> usize {
+    // The file offset of a loaded address (8 bytes of it in the file), in `data`.
+    let file_of = |addr: u64| -> Option<usize> {
+        layout.segments.iter().find_map(|p| {
+            let (va, fs) = (p.p_vaddr.get(LE), p.p_filesz.get(LE));
+            (p.p_type.get(LE) == elf::PT_LOAD && addr >= va && addr + 8 <= va + fs)
+                .then(|| (p.p_offset.get(LE) + (addr - va)) as usize)
+        })
+    };
+    let relative = match layout.machine() {
+        elf::EM_X86_64 => elf::R_X86_64_RELATIVE,
+        elf::EM_AARCH64 => elf::R_AARCH64_RELATIVE,
+        _ => u32::MAX,
+    };
+    let mut redirected = 0usize;
+    for s in &layout.sections {
+        if s.sh_type.get(LE) != elf::SHT_RELA {
+            continue;
+        }
+        let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+        let Some(relas) = file_range(data, off, size) else {
+            continue;
+        };
+        for (n, r) in records::<Rela>(relas).iter().enumerate() {
+            if r.r_info.get(LE) as u32 != relative {
+                continue;
+            }
+            let addend = r.r_addend.get(LE) as u64;
+            let Some(&new) = moved.get(&addend) else {
+                continue;
+            };
+            let at = shift(off) as usize + n * std::mem::size_of::<Rela>();
+            if let Some(rel) = out.get_mut(at..at + std::mem::size_of::<Rela>()) {
+                records_mut::<Rela>(rel)[0].r_addend.set(LE, new as i64);
+            }
+            if let Some(t) = file_of(r.r_offset.get(LE)) {
+                if word(data, t) == Some(addend) {
+                    set_word(out, t, new);
+                }
+            }
+            redirected += 1;
+        }
+    }
+    // A non-PIE executable has no relocations for them: the wrappers (and the prelinked
+    // arrays they point to) hold the addresses themselves.
+    if layout.file_type() == elf::ET_EXEC {
+        redirected += redirect_wrappers(data, layout, moved, &file_of, out);
+    }
+    redirected
+}
+
+fn redirect_wrappers(
+    data: &[u8],
+    layout: &Layout,
+    moved: &BTreeMap<u64, u64>,
+    file_of: &dyn Fn(u64) -> Option<usize>,
+    out: &mut [u8],
+) -> usize {
+    let mut redirected = 0;
+    let Some((_, s)) = layout.section_by_name(".nvFatBinSegment") else {
+        return 0;
+    };
+    let (off, size) = (s.sh_offset.get(LE) as usize, s.sh_size.get(LE) as usize);
+    for w in (off..off + size.saturating_sub(WrapperRecord::LEN - 1)).step_by(8) {
+        let Some(rec) = data.get(w..).and_then(WrapperRecord::read) else {
+            break;
+        };
+        if rec.magic != WRAPPER_MAGIC {
+            continue;
+        }
+        if let Some(&new) = moved.get(&rec.data) {
+            set_word(out, w + 8, new);
+            redirected += 1;
+        }
+        if rec.version == 2 {
+            if let Some(mut a) = file_of(rec.filename_or_fatbins) {
+                while let Some(p) = word(data, a).filter(|&p| p != 0) {
+                    if let Some(&new) = moved.get(&p) {
+                        set_word(out, a, new);
+                        redirected += 1;
+                    }
+                    a += 8;
+                }
+            }
+        }
+    }
+    redirected
 }

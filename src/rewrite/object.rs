@@ -2,7 +2,7 @@
 //! stubs. The wrapper in `.nvFatBinSegment` and its relocation stay; [`super::elf_edit`]
 //! remaps the relocation so that each wrapper points at its container's stub.
 
-use super::elf_edit::{replace_sections, ElfEditError, Replacement};
+use super::elf_edit::{relocatable, replace_sections, ElfEditError, Replacement};
 use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use std::path::PathBuf;
 
@@ -67,9 +67,15 @@ pub fn rewrite_object(
             old_size: sec.section_size,
         });
     }
-    let out = replace_sections(data, &reps).map_err(|source| RewriteError {
+    let err = |source| RewriteError {
         origin: origin.to_string(),
         source,
-    })?;
+    };
+    // The headers as the scan read them; parsed here only for sections from elsewhere.
+    let out = match sections.iter().find_map(|s| s.elf.as_deref()) {
+        Some(layout) => replace_sections(data, layout, &reps),
+        None => relocatable(data).and_then(|layout| replace_sections(data, &layout, &reps)),
+    }
+    .map_err(err)?;
     Ok((out, extracted))
 }

@@ -187,6 +187,19 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             line.contains("while the linker ran this process held "),
             "{line}"
         );
+        // Each ELF input (archive members included) is parsed once: the rewrite edits the
+        // headers the scan read.
+        let counts = err
+            .lines()
+            .find_map(|l| l.strip_prefix("fatpack:   inputs: "))
+            .unwrap_or_else(|| panic!("{lib}: no input count: {err}"));
+        let numbers: Vec<usize> = counts
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(numbers.len(), 2, "{counts}");
+        assert!(numbers[0] > 2, "{counts}");
+        assert_eq!(numbers[0], numbers[1], "{lib}: {counts}");
         let names = module_names(&inspect_json(&exe));
         assert_eq!(names.len(), 1, "{lib}: {names:?}");
         assert!(

@@ -39,7 +39,8 @@ pub(crate) struct FatbinWrapper {
     pub filename_or_fatbins: *mut c_void,
 }
 
-pub(crate) const WRAPPER_MAGIC: c_int = 0x466243b1;
+/// The magic as the C struct types it.
+pub(crate) const WRAPPER_MAGIC: c_int = fatpack_format::fatbin::WRAPPER_MAGIC as c_int;
 
 /// One recorded registration; the pointers are static data of the binary, so keeping them
 /// is what cudart itself does.
