@@ -3,16 +3,17 @@
 
 #[allow(unused_imports)]
 use crate::prelude::*;
+use fatpack_format::wire_layout;
 pub const MAGIC: [u8; 8] = *b"FPSTORE\0";
 pub const FORMAT_MAJOR: u16 = 1;
 pub const FORMAT_MINOR: u16 = 0;
 
 /// Size of the v1.0 header; `header_len` may be larger in later minor versions.
-pub const HEADER_LEN: usize = 128;
-pub const INDEX_HEADER_LEN: usize = 24;
-pub const BLOB_RECORD_LEN: usize = 64;
-pub const MODULE_RECORD_LEN: usize = 16;
-pub const ENTRY_RECORD_LEN: usize = 24;
+pub const HEADER_LEN: usize = Header::LEN;
+pub const INDEX_HEADER_LEN: usize = IndexHeader::LEN;
+pub const BLOB_RECORD_LEN: usize = BlobRecord::LEN;
+pub const MODULE_RECORD_LEN: usize = ModuleRecord::LEN;
+pub const ENTRY_RECORD_LEN: usize = EntryRecord::LEN;
 
 /// Blob, dictionary and index offsets are multiples of this.
 pub const ALIGN: u64 = 8;
@@ -28,61 +29,75 @@ pub const MAX_ZSTD_RATIO: u64 = 1 << 16;
 /// The first four bytes of a zstd frame.
 pub(crate) const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
 
-// Header field offsets.
-pub const H_MAGIC: usize = 0x00;
-pub const H_MAJOR: usize = 0x08;
-pub const H_MINOR: usize = 0x0A;
-pub const H_HEADER_LEN: usize = 0x0C;
-pub const H_FILE_LEN: usize = 0x10;
-pub const H_INDEX_OFFSET: usize = 0x18;
-pub const H_INDEX_LEN: usize = 0x20;
-pub const H_DICT_OFFSET: usize = 0x28;
-pub const H_DICT_LEN: usize = 0x30;
-pub const H_RESERVED: usize = 0x38;
-pub const H_INDEX_DIGEST: usize = 0x40;
-pub const H_DICT_DIGEST: usize = 0x60;
-
-/// Header fields as numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
-    pub major: u16,
-    pub minor: u16,
-    pub header_len: u32,
-    pub file_len: u64,
-    pub index_offset: u64,
-    pub index_len: u64,
-    pub dict_offset: u64,
-    pub dict_len: u64,
-    pub index_digest: [u8; 32],
-    pub dict_digest: [u8; 32],
-}
-
-impl Header {
-    pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut b = [0u8; HEADER_LEN];
-        put(&mut b, H_MAGIC, &MAGIC);
-        put(&mut b, H_MAJOR, &self.major.to_le_bytes());
-        put(&mut b, H_MINOR, &self.minor.to_le_bytes());
-        put(&mut b, H_HEADER_LEN, &self.header_len.to_le_bytes());
-        put(&mut b, H_FILE_LEN, &self.file_len.to_le_bytes());
-        put(&mut b, H_INDEX_OFFSET, &self.index_offset.to_le_bytes());
-        put(&mut b, H_INDEX_LEN, &self.index_len.to_le_bytes());
-        put(&mut b, H_DICT_OFFSET, &self.dict_offset.to_le_bytes());
-        put(&mut b, H_DICT_LEN, &self.dict_len.to_le_bytes());
-        put(&mut b, H_INDEX_DIGEST, &self.index_digest);
-        put(&mut b, H_DICT_DIGEST, &self.dict_digest);
-        b
+wire_layout! {
+    /// The store header (FORMAT.md, "Header"); `header_len` may be larger in later minor
+    /// versions, and the digest covers all of it.
+    pub struct Header (128) {
+        /// [`MAGIC`].
+        magic: [u8; 8] = 0x00,
+        major: u16 = 0x08,
+        minor: u16 = 0x0A,
+        header_len: u32 = 0x0C,
+        file_len: u64 = 0x10,
+        index_offset: u64 = 0x18,
+        index_len: u64 = 0x20,
+        dict_offset: u64 = 0x28,
+        dict_len: u64 = 0x30,
+        /// Zero.
+        reserved: u64 = 0x38,
+        index_digest: [u8; 32] = 0x40,
+        dict_digest: [u8; 32] = 0x60,
     }
 }
 
-/// Copies `src` into `dst` at `off`; callers only use offsets inside fixed-size buffers, and an
-/// out-of-range write is silently dropped rather than panicking.
-pub fn put(dst: &mut [u8], off: usize, src: &[u8]) {
-    if let Some(d) = off
-        .checked_add(src.len())
-        .and_then(|end| dst.get_mut(off..end))
-    {
-        d.copy_from_slice(src);
+wire_layout! {
+    /// The start of the index: its table sizes.
+    pub struct IndexHeader (24) {
+        module_count: u32 = 0,
+        entry_count: u32 = 4,
+        blob_count: u32 = 8,
+        /// Zero.
+        reserved: u32 = 12,
+        pool_len: u64 = 16,
+    }
+}
+
+wire_layout! {
+    /// One blob of the index's blob table.
+    pub struct BlobRecord (64) {
+        offset: u64 = 0,
+        stored_len: u64 = 8,
+        raw_len: u64 = 16,
+        codec: u8 = 24,
+        /// Zero.
+        reserved: [u8; 7] = 25,
+        /// blake3 of the raw bytes.
+        digest: [u8; 32] = 32,
+    }
+}
+
+wire_layout! {
+    /// One module of the index's module table: its name in the pool, its entries.
+    pub struct ModuleRecord (16) {
+        name_off: u32 = 0,
+        name_len: u32 = 4,
+        first: u32 = 8,
+        count: u32 = 12,
+    }
+}
+
+wire_layout! {
+    /// One entry of the index's entry table.
+    pub struct EntryRecord (24) {
+        tag: u8 = 0,
+        variant: u8 = 1,
+        value: u16 = 2,
+        arch: u32 = 4,
+        blob: u32 = 8,
+        attrs_off: u32 = 12,
+        attrs_len: u32 = 16,
+        /// Zero.
+        reserved: u32 = 20,
     }
 }
 
@@ -90,20 +105,8 @@ pub fn get_array<const N: usize>(b: &[u8], off: usize) -> Option<[u8; N]> {
     b.get(off..off.checked_add(N)?)?.try_into().ok()
 }
 
-pub fn get_u8(b: &[u8], off: usize) -> Option<u8> {
-    b.get(off).copied()
-}
-
-pub fn get_u16(b: &[u8], off: usize) -> Option<u16> {
-    get_array(b, off).map(u16::from_le_bytes)
-}
-
 pub fn get_u32(b: &[u8], off: usize) -> Option<u32> {
     get_array(b, off).map(u32::from_le_bytes)
-}
-
-pub fn get_u64(b: &[u8], off: usize) -> Option<u64> {
-    get_array(b, off).map(u64::from_le_bytes)
 }
 
 // Bit test rather than `%`/`is_multiple_of` so the code stays within the crate's MSRV.
@@ -128,20 +131,21 @@ pub fn store_digest(header_bytes: &[u8]) -> [u8; 32] {
 /// stopping at the digest check. Does nothing if the header is unreadable.
 #[doc(hidden)]
 pub fn reseal(bytes: &mut [u8]) {
-    let field = |b: &[u8], off| get_u64(b, off).and_then(|v| usize::try_from(v).ok());
-    let range = |b: &[u8], o, l| {
-        let start = field(b, o)?;
-        let end = start.checked_add(field(b, l)?)?;
+    let Some(mut h) = Header::read(bytes) else {
+        return;
+    };
+    let range = |b: &[u8], offset: u64, len: u64| {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(usize::try_from(len).ok()?)?;
         (end <= b.len()).then_some(start..end)
     };
-    if let Some(r) = range(bytes, H_INDEX_OFFSET, H_INDEX_LEN) {
-        let d = *blake3::hash(&bytes[r]).as_bytes();
-        put(bytes, H_INDEX_DIGEST, &d);
+    if let Some(r) = range(bytes, h.index_offset, h.index_len) {
+        h.index_digest = *blake3::hash(&bytes[r]).as_bytes();
     }
-    if let Some(r) = range(bytes, H_DICT_OFFSET, H_DICT_LEN) {
+    if let Some(r) = range(bytes, h.dict_offset, h.dict_len) {
         if !r.is_empty() {
-            let d = *blake3::hash(&bytes[r]).as_bytes();
-            put(bytes, H_DICT_DIGEST, &d);
+            h.dict_digest = *blake3::hash(&bytes[r]).as_bytes();
         }
     }
+    bytes[..HEADER_LEN].copy_from_slice(&h.to_bytes());
 }

@@ -913,108 +913,12 @@ impl Parsed {
     /// a detached index whose blobs live elsewhere ([`crate::skeleton`]).
     pub(crate) fn parse_from(src: &dyn Source) -> Result<Parsed> {
         let have = src.len();
-        let head = src
-            .get(0..HEADER_LEN.min(have as usize))
-            .unwrap_or_default();
-        let bytes = head;
-        let truncated = |what, need: u64| StoreError::Truncated { what, need, have };
-
-        // Check what is present in order, so a short prefix of a valid store reports
-        // truncation while garbage or a newer store reports what it is.
-        if let Some(found) = get_array::<8>(bytes, H_MAGIC) {
-            if found != MAGIC {
-                return Err(StoreError::BadMagic { found });
-            }
-        }
-        if let (Some(major), Some(minor)) = (get_u16(bytes, H_MAJOR), get_u16(bytes, H_MINOR)) {
-            if major != FORMAT_MAJOR {
-                return Err(StoreError::UnsupportedVersion {
-                    major,
-                    minor,
-                    supported: FORMAT_MAJOR,
-                });
-            }
-        }
-        // Everything decided below is decided from copies (header, index, dictionary), so a
-        // file rewritten in place while it is mapped cannot change what was verified.
-        let hdr: [u8; HEADER_LEN] = bytes
-            .get(..HEADER_LEN)
-            .and_then(|h| h.try_into().ok())
-            .ok_or_else(|| truncated("header", HEADER_LEN as u64))?;
-        let hdr = &hdr[..];
-        let u64_at = |off| get_u64(hdr, off).unwrap_or_default();
-        let major = get_u16(hdr, H_MAJOR).unwrap_or_default();
-        let minor = get_u16(hdr, H_MINOR).unwrap_or_default();
-        let header_len = u64::from(get_u32(hdr, H_HEADER_LEN).unwrap_or_default());
-        let file_len = u64_at(H_FILE_LEN);
-        let index_offset = u64_at(H_INDEX_OFFSET);
-        let index_len = u64_at(H_INDEX_LEN);
-        let dict_offset = u64_at(H_DICT_OFFSET);
-        let dict_len = u64_at(H_DICT_LEN);
-        let index_digest = get_array::<32>(hdr, H_INDEX_DIGEST).unwrap_or_default();
-        let dict_digest = get_array::<32>(hdr, H_DICT_DIGEST).unwrap_or_default();
-
-        if header_len < HEADER_LEN as u64 || !is_aligned(header_len) {
-            return Err(header_err(format!(
-                "header_len {header_len} (must be >= {HEADER_LEN} and a multiple of {ALIGN})"
-            )));
-        }
-        if file_len > have {
-            return Err(truncated("store", file_len));
-        }
-        if header_len > file_len {
-            return Err(header_err(format!(
-                "header_len {header_len} exceeds file_len {file_len}"
-            )));
-        }
-        if u64_at(H_RESERVED) != 0 {
-            return Err(header_err("reserved field is not zero"));
-        }
-        let file_len_us = usize::try_from(file_len).map_err(|_| truncated("store", file_len))?;
-
-        // Index.
-        if !is_aligned(index_offset) || index_offset < header_len {
-            return Err(header_err(format!("bad index offset {index_offset}")));
-        }
-        let index_range = range_within(index_offset, index_len, file_len).ok_or_else(|| {
-            header_err(format!(
-                "index {index_offset}+{index_len} exceeds file_len {file_len}"
-            ))
-        })?;
-        let index: Box<[u8]> = src
-            .get(index_range.clone())
-            .ok_or_else(|| header_err("index out of bounds"))?
-            .into();
-        if *blake3::hash(&index).as_bytes() != index_digest {
-            return Err(StoreError::IndexDigestMismatch);
-        }
-
-        // Dictionary: between the header and the index.
-        let dict = if dict_len == 0 {
-            if dict_offset != 0 || dict_digest != [0; 32] {
-                return Err(header_err(
-                    "dictionary offset/digest set without a dictionary",
-                ));
-            }
-            None
-        } else {
-            if !is_aligned(dict_offset) || dict_offset < header_len {
-                return Err(header_err(format!("bad dictionary offset {dict_offset}")));
-            }
-            let r = range_within(dict_offset, dict_len, index_offset).ok_or_else(|| {
-                header_err(format!(
-                    "dictionary {dict_offset}+{dict_len} overlaps the index at {index_offset}"
-                ))
-            })?;
-            let d: Box<[u8]> = src
-                .get(r.clone())
-                .ok_or_else(|| header_err("dictionary out of bounds"))?
-                .into();
-            if *blake3::hash(&d).as_bytes() != dict_digest {
-                return Err(StoreError::DictionaryDigestMismatch);
-            }
-            Some((r.end as u64, d))
-        };
+        let (hdr, h) = read_header(src, have)?;
+        let header_len = u64::from(h.header_len);
+        let file_len_us =
+            usize::try_from(h.file_len).map_err(|_| truncated("store", h.file_len, have))?;
+        let index = read_index(src, &h)?;
+        let dict = read_dictionary(src, &h)?;
         let (data_start, dict) = match dict {
             Some((end, d)) => (end, Some(d)),
             None => (header_len, None),
@@ -1028,69 +932,222 @@ impl Parsed {
             )?),
             None => None,
         };
+        let tables = Tables::parse(&index, h.index_len)?;
+        let mut blobs = tables.blobs(&index, data_start, h.index_offset, dict.is_some())?;
+        let modules = tables.modules(&index)?;
+        let entries = tables.entries(&index, &modules, &mut blobs)?;
+        let by_name = sorted_names(&index, &modules)?;
 
-        // Index header and table sizes. Every count is bounded because the tables must fit
-        // exactly in index_len, which is bounded by the slice.
-        let index_copy = index;
-        let index = &index_copy[..];
-        let module_count = get_u32(index, 0).ok_or_else(|| index_err("short index header"))?;
-        let entry_count = get_u32(index, 4).ok_or_else(|| index_err("short index header"))?;
-        let blob_count = get_u32(index, 8).ok_or_else(|| index_err("short index header"))?;
-        let idx_reserved = get_u32(index, 12).ok_or_else(|| index_err("short index header"))?;
-        let pool_len = get_u64(index, 16).ok_or_else(|| index_err("short index header"))?;
-        if idx_reserved != 0 {
+        // The digest covers the whole header (header_len may exceed the fixed fields); the
+        // bytes past HEADER_LEN are copied here once, then only the copy is hashed.
+        let header_len_us = usize::try_from(header_len).unwrap_or(HEADER_LEN);
+        let full_header: Box<[u8]> = match src.get(HEADER_LEN..header_len_us) {
+            Some(rest) => hdr.iter().chain(rest).copied().collect(),
+            None => hdr.to_vec().into(),
+        };
+        let digest = store_digest(&full_header);
+        Ok(Parsed {
+            major: h.major,
+            minor: h.minor,
+            header_len,
+            file_len: file_len_us,
+            index_len: h.index_len,
+            header: full_header,
+            index_offset: h.index_offset,
+            dict_offset: h.dict_offset,
+            index,
+            dict,
+            digest,
+            blobs,
+            modules,
+            entries,
+            by_name,
+            #[cfg(feature = "std")]
+            ddict,
+        })
+    }
+}
+
+fn truncated(what: &'static str, need: u64, have: u64) -> StoreError {
+    StoreError::Truncated { what, need, have }
+}
+
+/// The fixed header, as a copy (a file rewritten in place while it is mapped cannot change
+/// what was verified), and its fields checked against each other and the source's length.
+fn read_header(src: &dyn Source, have: u64) -> Result<([u8; HEADER_LEN], Header)> {
+    let head = src
+        .get(0..HEADER_LEN.min(have as usize))
+        .unwrap_or_default();
+    // Check what is present in order, so a short prefix of a valid store reports
+    // truncation while garbage or a newer store reports what it is.
+    let mut padded = [0u8; HEADER_LEN];
+    padded[..head.len()].copy_from_slice(head);
+    let seen = Header::read(&padded).unwrap_or_default();
+    if head.len() >= MAGIC.len() && seen.magic != MAGIC {
+        return Err(StoreError::BadMagic { found: seen.magic });
+    }
+    if head.len() >= MAGIC.len() + 4 && seen.major != FORMAT_MAJOR {
+        return Err(StoreError::UnsupportedVersion {
+            major: seen.major,
+            minor: seen.minor,
+            supported: FORMAT_MAJOR,
+        });
+    }
+    if head.len() < HEADER_LEN {
+        return Err(truncated("header", HEADER_LEN as u64, have));
+    }
+    let h = seen;
+    let (header_len, file_len) = (u64::from(h.header_len), h.file_len);
+    if header_len < HEADER_LEN as u64 || !is_aligned(header_len) {
+        return Err(header_err(format!(
+            "header_len {header_len} (must be >= {HEADER_LEN} and a multiple of {ALIGN})"
+        )));
+    }
+    if file_len > have {
+        return Err(truncated("store", file_len, have));
+    }
+    if header_len > file_len {
+        return Err(header_err(format!(
+            "header_len {header_len} exceeds file_len {file_len}"
+        )));
+    }
+    if h.reserved != 0 {
+        return Err(header_err("reserved field is not zero"));
+    }
+    Ok((padded, h))
+}
+
+/// A copy of the index, checked against its digest.
+fn read_index(src: &dyn Source, h: &Header) -> Result<Box<[u8]>> {
+    let (offset, len) = (h.index_offset, h.index_len);
+    if !is_aligned(offset) || offset < u64::from(h.header_len) {
+        return Err(header_err(format!("bad index offset {offset}")));
+    }
+    let range = range_within(offset, len, h.file_len).ok_or_else(|| {
+        header_err(format!(
+            "index {offset}+{len} exceeds file_len {}",
+            h.file_len
+        ))
+    })?;
+    let index: Box<[u8]> = src
+        .get(range)
+        .ok_or_else(|| header_err("index out of bounds"))?
+        .into();
+    if *blake3::hash(&index).as_bytes() != h.index_digest {
+        return Err(StoreError::IndexDigestMismatch);
+    }
+    Ok(index)
+}
+
+/// The dictionary (between the header and the index), checked against its digest, and
+/// where it ends; None if the store has none.
+fn read_dictionary(src: &dyn Source, h: &Header) -> Result<Option<(u64, Box<[u8]>)>> {
+    let (offset, len) = (h.dict_offset, h.dict_len);
+    if len == 0 {
+        if offset != 0 || h.dict_digest != [0; 32] {
+            return Err(header_err(
+                "dictionary offset/digest set without a dictionary",
+            ));
+        }
+        return Ok(None);
+    }
+    if !is_aligned(offset) || offset < u64::from(h.header_len) {
+        return Err(header_err(format!("bad dictionary offset {offset}")));
+    }
+    let r = range_within(offset, len, h.index_offset).ok_or_else(|| {
+        header_err(format!(
+            "dictionary {offset}+{len} overlaps the index at {}",
+            h.index_offset
+        ))
+    })?;
+    let d: Box<[u8]> = src
+        .get(r.clone())
+        .ok_or_else(|| header_err("dictionary out of bounds"))?
+        .into();
+    if *blake3::hash(&d).as_bytes() != h.dict_digest {
+        return Err(StoreError::DictionaryDigestMismatch);
+    }
+    Ok(Some((r.end as u64, d)))
+}
+
+/// Where the index's tables are. Every count is bounded because the tables must fit
+/// exactly in `index_len`, which is bounded by the slice.
+struct Tables {
+    counts: IndexHeader,
+    blobs_at: usize,
+    modules_at: usize,
+    entries_at: usize,
+    pool_at: usize,
+}
+
+impl Tables {
+    fn parse(index: &[u8], index_len: u64) -> Result<Tables> {
+        let c = IndexHeader::read(index).ok_or_else(|| index_err("short index header"))?;
+        if c.reserved != 0 {
             return Err(index_err("reserved field is not zero"));
         }
         let table = |count: u32, rec: usize| u64::from(count).checked_mul(rec as u64);
         let sizes = [
             Some(INDEX_HEADER_LEN as u64),
-            table(blob_count, BLOB_RECORD_LEN),
-            table(module_count, MODULE_RECORD_LEN),
-            table(entry_count, ENTRY_RECORD_LEN),
-            Some(pool_len),
+            table(c.blob_count, BLOB_RECORD_LEN),
+            table(c.module_count, MODULE_RECORD_LEN),
+            table(c.entry_count, ENTRY_RECORD_LEN),
+            Some(c.pool_len),
         ];
         let expected = sizes.iter().try_fold(0u64, |acc, s| acc.checked_add((*s)?));
         if expected != Some(index_len) {
             return Err(index_err(format!(
-                "index_len {index_len} does not match {module_count} modules, \
-                 {entry_count} entries, {blob_count} blobs and a {pool_len}-byte string pool"
+                "index_len {index_len} does not match {} modules, {} entries, {} blobs and a \
+                 {}-byte string pool",
+                c.module_count, c.entry_count, c.blob_count, c.pool_len
             )));
         }
         // All table offsets below are < index_len, which fits in usize (it is a slice range).
         let blobs_at = INDEX_HEADER_LEN;
-        let modules_at = blobs_at + blob_count as usize * BLOB_RECORD_LEN;
-        let entries_at = modules_at + module_count as usize * MODULE_RECORD_LEN;
-        let pool_at = entries_at + entry_count as usize * ENTRY_RECORD_LEN;
-        // Position of the pool in the index copy; pool refs become ranges into that copy.
-        let pool_abs = pool_at;
-        let pool_ref = |off: u32, len: u32, limit: usize, what: &str| {
-            if len as usize > limit {
-                return Err(index_err(format!("{what} is {len} bytes (limit {limit})")));
-            }
-            let r = range_within(u64::from(off), u64::from(len), pool_len)
-                .ok_or_else(|| index_err(format!("{what} {off}+{len} outside the string pool")))?;
-            Ok(pool_abs + r.start..pool_abs + r.end)
-        };
+        let modules_at = blobs_at + c.blob_count as usize * BLOB_RECORD_LEN;
+        let entries_at = modules_at + c.module_count as usize * MODULE_RECORD_LEN;
+        let pool_at = entries_at + c.entry_count as usize * ENTRY_RECORD_LEN;
+        Ok(Tables {
+            counts: c,
+            blobs_at,
+            modules_at,
+            entries_at,
+            pool_at,
+        })
+    }
 
-        // Blobs: in storage order, aligned, non-overlapping, between data_start and the index.
-        let mut blobs = Vec::with_capacity(blob_count as usize);
+    /// A reference into the string pool, as a range of the index copy.
+    fn pool_ref(&self, off: u32, len: u32, limit: usize, what: &str) -> Result<Range<usize>> {
+        if len as usize > limit {
+            return Err(index_err(format!("{what} is {len} bytes (limit {limit})")));
+        }
+        let r = range_within(u64::from(off), u64::from(len), self.counts.pool_len)
+            .ok_or_else(|| index_err(format!("{what} {off}+{len} outside the string pool")))?;
+        Ok(self.pool_at + r.start..self.pool_at + r.end)
+    }
+
+    /// Blobs: in storage order, aligned, non-overlapping, between `data_start` and the
+    /// index.
+    fn blobs(
+        &self,
+        index: &[u8],
+        data_start: u64,
+        index_offset: u64,
+        has_dict: bool,
+    ) -> Result<Vec<BlobInfo>> {
+        let mut blobs = Vec::with_capacity(self.counts.blob_count as usize);
         let mut prev_end = data_start;
-        for i in 0..blob_count {
-            let at = blobs_at + i as usize * BLOB_RECORD_LEN;
+        for i in 0..self.counts.blob_count {
             let rec = index
-                .get(at..at + BLOB_RECORD_LEN)
+                .get(self.blobs_at + i as usize * BLOB_RECORD_LEN..)
+                .and_then(BlobRecord::read)
                 .ok_or_else(|| index_err("blob table out of bounds"))?;
-            let offset = get_u64(rec, 0).unwrap_or_default();
-            let stored_len = get_u64(rec, 8).unwrap_or_default();
-            let raw_len = get_u64(rec, 16).unwrap_or_default();
-            let codec_byte = get_u8(rec, 24).unwrap_or_default();
-            let reserved = get_array::<7>(rec, 25).unwrap_or_default();
-            let digest = get_array::<32>(rec, 32).unwrap_or_default();
-            let codec = Codec::from_u8(codec_byte).ok_or(StoreError::UnsupportedCodec {
+            let (offset, stored_len, raw_len) = (rec.offset, rec.stored_len, rec.raw_len);
+            let codec = Codec::from_u8(rec.codec).ok_or(StoreError::UnsupportedCodec {
                 blob: i,
-                codec: codec_byte,
+                codec: rec.codec,
             })?;
-            if reserved != [0; 7] {
+            if rec.reserved != [0; 7] {
                 return Err(index_err(format!("blob {i}: reserved bytes are not zero")));
             }
             if !is_aligned(offset) {
@@ -1109,53 +1166,32 @@ impl Parsed {
                 });
             }
             prev_end = end.unwrap_or(index_offset);
-            match codec {
-                Codec::Raw if stored_len != raw_len => {
-                    return Err(index_err(format!(
-                        "blob {i}: raw blob with stored_len {stored_len} != raw_len {raw_len}"
-                    )))
-                }
-                Codec::Zstd | Codec::ZstdDict
-                    if stored_len
-                        .checked_mul(MAX_ZSTD_RATIO)
-                        .filter(|&max| raw_len <= max)
-                        .is_none() =>
-                {
-                    return Err(index_err(format!(
-                        "blob {i}: raw_len {raw_len} is implausible for {stored_len} stored bytes"
-                    )))
-                }
-                Codec::ZstdDict if dict.is_none() => {
-                    return Err(index_err(format!(
-                        "blob {i}: uses the dictionary codec but the store has no dictionary"
-                    )))
-                }
-                _ => {}
-            }
+            check_codec(i, codec, stored_len, raw_len, has_dict)?;
             blobs.push(BlobInfo {
                 offset,
                 stored_len,
                 raw_len,
                 codec,
-                digest,
+                digest: rec.digest,
                 refs: 0,
                 first_ref: u32::MAX,
             });
         }
+        Ok(blobs)
+    }
 
-        // Modules: names in the pool, entries contiguous and in order.
-        let mut modules = Vec::with_capacity(module_count as usize);
+    /// Modules: names in the pool, entries contiguous and in order.
+    fn modules(&self, index: &[u8]) -> Result<Vec<ModInfo>> {
+        let entry_count = self.counts.entry_count;
+        let mut modules = Vec::with_capacity(self.counts.module_count as usize);
         let mut next_entry = 0u32;
-        for j in 0..module_count {
-            let at = modules_at + j as usize * MODULE_RECORD_LEN;
+        for j in 0..self.counts.module_count {
             let rec = index
-                .get(at..at + MODULE_RECORD_LEN)
+                .get(self.modules_at + j as usize * MODULE_RECORD_LEN..)
+                .and_then(ModuleRecord::read)
                 .ok_or_else(|| index_err("module table out of bounds"))?;
-            let name_off = get_u32(rec, 0).unwrap_or_default();
-            let name_len = get_u32(rec, 4).unwrap_or_default();
-            let first = get_u32(rec, 8).unwrap_or_default();
-            let count = get_u32(rec, 12).unwrap_or_default();
-            let name = pool_ref(name_off, name_len, MAX_NAME_LEN, "module name")?;
+            let (first, count) = (rec.first, rec.count);
+            let name = self.pool_ref(rec.name_off, rec.name_len, MAX_NAME_LEN, "module name")?;
             let name_bytes = index.get(name.clone()).unwrap_or_default();
             if core::str::from_utf8(name_bytes).is_err() {
                 return Err(index_err(format!("module {j}: name is not UTF-8")));
@@ -1178,35 +1214,40 @@ impl Parsed {
                 "modules cover {next_entry} of {entry_count} entries"
             )));
         }
+        Ok(modules)
+    }
 
-        // Entries.
-        let mut entries = Vec::with_capacity(entry_count as usize);
+    /// Entries, module by module; counts each blob's references.
+    fn entries(
+        &self,
+        index: &[u8],
+        modules: &[ModInfo],
+        blobs: &mut [BlobInfo],
+    ) -> Result<Vec<EntInfo>> {
+        let mut entries = Vec::with_capacity(self.counts.entry_count as usize);
         for (j, m) in modules.iter().enumerate() {
             for k in 0..m.count {
                 let e = m.first as usize + k as usize;
-                let at = entries_at + e * ENTRY_RECORD_LEN;
                 let rec = index
-                    .get(at..at + ENTRY_RECORD_LEN)
+                    .get(self.entries_at + e * ENTRY_RECORD_LEN..)
+                    .and_then(EntryRecord::read)
                     .ok_or_else(|| index_err("entry table out of bounds"))?;
-                let tag = get_u8(rec, 0).unwrap_or_default();
-                let variant = get_u8(rec, 1).unwrap_or_default();
-                let value = get_u16(rec, 2).unwrap_or_default();
-                let arch = get_u32(rec, 4).unwrap_or_default();
-                let blob = get_u32(rec, 8).unwrap_or_default();
-                let attrs_off = get_u32(rec, 12).unwrap_or_default();
-                let attrs_len = get_u32(rec, 16).unwrap_or_default();
-                let reserved = get_u32(rec, 20).unwrap_or_default();
+                let (tag, value, blob) = (rec.tag, rec.value, rec.blob);
                 let kind = kind_from_wire(tag, value)
                     .ok_or_else(|| index_err(format!("entry {e}: bad kind {tag}/{value}")))?;
-                let variant = variant_from_wire(variant)
-                    .ok_or_else(|| index_err(format!("entry {e}: bad variant {variant}")))?;
-                if reserved != 0 {
+                let variant = variant_from_wire(rec.variant)
+                    .ok_or_else(|| index_err(format!("entry {e}: bad variant {}", rec.variant)))?;
+                if rec.reserved != 0 {
                     return Err(index_err(format!("entry {e}: reserved field is not zero")));
                 }
-                let attrs = pool_ref(attrs_off, attrs_len, MAX_ATTRS_LEN, "entry attrs")?;
-                let b = blobs
-                    .get_mut(blob as usize)
-                    .ok_or_else(|| index_err(format!("entry {e}: blob {blob} of {blob_count}")))?;
+                let attrs =
+                    self.pool_ref(rec.attrs_off, rec.attrs_len, MAX_ATTRS_LEN, "entry attrs")?;
+                let b = blobs.get_mut(blob as usize).ok_or_else(|| {
+                    index_err(format!(
+                        "entry {e}: blob {blob} of {}",
+                        self.counts.blob_count
+                    ))
+                })?;
                 b.refs = b.refs.saturating_add(1);
                 if b.first_ref == u32::MAX {
                     b.first_ref = e as u32;
@@ -1214,7 +1255,7 @@ impl Parsed {
                 entries.push(EntInfo {
                     kind,
                     variant,
-                    arch,
+                    arch: rec.arch,
                     blob,
                     attrs,
                     module: j as u32,
@@ -1222,50 +1263,49 @@ impl Parsed {
                 });
             }
         }
-
-        // Names must be unique so module_by_name is well defined.
-        let name_of = |m: u32| {
-            modules
-                .get(m as usize)
-                .and_then(|i| index.get(i.name.clone()))
-                .unwrap_or_default()
-        };
-        let mut by_name: Vec<u32> = (0..module_count).collect();
-        // The index breaks ties, so any sort gives one order.
-        heapsort(&mut by_name, |a, b| {
-            name_of(a).cmp(name_of(b)).then(a.cmp(&b)).is_lt()
-        });
-        if let Some(w) = by_name.windows(2).find(|w| name_of(w[0]) == name_of(w[1])) {
-            let name = String::from_utf8_lossy(name_of(w[0])).into_owned();
-            return Err(index_err(format!("duplicate module name \"{name}\"")));
-        }
-
-        // The digest covers the whole header (header_len may exceed the fixed fields); the
-        // bytes past HEADER_LEN are copied here once, then only the copy is hashed.
-        let header_len_us = usize::try_from(header_len).unwrap_or(HEADER_LEN);
-        let full_header: Box<[u8]> = match src.get(HEADER_LEN..header_len_us) {
-            Some(rest) => hdr.iter().chain(rest).copied().collect(),
-            None => hdr.to_vec().into(),
-        };
-        let digest = store_digest(&full_header);
-        Ok(Parsed {
-            major,
-            minor,
-            header_len,
-            file_len: file_len_us,
-            index_len,
-            header: full_header,
-            index_offset,
-            dict_offset,
-            index: index_copy,
-            dict,
-            digest,
-            blobs,
-            modules,
-            entries,
-            by_name,
-            #[cfg(feature = "std")]
-            ddict,
-        })
+        Ok(entries)
     }
+}
+
+/// A blob's lengths must fit its codec.
+fn check_codec(i: u32, codec: Codec, stored_len: u64, raw_len: u64, has_dict: bool) -> Result<()> {
+    match codec {
+        Codec::Raw if stored_len != raw_len => Err(index_err(format!(
+            "blob {i}: raw blob with stored_len {stored_len} != raw_len {raw_len}"
+        ))),
+        Codec::Zstd | Codec::ZstdDict
+            if stored_len
+                .checked_mul(MAX_ZSTD_RATIO)
+                .filter(|&max| raw_len <= max)
+                .is_none() =>
+        {
+            Err(index_err(format!(
+                "blob {i}: raw_len {raw_len} is implausible for {stored_len} stored bytes"
+            )))
+        }
+        Codec::ZstdDict if !has_dict => Err(index_err(format!(
+            "blob {i}: uses the dictionary codec but the store has no dictionary"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Module indices sorted by name; names must be unique so `module_by_name` is well defined.
+fn sorted_names(index: &[u8], modules: &[ModInfo]) -> Result<Vec<u32>> {
+    let name_of = |m: u32| {
+        modules
+            .get(m as usize)
+            .and_then(|i| index.get(i.name.clone()))
+            .unwrap_or_default()
+    };
+    let mut by_name: Vec<u32> = (0..modules.len() as u32).collect();
+    // The index breaks ties, so any sort gives one order.
+    heapsort(&mut by_name, |a, b| {
+        name_of(a).cmp(name_of(b)).then(a.cmp(&b)).is_lt()
+    });
+    if let Some(w) = by_name.windows(2).find(|w| name_of(w[0]) == name_of(w[1])) {
+        let name = String::from_utf8_lossy(name_of(w[0])).into_owned();
+        return Err(index_err(format!("duplicate module name \"{name}\"")));
+    }
+    Ok(by_name)
 }

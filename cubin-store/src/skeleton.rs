@@ -63,9 +63,10 @@ fn pieces(bytes: &[u8]) -> Result<Pieces<'_>> {
     let hdr = rest
         .get(..HEADER_LEN)
         .ok_or_else(|| truncated("store header", (PREFIX_LEN + HEADER_LEN) as u64, have))?;
-    let field = |off| get_u64(hdr, off).unwrap_or_default();
-    let header_len = u64::from(get_u32(hdr, H_HEADER_LEN).unwrap_or_default());
-    let lens = [header_len, field(H_DICT_LEN), field(H_INDEX_LEN)];
+    let h = Header::read(hdr)
+        .ok_or_else(|| truncated("store header", (PREFIX_LEN + HEADER_LEN) as u64, have))?;
+    let header_len = u64::from(h.header_len);
+    let lens = [header_len, h.dict_len, h.index_len];
     let total = lens.iter().try_fold(0u64, |a, &l| a.checked_add(l));
     if total != Some(rest.len() as u64) {
         return Err(StoreError::MalformedHeader(format!(
@@ -77,14 +78,14 @@ fn pieces(bytes: &[u8]) -> Result<Pieces<'_>> {
         )));
     }
     // All three fit in `rest`, so they fit in usize.
-    let (h, tail) = rest.split_at(header_len as usize);
+    let (header_bytes, tail) = rest.split_at(header_len as usize);
     let (d, i) = tail.split_at(lens[1] as usize);
-    let at = |off| usize::try_from(field(off)).unwrap_or(usize::MAX);
+    let at = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
     Ok(Pieces {
-        header: h,
-        dict: (at(H_DICT_OFFSET), d),
-        index: (at(H_INDEX_OFFSET), i),
-        file_len: field(H_FILE_LEN),
+        header: header_bytes,
+        dict: (at(h.dict_offset), d),
+        index: (at(h.index_offset), i),
+        file_len: h.file_len,
     })
 }
 

@@ -253,6 +253,8 @@ impl<W: Write + Seek> StoreWriter<W> {
         let index_offset = self.pos;
         self.write(&index)?;
         let header = Header {
+            magic: MAGIC,
+            reserved: 0,
             major: FORMAT_MAJOR,
             minor: FORMAT_MINOR,
             header_len: HEADER_LEN as u32,
@@ -264,7 +266,7 @@ impl<W: Write + Seek> StoreWriter<W> {
             index_digest: *blake3::hash(&index).as_bytes(),
             dict_digest: self.dict_digest,
         };
-        let hbytes = header.encode();
+        let hbytes = header.to_bytes();
         self.out.seek(SeekFrom::Start(self.base))?;
         self.out.write_all(&hbytes)?;
         let end = self
@@ -355,24 +357,30 @@ impl<W: Write + Seek> StoreWriter<W> {
         for m in &self.modules {
             let (name_off, name_len) = pool_ref(m.name.as_bytes())?;
             let count = u32::try_from(m.entries.len()).map_err(|_| too_large("entries"))?;
-            modules.extend_from_slice(&name_off.to_le_bytes());
-            modules.extend_from_slice(&name_len.to_le_bytes());
-            modules.extend_from_slice(&first_entry.to_le_bytes());
-            modules.extend_from_slice(&count.to_le_bytes());
+            let record = ModuleRecord {
+                name_off,
+                name_len,
+                first: first_entry,
+                count,
+            };
+            modules.extend_from_slice(&record.to_bytes());
             first_entry = first_entry
                 .checked_add(count)
                 .ok_or_else(|| too_large("entries"))?;
             for e in &m.entries {
                 let (attrs_off, attrs_len) = pool_ref(&e.meta.attrs)?;
                 let (tag, value) = kind_to_wire(e.meta.kind);
-                entries.push(tag);
-                entries.push(variant_to_wire(e.meta.variant));
-                entries.extend_from_slice(&value.to_le_bytes());
-                entries.extend_from_slice(&e.meta.arch.to_le_bytes());
-                entries.extend_from_slice(&e.blob.to_le_bytes());
-                entries.extend_from_slice(&attrs_off.to_le_bytes());
-                entries.extend_from_slice(&attrs_len.to_le_bytes());
-                entries.extend_from_slice(&0u32.to_le_bytes());
+                let record = EntryRecord {
+                    tag,
+                    variant: variant_to_wire(e.meta.variant),
+                    value,
+                    arch: e.meta.arch,
+                    blob: e.blob,
+                    attrs_off,
+                    attrs_len,
+                    reserved: 0,
+                };
+                entries.extend_from_slice(&record.to_bytes());
             }
         }
 
@@ -383,18 +391,24 @@ impl<W: Write + Seek> StoreWriter<W> {
                 + entries.len()
                 + pool.len(),
         );
-        index.extend_from_slice(&module_count.to_le_bytes());
-        index.extend_from_slice(&entry_count_u32.to_le_bytes());
-        index.extend_from_slice(&blob_count.to_le_bytes());
-        index.extend_from_slice(&0u32.to_le_bytes());
-        index.extend_from_slice(&(pool.len() as u64).to_le_bytes());
+        let header = IndexHeader {
+            module_count,
+            entry_count: entry_count_u32,
+            blob_count,
+            reserved: 0,
+            pool_len: pool.len() as u64,
+        };
+        index.extend_from_slice(&header.to_bytes());
         for b in &self.blobs {
-            index.extend_from_slice(&b.offset.to_le_bytes());
-            index.extend_from_slice(&b.stored_len.to_le_bytes());
-            index.extend_from_slice(&b.raw_len.to_le_bytes());
-            index.push(b.codec.to_u8());
-            index.extend_from_slice(&[0u8; 7]);
-            index.extend_from_slice(&b.digest);
+            let record = BlobRecord {
+                offset: b.offset,
+                stored_len: b.stored_len,
+                raw_len: b.raw_len,
+                codec: b.codec.to_u8(),
+                reserved: [0; 7],
+                digest: b.digest,
+            };
+            index.extend_from_slice(&record.to_bytes());
         }
         index.extend_from_slice(&modules);
         index.extend_from_slice(&entries);

@@ -4,35 +4,51 @@
 use crate::prelude::*;
 use core::ops::Range;
 
-const SHT_NOBITS: u32 = 8;
-const SHN_XINDEX: u16 = 0xFFFF;
-const SHDR_LEN: usize = 64;
+use crate::wire_layout;
 
-fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
-    ))
+/// `SHT_NOBITS`: a section with no bytes in the file.
+pub const SHT_NOBITS: u32 = 8;
+/// `e_shstrndx` value meaning "the index is in section 0's `sh_link`".
+pub const SHN_XINDEX: u16 = 0xFFFF;
+const SHDR_LEN: usize = SectionHeader::LEN;
+
+wire_layout! {
+    /// The ELF64 header (little-endian).
+    pub struct FileHeader (64) {
+        ident: [u8; 16] = 0,
+        e_type: u16 = 16,
+        machine: u16 = 18,
+        version: u32 = 20,
+        entry: u64 = 24,
+        phoff: u64 = 32,
+        shoff: u64 = 40,
+        flags: u32 = 48,
+        ehsize: u16 = 52,
+        phentsize: u16 = 54,
+        phnum: u16 = 56,
+        shentsize: u16 = 58,
+        shnum: u16 = 60,
+        shstrndx: u16 = 62,
+    }
 }
 
-struct Shdr {
-    name: u32,
-    kind: u32,
-    offset: u64,
-    size: u64,
-    link: u32,
+wire_layout! {
+    /// An ELF64 section header (little-endian).
+    pub struct SectionHeader (64) {
+        name: u32 = 0,
+        kind: u32 = 4,
+        flags: u64 = 8,
+        addr: u64 = 16,
+        offset: u64 = 24,
+        size: u64 = 32,
+        link: u32 = 40,
+        info: u32 = 44,
+        addralign: u64 = 48,
+        entsize: u64 = 56,
+    }
 }
 
-fn shdr(file: &[u8], shoff: usize, entsize: usize, i: usize) -> Result<Shdr, String> {
+fn shdr(file: &[u8], shoff: usize, entsize: usize, i: usize) -> Result<SectionHeader, String> {
     let at = i
         .checked_mul(entsize)
         .and_then(|o| o.checked_add(shoff))
@@ -41,14 +57,7 @@ fn shdr(file: &[u8], shoff: usize, entsize: usize, i: usize) -> Result<Shdr, Str
         .checked_add(SHDR_LEN)
         .and_then(|end| file.get(at..end))
         .ok_or_else(|| format!("section header {i} lies outside the file"))?;
-    let bad = || format!("section header {i} is truncated");
-    Ok(Shdr {
-        name: u32_at(h, 0).ok_or_else(bad)?,
-        kind: u32_at(h, 4).ok_or_else(bad)?,
-        offset: u64_at(h, 24).ok_or_else(bad)?,
-        size: u64_at(h, 32).ok_or_else(bad)?,
-        link: u32_at(h, 40).ok_or_else(bad)?,
-    })
+    SectionHeader::read(h).ok_or_else(|| format!("section header {i} is truncated"))
 }
 
 fn range(file: &[u8], offset: u64, size: u64, what: &str) -> Result<Range<usize>, String> {
@@ -77,11 +86,12 @@ pub fn cubin_sm(data: &[u8]) -> Option<u32> {
     if data.get(..4) != Some(b"\x7fELF") || data.get(4) != Some(&2) || data.get(5) != Some(&1) {
         return None;
     }
-    if u16_at(data, 0x12)? != EM_CUDA {
+    let h = FileHeader::read(data)?;
+    if h.machine != EM_CUDA {
         return None;
     }
-    let flags = u32_at(data, 0x30)?;
-    let abi_version = *data.get(8)?;
+    let flags = h.flags;
+    let abi_version = h.ident[8];
     Some(if abi_version >= 8 {
         (flags >> 8) & 0xff
     } else {
@@ -97,11 +107,11 @@ pub fn find_section(file: &[u8], name: &str) -> Result<Option<Range<usize>>, Str
     if file.get(4) != Some(&2) || file.get(5) != Some(&1) {
         return Err("not a little-endian ELF64 file".into());
     }
-    let bad = || "ELF header truncated".to_string();
-    let shoff = u64_at(file, 0x28).ok_or_else(bad)?;
-    let entsize = usize::from(u16_at(file, 0x3A).ok_or_else(bad)?);
-    let mut shnum = usize::from(u16_at(file, 0x3C).ok_or_else(bad)?);
-    let mut shstrndx = usize::from(u16_at(file, 0x3E).ok_or_else(bad)?);
+    let h = FileHeader::read(file).ok_or("ELF header truncated")?;
+    let shoff = h.shoff;
+    let entsize = usize::from(h.shentsize);
+    let mut shnum = usize::from(h.shnum);
+    let mut shstrndx = usize::from(h.shstrndx);
     if shoff == 0 {
         return Ok(None);
     }
@@ -161,11 +171,7 @@ mod tests {
     /// A minimal ELF64 with sections: null, `.text` (4 bytes), `.fatpack` (8), `.shstrtab`.
     pub(crate) fn tiny_elf() -> Vec<u8> {
         let names = b"\0.text\0.fatpack\0.shstrtab\0";
-        let mut f = vec![0u8; 64];
-        f[..4].copy_from_slice(b"\x7fELF");
-        f[4] = 2;
-        f[5] = 1;
-        f[6] = 1;
+        let mut f = vec![0u8; FileHeader::LEN];
         let text_off = f.len();
         f.extend_from_slice(b"TEXT");
         let fp_off = f.len();
@@ -177,21 +183,30 @@ mod tests {
         }
         let shoff = f.len();
         let mut sh = |name: u32, kind: u32, off: usize, size: usize| {
-            let mut h = [0u8; 64];
-            h[0..4].copy_from_slice(&name.to_le_bytes());
-            h[4..8].copy_from_slice(&kind.to_le_bytes());
-            h[24..32].copy_from_slice(&(off as u64).to_le_bytes());
-            h[32..40].copy_from_slice(&(size as u64).to_le_bytes());
-            f.extend_from_slice(&h);
+            let h = SectionHeader {
+                name,
+                kind,
+                offset: off as u64,
+                size: size as u64,
+                ..SectionHeader::default()
+            };
+            f.extend_from_slice(&h.to_bytes());
         };
         sh(0, 0, 0, 0);
         sh(1, 1, text_off, 4);
         sh(7, 1, fp_off, 8);
         sh(16, 3, str_off, names.len());
-        f[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
-        f[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
-        f[0x3C..0x3E].copy_from_slice(&4u16.to_le_bytes());
-        f[0x3E..0x40].copy_from_slice(&3u16.to_le_bytes());
+        let mut ident = [0u8; 16];
+        ident[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+        let h = FileHeader {
+            ident,
+            shoff: shoff as u64,
+            shentsize: 64,
+            shnum: 4,
+            shstrndx: 3,
+            ..FileHeader::default()
+        };
+        f[..FileHeader::LEN].copy_from_slice(&h.to_bytes());
         f
     }
 

@@ -8,6 +8,7 @@
 //! bytes. A section may hold several containers back to back, padded apart with zeros.
 
 use crate::prelude::*;
+use crate::wire_layout;
 /// First word of every container.
 pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// The container version every nvcc seen writes.
@@ -38,46 +39,6 @@ pub mod flags {
     pub const ARCH_SPECIFIC: u64 = 0x10_0000;
     /// `sm_100f` / `compute_100f`.
     pub const ARCH_FAMILY: u64 = 0x20_0000;
-}
-
-/// Declares a fixed-size little-endian record once: the struct, its field offsets, and the
-/// reader and writer generated from the same table, so they cannot disagree.
-macro_rules! wire_layout {
-    (
-        $(#[$meta:meta])*
-        pub struct $name:ident ($len:expr) {
-            $( $(#[$fmeta:meta])* $field:ident : $ty:ty = $off:expr, )*
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-        pub struct $name {
-            $( $(#[$fmeta])* pub $field: $ty, )*
-        }
-
-        impl $name {
-            /// Bytes the fixed record takes.
-            pub const LEN: usize = $len;
-
-            /// Reads the record from the start of `b`; `None` if `b` is shorter.
-            pub fn read(b: &[u8]) -> Option<Self> {
-                let b = b.get(..Self::LEN)?;
-                Some($name {
-                    $( $field: <$ty>::from_le_bytes(
-                        b[$off..$off + core::mem::size_of::<$ty>()].try_into().ok()?,
-                    ), )*
-                })
-            }
-
-            /// The record as bytes.
-            pub fn to_bytes(&self) -> [u8; $len] {
-                let mut b = [0u8; $len];
-                $( b[$off..$off + core::mem::size_of::<$ty>()]
-                    .copy_from_slice(&self.$field.to_le_bytes()); )*
-                b
-            }
-        }
-    };
 }
 
 wire_layout! {
@@ -618,10 +579,22 @@ mod tests {
             assert_eq!((e.header.compressed_len, e.header.uncompressed_len), (0, 0));
             assert_eq!(e.header.flags & flags::COMPRESSED, 0);
             // Everything else is the original header.
-            assert_eq!(&e.header_bytes[..8], &h[..8]);
-            assert_eq!(&e.header_bytes[20..40], &h[20..40]);
-            assert_eq!(&e.header_bytes[48..56], &h[48..56]);
-            assert_eq!(&e.header_bytes[64..], &h[64..]);
+            let (got, orig) = (
+                EntryHeader::read(e.header_bytes).unwrap(),
+                EntryHeader::read(h).unwrap(),
+            );
+            let same_sizes = EntryHeader {
+                payload_len: orig.payload_len,
+                compressed_len: orig.compressed_len,
+                flags: orig.flags,
+                uncompressed_len: orig.uncompressed_len,
+                ..got
+            };
+            assert_eq!(same_sizes, orig);
+            assert_eq!(
+                e.header_bytes.get(EntryHeader::LEN..),
+                h.get(EntryHeader::LEN..)
+            );
         }
         assert_eq!(entries[0].header.flags, 0x11 | flags::ARCH_SPECIFIC);
         assert_eq!(entries[1].header.flags, 0x11);

@@ -25,6 +25,8 @@ mod prelude {
     pub use alloc::vec::Vec;
 }
 
+pub mod wire;
+
 pub mod arch;
 pub mod elf;
 pub mod fatbin;

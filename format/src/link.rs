@@ -3,6 +3,7 @@
 //! both sides read.
 
 use crate::prelude::*;
+use crate::wire_layout;
 use core::ffi::CStr;
 
 /// Symbols `fatpack ld` must pass as `--wrap=SYM`. Every one has a `__wrap_SYM` here that
@@ -81,7 +82,10 @@ pub const SYSTEM_LIBS: &[&str] = &[
 /// File name of the archive; `--exclude-libs` matches on it.
 pub const RUNTIME_ARCHIVE: &str = "libfatpack_rt.a";
 
-/// Non-allocated section of the packed output that holds the store.
+/// Section of the packed output that holds the store: allocated and mapped by a read-only
+/// `PT_LOAD` of its own after everything else the output loads (what `fatpack ld` does by
+/// default), or non-allocated where the linker left no program header to spare (the
+/// runtime then reads it from the file).
 pub const STORE_SECTION: &str = ".fatpack";
 /// Suffix of the side-file store (`<output>.fatpack`), tried when the section is absent.
 pub const SIDE_FILE_SUFFIX: &str = ".fatpack";
@@ -175,30 +179,31 @@ impl StoreSlot {
 
     /// Reads a slot of [`Self::LEN`] or [`Self::LEGACY_LEN`] bytes.
     pub fn read(b: &[u8]) -> Option<StoreSlot> {
-        let digest: [u8; 32] = b.get(..32)?.try_into().ok()?;
         if b.len() < Self::LEN {
             return Some(StoreSlot {
-                digest,
+                digest: LegacySlotRecord::read(b)?.digest,
                 ..StoreSlot::default()
             });
         }
+        let r = SlotRecord::read(b)?;
         Some(StoreSlot {
-            digest,
-            store_rel: i64::from_le_bytes(b[32..40].try_into().ok()?),
-            store_len: u64::from_le_bytes(b[40..48].try_into().ok()?),
-            location: StoreLocation::from_u32(u32::from_le_bytes(b[48..52].try_into().ok()?)),
-            features: u32::from_le_bytes(b[52..56].try_into().ok()?),
+            digest: r.digest,
+            store_rel: r.store_rel,
+            store_len: r.store_len,
+            location: StoreLocation::from_u32(r.location),
+            features: r.features,
         })
     }
 
     pub fn to_bytes(&self) -> [u8; Self::LEN] {
-        let mut b = [0u8; Self::LEN];
-        b[..32].copy_from_slice(&self.digest);
-        b[32..40].copy_from_slice(&self.store_rel.to_le_bytes());
-        b[40..48].copy_from_slice(&self.store_len.to_le_bytes());
-        b[48..52].copy_from_slice(&self.location.to_u32().to_le_bytes());
-        b[52..56].copy_from_slice(&self.features.to_le_bytes());
-        b
+        SlotRecord {
+            digest: self.digest,
+            store_rel: self.store_rel,
+            store_len: self.store_len,
+            location: self.location.to_u32(),
+            features: self.features,
+        }
+        .to_bytes()
     }
 
     /// True when the store is mapped with the image (reached through `store_rel`).
@@ -207,15 +212,44 @@ impl StoreSlot {
     }
 }
 
-/// The glue object's note: a valid ELF note (so any note reader skips it) whose descriptor
-/// is 12 zero bytes, 32 bytes in all.
+wire_layout! {
+    /// The [`StoreSlot`] as the glue object lays it out.
+    pub struct SlotRecord (64) {
+        digest: [u8; 32] = 0,
+        store_rel: i64 = 32,
+        store_len: u64 = 40,
+        location: u32 = 48,
+        features: u32 = 52,
+    }
+}
+
+wire_layout! {
+    /// The slot of outputs linked before the store was mapped: the digest alone.
+    pub struct LegacySlotRecord (32) {
+        digest: [u8; 32] = 0,
+    }
+}
+
+wire_layout! {
+    /// The glue object's note: a valid ELF note (so any note reader skips it) whose
+    /// descriptor is 12 zero bytes.
+    pub struct SegmentNote (32) {
+        namesz: u32 = 0,
+        descsz: u32 = 4,
+        note_type: u32 = 8,
+        name: [u8; 8] = 12,
+    }
+}
+
+/// The glue object's note, 32 bytes in all.
 pub fn segment_note() -> [u8; 32] {
-    let mut n = [0u8; 32];
-    n[0..4].copy_from_slice(&(SEGMENT_NOTE_NAME.len() as u32).to_le_bytes());
-    n[4..8].copy_from_slice(&12u32.to_le_bytes());
-    n[8..12].copy_from_slice(&SEGMENT_NOTE_TYPE.to_le_bytes());
-    n[12..20].copy_from_slice(SEGMENT_NOTE_NAME);
-    n
+    SegmentNote {
+        namesz: SEGMENT_NOTE_NAME.len() as u32,
+        descsz: 12,
+        note_type: SEGMENT_NOTE_TYPE,
+        name: *SEGMENT_NOTE_NAME,
+    }
+    .to_bytes()
 }
 
 /// Environment variable: a runtime archive to link instead of the one fatpack carries.

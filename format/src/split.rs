@@ -40,15 +40,72 @@
 //! | 48 | 16 | zero |
 
 use crate::prelude::*;
+use crate::wire_layout;
 use core::ops::Range;
+
+wire_layout! {
+    /// The first 32 bytes of a manifest.
+    pub struct ManifestHeader (32) {
+        magic: [u8; 8] = 0,
+        version: u32 = 8,
+        pack_count: u32 = 12,
+        blob_count: u32 = 16,
+        names_len: u32 = 20,
+        skeleton_len: u64 = 24,
+    }
+}
+
+wire_layout! {
+    /// A pack as the manifest records it.
+    pub struct PackWire (64) {
+        /// The pack's file-name suffix: offset and length in the name pool.
+        name_offset: u32 = 0,
+        name_len: u32 = 4,
+        /// 0 SASS, 1 PTX, 2 other.
+        kind: u8 = 8,
+        /// Zero.
+        pad: [u8; 3] = 9,
+        /// `major*10+minor`; 0 for other.
+        arch: u32 = 12,
+        /// Length of the whole pack file.
+        len: u64 = 16,
+        /// blake3 of the whole pack file.
+        digest: [u8; 32] = 24,
+        /// Zero.
+        reserved: [u8; 8] = 56,
+    }
+}
+
+wire_layout! {
+    /// Where a blob is, as the manifest records it.
+    pub struct PlacementWire (16) {
+        pack: u32 = 0,
+        /// Zero.
+        pad: u32 = 4,
+        /// Offset in the pack file.
+        offset: u64 = 8,
+    }
+}
+
+wire_layout! {
+    /// The header of a pack file.
+    pub struct PackHeader (64) {
+        magic: [u8; 8] = 0,
+        version: u32 = 8,
+        /// This pack's position in the manifest.
+        index: u32 = 12,
+        /// The store digest (the binary's).
+        store_digest: [u8; 32] = 16,
+    }
+}
 
 pub const MANIFEST_MAGIC: [u8; 8] = *b"FPSPLIT\0";
 pub const PACK_MAGIC: [u8; 8] = *b"FPPACK\0\0";
 pub const VERSION: u32 = 1;
-pub const MANIFEST_HEADER_LEN: usize = 32;
-pub const PACK_RECORD_LEN: usize = 64;
-pub const PLACEMENT_LEN: usize = 16;
-pub const PACK_HEADER_LEN: usize = 64;
+pub const MANIFEST_HEADER_LEN: usize = ManifestHeader::LEN;
+pub const PACK_RECORD_LEN: usize = PackWire::LEN;
+pub const PLACEMENT_LEN: usize = PlacementWire::LEN;
+pub const PACK_HEADER_LEN: usize = PackHeader::LEN;
 /// Suffix shared by every pack file name (and the side file).
 pub const PACK_EXT: &str = ".fatpack";
 
@@ -130,14 +187,6 @@ pub fn is_manifest(b: &[u8]) -> bool {
     b.get(..8) == Some(&MANIFEST_MAGIC[..])
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 fn slice(b: &[u8], at: usize, len: u64) -> Option<&[u8]> {
     b.get(at..at.checked_add(usize::try_from(len).ok()?)?)
 }
@@ -151,16 +200,15 @@ impl<'a> Manifest<'a> {
             return Err("not a split manifest (bad magic)".into());
         }
         let short = || "split manifest truncated".to_string();
-        let version = u32_at(b, 8).ok_or_else(short)?;
-        if version != VERSION {
+        let h = ManifestHeader::read(b).ok_or_else(short)?;
+        if h.version != VERSION {
             return Err(format!(
-                "split manifest version {version} (this fatpack reads {VERSION})"
+                "split manifest version {} (this fatpack reads {VERSION})",
+                h.version
             ));
         }
-        let pack_count = u32_at(b, 12).ok_or_else(short)? as usize;
-        let blob_count = u32_at(b, 16).ok_or_else(short)? as usize;
-        let names_len = u32_at(b, 20).ok_or_else(short)? as usize;
-        let skeleton_len = u64_at(b, 24).ok_or_else(short)?;
+        let (pack_count, blob_count) = (h.pack_count as usize, h.blob_count as usize);
+        let names_len = h.names_len as usize;
         // Bounded by the slice before anything is allocated.
         let packs_at = MANIFEST_HEADER_LEN;
         let placements_at = pack_count
@@ -173,19 +221,15 @@ impl<'a> Manifest<'a> {
             .ok_or_else(short)?;
         let names = slice(b, names_at, names_len as u64).ok_or_else(short)?;
         let skeleton_at = (names_at + names_len).div_ceil(8) * 8;
-        let skeleton = slice(b, skeleton_at, skeleton_len).ok_or_else(short)?;
+        let skeleton = slice(b, skeleton_at, h.skeleton_len).ok_or_else(short)?;
         let mut packs = Vec::with_capacity(pack_count);
         for i in 0..pack_count {
-            let r = &b[packs_at + i * PACK_RECORD_LEN..][..PACK_RECORD_LEN];
-            let name = slice(
-                names,
-                u32_at(r, 0).unwrap_or(0) as usize,
-                u64::from(u32_at(r, 4).unwrap_or(0)),
-            )
-            .and_then(|n| core::str::from_utf8(n).ok())
-            .ok_or_else(|| format!("split manifest: pack {i} has a bad name"))?;
-            let kind = PackKind::from_wire(r[8], u32_at(r, 12).unwrap_or(0))
-                .filter(|_| r[9..12] == [0; 3] && r[56..64] == [0; 8])
+            let r = PackWire::read(&b[packs_at + i * PACK_RECORD_LEN..]).ok_or_else(short)?;
+            let name = slice(names, r.name_offset as usize, u64::from(r.name_len))
+                .and_then(|n| core::str::from_utf8(n).ok())
+                .ok_or_else(|| format!("split manifest: pack {i} has a bad name"))?;
+            let kind = PackKind::from_wire(r.kind, r.arch)
+                .filter(|_| r.pad == [0; 3] && r.reserved == [0; 8])
                 .ok_or_else(|| format!("split manifest: pack {i} has a bad kind"))?;
             // The name is joined to a path: it must stay a suffix of the binary's own name.
             if name != kind.suffix() {
@@ -197,23 +241,25 @@ impl<'a> Manifest<'a> {
             packs.push(PackRecord {
                 kind,
                 suffix: name.to_owned(),
-                len: u64_at(r, 16).unwrap_or(0),
-                digest: r[24..56].try_into().unwrap_or([0; 32]),
+                len: r.len,
+                digest: r.digest,
             });
         }
         let mut placements = Vec::with_capacity(blob_count);
         for i in 0..blob_count {
-            let r = &b[placements_at + i * PLACEMENT_LEN..][..PLACEMENT_LEN];
-            let pack = u32_at(r, 0).unwrap_or(u32::MAX);
-            let offset = u64_at(r, 8).unwrap_or(0);
+            let r =
+                PlacementWire::read(&b[placements_at + i * PLACEMENT_LEN..]).ok_or_else(short)?;
             let ok = packs
-                .get(pack as usize)
-                .is_some_and(|p| offset >= PACK_HEADER_LEN as u64 && offset <= p.len)
-                && u32_at(r, 4) == Some(0);
+                .get(r.pack as usize)
+                .is_some_and(|p| r.offset >= PACK_HEADER_LEN as u64 && r.offset <= p.len)
+                && r.pad == 0;
             if !ok {
                 return Err(format!("split manifest: blob {i} has a bad placement"));
             }
-            placements.push(Placement { pack, offset });
+            placements.push(Placement {
+                pack: r.pack,
+                offset: r.offset,
+            });
         }
         Ok(Manifest {
             packs,
@@ -224,29 +270,37 @@ impl<'a> Manifest<'a> {
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut names = Vec::new();
-        let mut out = Vec::new();
-        out.extend_from_slice(&MANIFEST_MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(self.packs.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.placements.len() as u32).to_le_bytes());
         let names_len: usize = self.packs.iter().map(|p| p.suffix.len()).sum();
-        out.extend_from_slice(&(names_len as u32).to_le_bytes());
-        out.extend_from_slice(&(self.skeleton.len() as u64).to_le_bytes());
+        let header = ManifestHeader {
+            magic: MANIFEST_MAGIC,
+            version: VERSION,
+            pack_count: self.packs.len() as u32,
+            blob_count: self.placements.len() as u32,
+            names_len: names_len as u32,
+            skeleton_len: self.skeleton.len() as u64,
+        };
+        let mut out = header.to_bytes().to_vec();
         for p in &self.packs {
             let (kind, arch) = p.kind.wire();
-            out.extend_from_slice(&(names.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(p.suffix.len() as u32).to_le_bytes());
-            out.extend_from_slice(&[kind, 0, 0, 0]);
-            out.extend_from_slice(&arch.to_le_bytes());
-            out.extend_from_slice(&p.len.to_le_bytes());
-            out.extend_from_slice(&p.digest);
-            out.extend_from_slice(&[0; 8]);
+            let record = PackWire {
+                name_offset: names.len() as u32,
+                name_len: p.suffix.len() as u32,
+                kind,
+                arch,
+                len: p.len,
+                digest: p.digest,
+                ..PackWire::default()
+            };
+            out.extend_from_slice(&record.to_bytes());
             names.extend_from_slice(p.suffix.as_bytes());
         }
         for pl in &self.placements {
-            out.extend_from_slice(&pl.pack.to_le_bytes());
-            out.extend_from_slice(&[0; 4]);
-            out.extend_from_slice(&pl.offset.to_le_bytes());
+            let record = PlacementWire {
+                pack: pl.pack,
+                pad: 0,
+                offset: pl.offset,
+            };
+            out.extend_from_slice(&record.to_bytes());
         }
         out.extend_from_slice(&names);
         out.resize(out.len().div_ceil(8) * 8, 0);
@@ -271,12 +325,13 @@ impl<'a> Manifest<'a> {
 
 /// The 64-byte header of pack `index` of a binary whose store digest is `store_digest`.
 pub fn pack_header(index: u32, store_digest: &[u8; 32]) -> [u8; PACK_HEADER_LEN] {
-    let mut h = [0u8; PACK_HEADER_LEN];
-    h[..8].copy_from_slice(&PACK_MAGIC);
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    h[12..16].copy_from_slice(&index.to_le_bytes());
-    h[16..48].copy_from_slice(store_digest);
-    h
+    PackHeader {
+        magic: PACK_MAGIC,
+        version: VERSION,
+        index,
+        store_digest: *store_digest,
+    }
+    .to_bytes()
 }
 
 /// Checks that `file` is pack `index` of the binary with `store_digest`, `len` bytes long;
@@ -287,16 +342,14 @@ pub fn check_pack(
     store_digest: &[u8; 32],
     len: u64,
 ) -> Result<(), String> {
-    let h = file
-        .get(..PACK_HEADER_LEN)
-        .ok_or("too short to be a fatpack pack")?;
-    if h[..8] != PACK_MAGIC || u32_at(h, 8) != Some(VERSION) {
+    let h = PackHeader::read(file).ok_or("too short to be a fatpack pack")?;
+    if h.magic != PACK_MAGIC || h.version != VERSION {
         return Err("not a fatpack pack (bad magic or version)".into());
     }
-    if h[16..48] != store_digest[..] {
+    if h.store_digest != *store_digest {
         return Err("belongs to another build (store digest differs)".into());
     }
-    if u32_at(h, 12) != Some(index) {
+    if h.index != index {
         return Err("is another pack of this build (renamed?)".into());
     }
     if file.len() as u64 != len {

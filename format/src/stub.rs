@@ -11,9 +11,25 @@
 //! nvcc's registration code passes) and by the CLI (from a linked output's sections).
 
 use crate::prelude::*;
+use crate::wire_layout;
+
+wire_layout! {
+    /// The fixed 16 bytes at the start of a stub; the module name follows.
+    pub struct StubRecord (16) {
+        /// [`STUB_MAGIC`].
+        magic: u32 = 0,
+        version: u16 = 4,
+        /// Bytes of the header; the name starts here.
+        header_len: u16 = 6,
+        name_len: u32 = 8,
+        /// [`FLAG_RELOCATABLE`].
+        flags: u32 = 12,
+    }
+}
+
 pub const STUB_MAGIC: u32 = 0x4B50_4146;
 pub const STUB_VERSION: u16 = 1;
-pub const STUB_HEADER_LEN: usize = 16;
+pub const STUB_HEADER_LEN: usize = StubRecord::LEN;
 /// Stub flag: the container came from `__nv_relfatbin` (an -rdc object).
 pub const FLAG_RELOCATABLE: u32 = 1;
 /// Longest module name accepted (the store has the same limit).
@@ -82,10 +98,10 @@ pub fn parse_header(h: &[u8; STUB_HEADER_LEN]) -> Result<StubHeader, StubError> 
     if !is_stub(h) {
         return Err(StubError::BadMagic);
     }
-    let version = u16::from_le_bytes([h[4], h[5]]);
-    let header_len = usize::from(u16::from_le_bytes([h[6], h[7]]));
-    let name_len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-    let flags = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    let r = StubRecord::read(h).ok_or(StubError::Truncated)?;
+    let (version, flags) = (r.version, r.flags);
+    let header_len = usize::from(r.header_len);
+    let name_len = r.name_len as usize;
     if version != STUB_VERSION {
         return Err(StubError::Version(version));
     }
@@ -143,11 +159,14 @@ pub fn parse_all(b: &[u8]) -> Result<Vec<Stub<'_>>, StubAtError> {
 /// Appends the stub for `module` to `out`.
 pub fn encode_into(module: &str, flags: u32, out: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(&STUB_MAGIC.to_le_bytes());
-    out.extend_from_slice(&STUB_VERSION.to_le_bytes());
-    out.extend_from_slice(&(STUB_HEADER_LEN as u16).to_le_bytes());
-    out.extend_from_slice(&(module.len() as u32).to_le_bytes());
-    out.extend_from_slice(&flags.to_le_bytes());
+    let header = StubRecord {
+        magic: STUB_MAGIC,
+        version: STUB_VERSION,
+        header_len: STUB_HEADER_LEN as u16,
+        name_len: module.len() as u32,
+        flags,
+    };
+    out.extend_from_slice(&header.to_bytes());
     out.extend_from_slice(module.as_bytes());
     out.resize(start + (out.len() - start).div_ceil(8) * 8, 0);
 }

@@ -27,6 +27,25 @@ pub(super) struct At {
     pub(super) format: Option<OsString>,
 }
 
+/// What the scan of a line carries from one option to the next.
+struct ScanState {
+    flags: InputFlags,
+    pushed: Vec<InputFlags>,
+    format: Option<OsString>,
+    group_depth: usize,
+    group_count: usize,
+    y_dirs: Option<OsString>,
+    version_printed: bool,
+    print_output_format: bool,
+}
+
+impl ScanState {
+    /// Where the next input stands.
+    fn at(&self) -> At {
+        at(self.flags, self.group_depth, self.group_count, &self.format)
+    }
+}
+
 pub(super) fn at(
     flags: InputFlags,
     group_depth: usize,
@@ -104,20 +123,20 @@ impl LinkLine {
         } else {
             vec![LONG]
         };
-
-        let mut flags = InputFlags {
-            dynamic: true,
-            whole_archive: false,
-            as_needed: false,
+        let mut st = ScanState {
+            flags: InputFlags {
+                dynamic: true,
+                whole_archive: false,
+                as_needed: false,
+            },
+            pushed: Vec::new(),
+            format: None,
+            group_depth: 0,
+            group_count: 0,
+            y_dirs: None,
+            version_printed: false,
+            print_output_format: false,
         };
-        let mut pushed: Vec<InputFlags> = Vec::new();
-        let mut format: Option<OsString> = None;
-        let mut group_depth = 0usize;
-        let mut group_count = 0usize;
-        let mut y_dirs: Option<OsString> = None;
-        let mut version_printed = false;
-        let mut print_output_format = false;
-
         let mut i = 0;
         while i < view.len() {
             let a = view[i].as_bytes();
@@ -133,13 +152,7 @@ impl LinkLine {
                 break;
             }
             if a.len() < 2 || a[0] != b'-' {
-                let kind = InputKind::Path;
-                self.push_input(
-                    kind,
-                    view[i].clone(),
-                    i..i + 1,
-                    at(flags, group_depth, group_count, &format),
-                );
+                self.push_input(InputKind::Path, view[i].clone(), i..i + 1, st.at());
                 i += 1;
                 continue;
             }
@@ -162,148 +175,22 @@ impl LinkLine {
                     continue;
                 }
             };
-            let span = i..i + used;
+            let long_form = expanded[i].as_bytes().starts_with(b"--");
             for ev in events {
-                let value = ev.value.unwrap_or_default();
-                match ev.opt {
-                    Opt::Other | Opt::Emulation | Opt::Sysroot => {}
-                    Opt::Output => {
-                        self.output = PathBuf::from(value);
-                        self.output_given = true;
-                    }
-                    Opt::Library => {
-                        let long_form = expanded[i].as_bytes().starts_with(b"--");
-                        let (name, verbatim) = match value.as_bytes().strip_prefix(b":") {
-                            Some(rest) => (OsString::from_vec(rest.to_vec()), true),
-                            None => (value, false),
-                        };
-                        let kind = InputKind::Library {
-                            verbatim,
-                            long_form,
-                        };
-                        self.push_input(
-                            kind,
-                            name,
-                            span.clone(),
-                            at(flags, group_depth, group_count, &format),
-                        );
-                    }
-                    Opt::LibraryPath => self.library_dirs.push(LibraryDir {
-                        raw: value,
-                        from_y: false,
-                    }),
-                    Opt::Script | Opt::DefaultScript => self.scripts.push(ScriptArg {
-                        name: value,
-                        default_script: ev.opt == Opt::DefaultScript,
-                        library_dirs_before: self.library_dirs.len(),
-                        resolved: None,
-                        info: None,
-                    }),
-                    Opt::Format => format = Some(value),
-                    Opt::JustSymbols => {
-                        // ld's own test: a directory means -rpath.
-                        if fs::metadata(&value).is_ok_and(|m| !m.is_dir()) {
-                            let kind = InputKind::JustSymbols;
-                            self.push_input(
-                                kind,
-                                value,
-                                span.clone(),
-                                at(flags, group_depth, group_count, &format),
-                            );
-                        } else {
-                            self.rpaths.push(value);
-                        }
-                    }
-                    Opt::Rpath => self.rpaths.push(value),
-                    Opt::SolarisPath => {
-                        let v = value.as_bytes();
-                        y_dirs = Some(OsString::from_vec(
-                            v.strip_prefix(b"P,").unwrap_or(v).to_vec(),
-                        ));
-                    }
-                    Opt::Shared | Opt::Pie => {
-                        if self.kind == OutputKind::Relocatable {
-                            self.diagnostics
-                                .push("ld refuses -r with -shared or -pie".into());
-                        } else if ev.opt == Opt::Shared {
-                            self.kind = OutputKind::SharedLibrary;
-                        } else {
-                            self.kind = OutputKind::PieExecutable;
-                        }
-                    }
-                    Opt::NoPie => self.kind = OutputKind::Executable,
-                    Opt::Relocatable => {
-                        if matches!(
-                            self.kind,
-                            OutputKind::SharedLibrary | OutputKind::PieExecutable
-                        ) {
-                            self.diagnostics
-                                .push("ld refuses -r with -shared or -pie".into());
-                        }
-                        self.kind = OutputKind::Relocatable;
-                        flags.dynamic = false;
-                    }
-                    Opt::Static => {
-                        self.static_link = true;
-                        flags.dynamic = false;
-                    }
-                    Opt::NonShared | Opt::Omagic | Opt::Nmagic => flags.dynamic = false,
-                    Opt::CallShared => flags.dynamic = true,
-                    Opt::ArchiveKeyword => match value.as_bytes() {
-                        b"archive" => flags.dynamic = false,
-                        b"shared" | b"default" => flags.dynamic = true,
-                        _ => self
-                            .diagnostics
-                            .push(format!("ld refuses `-a {}`", lossy(&value))),
-                    },
-                    Opt::WholeArchive => flags.whole_archive = true,
-                    Opt::NoWholeArchive => flags.whole_archive = false,
-                    Opt::AsNeeded => flags.as_needed = true,
-                    Opt::NoAsNeeded => flags.as_needed = false,
-                    Opt::StartGroup => {
-                        if group_depth == 0 {
-                            group_count += 1;
-                        }
-                        group_depth += 1;
-                    }
-                    Opt::EndGroup => {
-                        if group_depth == 0 {
-                            self.diagnostics
-                                .push("--end-group without --start-group".into());
-                        } else {
-                            group_depth -= 1;
-                        }
-                    }
-                    Opt::PushState => pushed.push(flags),
-                    Opt::PopState => match pushed.pop() {
-                        Some(f) => flags = f,
-                        None => self
-                            .diagnostics
-                            .push("--pop-state without --push-state".into()),
-                    },
-                    Opt::Version => self.set_exit_info(InfoRequest::Version),
-                    Opt::Help => self.set_exit_info(InfoRequest::Help),
-                    Opt::TargetHelp => self.set_exit_info(InfoRequest::TargetHelp),
-                    Opt::PrintSysroot => self.set_exit_info(InfoRequest::PrintSysroot),
-                    Opt::VersionShort | Opt::VersionEmul | Opt::Verbose => version_printed = true,
-                    Opt::PrintOutputFormat => print_output_format = true,
-                    Opt::NoStdLib => self.nostdlib = true,
-                    Opt::MriScript => self.diagnostics.push(format!(
-                        "MRI script {} is not read: inputs it loads are not listed",
-                        lossy(&value)
-                    )),
-                    Opt::RemapInputs => self
-                        .diagnostics
-                        .push("--remap-inputs is not modelled: inputs are listed unmapped".into()),
-                }
+                self.apply(&mut st, ev, i..i + used, long_form);
             }
             i += used;
         }
-        if group_depth > 0 {
+        self.finish_scan(st);
+    }
+
+    /// What ld does at the end of its command line.
+    fn finish_scan(&mut self, st: ScanState) {
+        if st.group_depth > 0 {
             self.diagnostics
                 .push("missing --end-group (ld adds one at the end)".into());
         }
-        if let Some(y) = y_dirs {
+        if let Some(y) = st.y_dirs {
             for d in y.as_bytes().split(|&b| b == b':').filter(|d| !d.is_empty()) {
                 self.library_dirs.push(LibraryDir {
                     raw: OsString::from_vec(d.to_vec()),
@@ -312,11 +199,153 @@ impl LinkLine {
             }
         }
         if self.info.is_none() && self.inputs.is_empty() {
-            if version_printed {
+            if st.version_printed {
                 self.info = Some(InfoRequest::VersionNoInputs);
-            } else if print_output_format {
+            } else if st.print_output_format {
                 self.info = Some(InfoRequest::PrintOutputFormat);
             }
+        }
+    }
+
+    /// One option of the line (at `span`; `long_form`: spelled `--...`), as ld applies it.
+    fn apply(&mut self, st: &mut ScanState, ev: OptEvent, span: Range<usize>, long_form: bool) {
+        let value = ev.value.unwrap_or_default();
+        match ev.opt {
+            Opt::Other | Opt::Emulation | Opt::Sysroot => {}
+            Opt::Output => {
+                self.output = PathBuf::from(value);
+                self.output_given = true;
+            }
+            Opt::Library => {
+                let (name, verbatim) = match value.as_bytes().strip_prefix(b":") {
+                    Some(rest) => (OsString::from_vec(rest.to_vec()), true),
+                    None => (value, false),
+                };
+                let kind = InputKind::Library {
+                    verbatim,
+                    long_form,
+                };
+                self.push_input(kind, name, span, st.at());
+            }
+            Opt::LibraryPath => self.library_dirs.push(LibraryDir {
+                raw: value,
+                from_y: false,
+            }),
+            Opt::Script | Opt::DefaultScript => self.scripts.push(ScriptArg {
+                name: value,
+                default_script: ev.opt == Opt::DefaultScript,
+                library_dirs_before: self.library_dirs.len(),
+                resolved: None,
+                info: None,
+            }),
+            Opt::Format => st.format = Some(value),
+            Opt::JustSymbols => {
+                // ld's own test: a directory means -rpath.
+                if fs::metadata(&value).is_ok_and(|m| !m.is_dir()) {
+                    self.push_input(InputKind::JustSymbols, value, span, st.at());
+                } else {
+                    self.rpaths.push(value);
+                }
+            }
+            Opt::Rpath => self.rpaths.push(value),
+            Opt::SolarisPath => {
+                let v = value.as_bytes();
+                st.y_dirs = Some(OsString::from_vec(
+                    v.strip_prefix(b"P,").unwrap_or(v).to_vec(),
+                ));
+            }
+            Opt::Shared | Opt::Pie | Opt::NoPie | Opt::Relocatable => {
+                self.set_output_kind(st, ev.opt)
+            }
+            Opt::Static => {
+                self.static_link = true;
+                st.flags.dynamic = false;
+            }
+            Opt::NonShared | Opt::Omagic | Opt::Nmagic => st.flags.dynamic = false,
+            Opt::CallShared => st.flags.dynamic = true,
+            Opt::ArchiveKeyword => match value.as_bytes() {
+                b"archive" => st.flags.dynamic = false,
+                b"shared" | b"default" => st.flags.dynamic = true,
+                _ => self
+                    .diagnostics
+                    .push(format!("ld refuses `-a {}`", lossy(&value))),
+            },
+            Opt::WholeArchive => st.flags.whole_archive = true,
+            Opt::NoWholeArchive => st.flags.whole_archive = false,
+            Opt::AsNeeded => st.flags.as_needed = true,
+            Opt::NoAsNeeded => st.flags.as_needed = false,
+            Opt::StartGroup | Opt::EndGroup | Opt::PushState | Opt::PopState => {
+                self.apply_grouping(st, ev.opt)
+            }
+            Opt::Version => self.set_exit_info(InfoRequest::Version),
+            Opt::Help => self.set_exit_info(InfoRequest::Help),
+            Opt::TargetHelp => self.set_exit_info(InfoRequest::TargetHelp),
+            Opt::PrintSysroot => self.set_exit_info(InfoRequest::PrintSysroot),
+            Opt::VersionShort | Opt::VersionEmul | Opt::Verbose => st.version_printed = true,
+            Opt::PrintOutputFormat => st.print_output_format = true,
+            Opt::NoStdLib => self.nostdlib = true,
+            Opt::MriScript => self.diagnostics.push(format!(
+                "MRI script {} is not read: inputs it loads are not listed",
+                lossy(&value)
+            )),
+            Opt::RemapInputs => self
+                .diagnostics
+                .push("--remap-inputs is not modelled: inputs are listed unmapped".into()),
+        }
+    }
+
+    /// `-shared`, `-pie`, `-no-pie`, `-r`.
+    fn set_output_kind(&mut self, st: &mut ScanState, opt: Opt) {
+        match opt {
+            Opt::Shared | Opt::Pie => {
+                if self.kind == OutputKind::Relocatable {
+                    self.diagnostics
+                        .push("ld refuses -r with -shared or -pie".into());
+                } else if opt == Opt::Shared {
+                    self.kind = OutputKind::SharedLibrary;
+                } else {
+                    self.kind = OutputKind::PieExecutable;
+                }
+            }
+            Opt::NoPie => self.kind = OutputKind::Executable,
+            _ => {
+                if matches!(
+                    self.kind,
+                    OutputKind::SharedLibrary | OutputKind::PieExecutable
+                ) {
+                    self.diagnostics
+                        .push("ld refuses -r with -shared or -pie".into());
+                }
+                self.kind = OutputKind::Relocatable;
+                st.flags.dynamic = false;
+            }
+        }
+    }
+
+    /// `--start-group`, `--end-group`, `--push-state`, `--pop-state`.
+    fn apply_grouping(&mut self, st: &mut ScanState, opt: Opt) {
+        match opt {
+            Opt::StartGroup => {
+                if st.group_depth == 0 {
+                    st.group_count += 1;
+                }
+                st.group_depth += 1;
+            }
+            Opt::EndGroup => {
+                if st.group_depth == 0 {
+                    self.diagnostics
+                        .push("--end-group without --start-group".into());
+                } else {
+                    st.group_depth -= 1;
+                }
+            }
+            Opt::PushState => st.pushed.push(st.flags),
+            _ => match st.pushed.pop() {
+                Some(f) => st.flags = f,
+                None => self
+                    .diagnostics
+                    .push("--pop-state without --push-state".into()),
+            },
         }
     }
 

@@ -49,9 +49,9 @@ pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result
     } else {
         let mut s = Session::new(real, line, opts)?;
         s.step("resolve inputs", Session::resolve_inputs)?;
-        s.step("scan inputs", Session::scan_inputs)?;
+        let planned = s.step("scan inputs", Session::scan_inputs)?;
         s.progress.done();
-        if s.planned.is_empty() {
+        if planned.is_empty() {
             let argv = s.line.render(&Default::default(), &[], &[])?;
             out += &format!(
                 "{output}: no device code in the objects and archives linked\nwould run: {}\n",
@@ -59,7 +59,7 @@ pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result
             );
         } else {
             let mut replace = std::collections::BTreeMap::new();
-            for (seq, p) in s.planned.iter().enumerate() {
+            for (seq, p) in planned.iter().enumerate() {
                 let containers: usize = p.sections.iter().map(|x| x.spans.len()).sum();
                 out += &format!(
                     "would rewrite {} ({containers} fatbin container{})\n",

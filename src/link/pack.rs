@@ -38,27 +38,42 @@ pub(super) struct Session {
     timings: Vec<(&'static str, f64, f64)>,
     /// This process's resident set (MiB) when the real linker started (`--fatpack-verbose`).
     rss_during_link: f64,
-    /// Inputs with device code, in command-line order.
-    pub(super) planned: Vec<Planned>,
     /// Host ELF files the scan read (archive members included), and how many ELF header
     /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
     /// edits the headers the scan read (`--fatpack-verbose`).
     elf_files: usize,
     elf_parses: usize,
+}
+
+/// What the rewrite step made.
+struct Rewritten {
     /// Rewritten inputs, the glue object and the runtime archive: a temp folder removed on
     /// drop, or `<output>.fatpack-temps/` with `--fatpack-save-temps`.
-    work: Option<Work>,
+    work: Work,
     /// Every container taken out of an input, under its module name.
     extracted: Vec<Extracted>,
     /// Input id -> its rewritten copy.
     replace: BTreeMap<InputId, PathBuf>,
     /// The link's ELF machine (from its inputs).
     machine: u16,
-    /// The temp output beside the real one (renamed into place at the end), in its folder.
-    tmp_out: Option<(tempfile::TempDir, PathBuf)>,
-    /// The glue object and the runtime archive, as files for the real linker.
-    runtime_files: Option<(PathBuf, PathBuf)>,
-    summary: Option<cubin_store::StoreSummary>,
+}
+
+/// The glue object and the runtime archive, as files for the real linker.
+struct RuntimeFiles {
+    glue: PathBuf,
+    runtime: PathBuf,
+}
+
+/// The real link's output: a temp file beside the real one (renamed into place at the
+/// end), in its own folder.
+struct Linked {
+    _dir: tempfile::TempDir,
+    out: PathBuf,
+}
+
+/// What the store step wrote.
+struct Stored {
+    summary: cubin_store::StoreSummary,
     /// A side-file store written but not yet in place (it goes with the binary).
     pending_side: Option<cubin_store::AtomicStoreFile>,
     /// Where the store was mapped with the image (None: side file, or no header to spare).
@@ -97,24 +112,27 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     }
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
-    s.step("scan inputs", Session::scan_inputs)?;
-    if s.planned.is_empty() {
+    let planned = s.step("scan inputs", Session::scan_inputs)?;
+    if planned.is_empty() {
         s.progress.done();
         let code = plain_link(&s.real, &s.line)?;
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
         return Ok(code);
     }
-    s.step("rewrite inputs", Session::rewrite_inputs)?;
-    s.step("add runtime and glue", Session::add_runtime)?;
-    let code = s.step("link", Session::link)?;
+    let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&planned))?;
+    let runtime = s.step("add runtime and glue", |s| {
+        s.add_runtime(&planned[0].path, &rewritten)
+    })?;
+    let (code, linked) = s.step("link", |s| s.link(&planned, &rewritten, &runtime))?;
     if code != 0 {
         s.progress.done();
         return Ok(code);
     }
-    s.step("write store", Session::write_store)?;
-    s.step("commit output", Session::commit)?;
+    let stored = s.step("write store", |s| s.write_store(&rewritten, &linked))?;
+    let (summary, mapping) = (stored.summary, stored.mapping);
+    s.step("commit output", |s| s.commit(&linked, stored.pending_side))?;
     s.progress.done();
-    s.report();
+    s.report(&planned, &summary, mapping.as_ref());
     Ok(0)
 }
 
@@ -192,18 +210,8 @@ impl Session {
             started: Instant::now(),
             timings: Vec::new(),
             rss_during_link: 0.0,
-            planned: Vec::new(),
             elf_files: 0,
             elf_parses: 0,
-            work: None,
-            extracted: Vec::new(),
-            replace: BTreeMap::new(),
-            machine: 0,
-            tmp_out: None,
-            runtime_files: None,
-            summary: None,
-            pending_side: None,
-            mapping: None,
         })
     }
 
@@ -234,8 +242,9 @@ impl Session {
     /// Locate the device code of every object and archive the link may read. A shared
     /// library's device code belongs to it (packed when it was linked, or not): it is not
     /// read at all.
-    pub(super) fn scan_inputs(&mut self) -> Result<(), LinkError> {
+    pub(super) fn scan_inputs(&mut self) -> Result<Vec<Planned>, LinkError> {
         let parses = crate::elf::parse_count();
+        let mut planned = Vec::new();
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -265,7 +274,7 @@ impl Session {
             if sections.is_empty() {
                 continue;
             }
-            self.planned.push(Planned {
+            planned.push(Planned {
                 id: input.id,
                 path: path.clone(),
                 kind: scanned.kind,
@@ -273,12 +282,12 @@ impl Session {
             });
         }
         self.elf_parses += crate::elf::parse_count() - parses;
-        Ok(())
+        Ok(planned)
     }
 
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
-    fn rewrite_inputs(&mut self) -> Result<(), LinkError> {
+    fn rewrite_inputs(&mut self, planned: &[Planned]) -> Result<Rewritten, LinkError> {
         let work = if self.opts.save_temps {
             let dir = saved_temps(&self.line.output);
             if dir.exists() {
@@ -294,54 +303,53 @@ impl Session {
         };
         let parses = crate::elf::parse_count();
         let mut names = Names::default();
-        for (seq, p) in self.planned.iter().enumerate() {
+        let (mut extracted, mut replace) = (Vec::new(), BTreeMap::new());
+        for (seq, p) in planned.iter().enumerate() {
             self.progress.step(format!(
                 "rewriting input {}/{}: {}",
                 seq + 1,
-                self.planned.len(),
+                planned.len(),
                 p.path.display()
             ));
-            let dest = rewrite_input(
-                p,
-                seq,
-                work.path(),
-                &mut names,
-                &mut self.extracted,
-                &self.maps,
-            )?;
-            self.replace.insert(p.id, dest);
+            let dest = rewrite_input(p, seq, work.path(), &mut names, &mut extracted, &self.maps)?;
+            replace.insert(p.id, dest);
         }
         self.elf_parses += crate::elf::parse_count() - parses;
-        let first = &self.planned[0];
-        self.machine = first
+        let first = &planned[0];
+        let machine = first
             .machine()
             .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
-        self.work = Some(work);
         self.maps.release_all();
-        Ok(())
+        Ok(Rewritten {
+            work,
+            extracted,
+            replace,
+            machine,
+        })
     }
 
     /// The runtime archive for the link's machine and the glue object with the digest slot.
-    fn add_runtime(&mut self) -> Result<(), LinkError> {
-        let first = &self.planned[0].path;
-        let arch =
-            glue::architecture(self.machine).ok_or_else(|| LinkError::UnsupportedMachine {
-                path: first.clone(),
-                machine: runtime::machine_name(self.machine),
-            })?;
-        let dir = self.work.as_ref().expect("rewrite_inputs made it").path();
-        let glue_path = dir.join("fatpack-glue.o");
-        std::fs::write(&glue_path, glue::glue_object(arch)?)
-            .map_err(io_at("writing", &glue_path))?;
-        let runtime = self.runtime.materialise(dir, self.machine)?;
-        self.runtime_files = Some((glue_path, runtime));
-        Ok(())
+    fn add_runtime(&mut self, first: &Path, r: &Rewritten) -> Result<RuntimeFiles, LinkError> {
+        let arch = glue::architecture(r.machine).ok_or_else(|| LinkError::UnsupportedMachine {
+            path: first.to_path_buf(),
+            machine: runtime::machine_name(r.machine),
+        })?;
+        let dir = r.work.path();
+        let glue = dir.join("fatpack-glue.o");
+        std::fs::write(&glue, glue::glue_object(arch)?).map_err(io_at("writing", &glue))?;
+        let runtime = self.runtime.materialise(dir, r.machine)?;
+        Ok(RuntimeFiles { glue, runtime })
     }
 
     /// The real link of the rewritten line into a temp output beside the real one (so a
     /// failed link leaves nothing behind; ld creates the file itself, so it gets the modes a
     /// plain link would give it). Returns the real linker's exit code.
-    fn link(&mut self) -> Result<i32, LinkError> {
+    fn link(
+        &mut self,
+        planned: &[Planned],
+        r: &Rewritten,
+        files: &RuntimeFiles,
+    ) -> Result<(i32, Linked), LinkError> {
         let special = special_output(&self.line.output);
         if special && self.opts.side_file {
             return Err(LinkError::Option(format!(
@@ -358,23 +366,25 @@ impl Session {
         };
         let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, &out_dir)?;
         let tmp_out = tmp_dir.path().join("out");
-        let (glue_path, runtime) = self.runtime_files.clone().expect("add_runtime made them");
-        let copies: Vec<(PathBuf, PathBuf)> = self
-            .planned
+        let copies: Vec<(PathBuf, PathBuf)> = planned
             .iter()
-            .map(|p| (self.replace[&p.id].clone(), p.path.clone()))
+            .map(|p| (r.replace[&p.id].clone(), p.path.clone()))
             .collect();
-        let work = self.work.as_ref().expect("rewrite_inputs made it").path();
-        let user_names =
-            names::UserNames::new(&copies, &tmp_out, &self.line.output, work, &runtime);
+        let user_names = names::UserNames::new(
+            &copies,
+            &tmp_out,
+            &self.line.output,
+            r.work.path(),
+            &files.runtime,
+        );
         let (prepend, append) = link_extras(
-            glue_path.into_os_string(),
-            runtime.into_os_string(),
+            files.glue.clone().into_os_string(),
+            files.runtime.clone().into_os_string(),
             self.line.kind == OutputKind::SharedLibrary,
             tmp_out.clone().into_os_string(),
         );
-        let argv = self.line.render(&self.replace, &prepend, &append)?;
-        if let Some(Work::Kept(dir)) = &self.work {
+        let argv = self.line.render(&r.replace, &prepend, &append)?;
+        if let Work::Kept(dir) = &r.work {
             // The real link's command line, writing into the temps folder: `ld @ld.rsp`.
             let kept_out = dir.join("out");
             let rerun: Vec<OsString> = argv
@@ -420,24 +430,27 @@ impl Session {
                 std::fs::write(f, fix(&text)).map_err(io_at("writing", f))?;
             }
         }
-        self.tmp_out = Some((tmp_dir, tmp_out));
-        Ok(if status.success() {
+        let code = if status.success() {
             0
         } else {
             real_ld::exit_code(status)
-        })
+        };
+        Ok((
+            code,
+            Linked {
+                _dir: tmp_dir,
+                out: tmp_out,
+            },
+        ))
     }
 
     /// The store of the modules the link really used (read back from the output's stubs),
     /// into the output's `.fatpack` section or the side file, and its digest into the slot.
-    fn write_store(&mut self) -> Result<(), LinkError> {
-        let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
+    fn write_store(&mut self, r: &Rewritten, linked: &Linked) -> Result<Stored, LinkError> {
+        let tmp_out = &linked.out;
         let used = packed::linked_modules(tmp_out)?;
-        let by_name: HashMap<&str, &Extracted> = self
-            .extracted
-            .iter()
-            .map(|e| (e.module.as_str(), e))
-            .collect();
+        let by_name: HashMap<&str, &Extracted> =
+            r.extracted.iter().map(|e| (e.module.as_str(), e)).collect();
         let mut modules = Vec::with_capacity(used.len());
         for s in &used {
             let m = by_name
@@ -467,31 +480,38 @@ impl Session {
             ));
             done += modules[i].len;
         };
-        let summary = if self.opts.side_file {
+        let (summary, pending_side) = if self.opts.side_file {
             let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
             let (file, summary) =
                 crate::store::write_store(file, &modules, wopts, maps, reuse, &mut before)?;
             // Renamed into place with the binary, in commit, never before.
-            self.pending_side = Some(file);
-            summary
+            (summary, Some(file))
         } else {
-            packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
+            let summary = packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
                 Ok(crate::store::write_store(w, &modules, wopts, maps, reuse, &mut before)?.1)
-            })?
+            })?;
+            (summary, None)
         };
-        self.mapping = packed::finish(tmp_out, &summary.digest, !self.opts.side_file)?;
-        self.summary = Some(summary);
-        Ok(())
+        let mapping = packed::finish(tmp_out, &summary.digest, !self.opts.side_file)?;
+        Ok(Stored {
+            summary,
+            pending_side,
+            mapping,
+        })
     }
 
     /// The finished output put in place as ld puts its own: an existing regular file or
     /// symlink is unlinked first (ld's `unlink_if_ordinary`; renaming over it instead makes
     /// ext4 flush the whole new file first, a third of a second per 750 MB), anything else
     /// (`-o /dev/null`, a FIFO) is written into.
-    fn commit(&mut self) -> Result<(), LinkError> {
-        let (_, tmp_out) = self.tmp_out.as_ref().expect("link made it");
+    fn commit(
+        &mut self,
+        linked: &Linked,
+        pending_side: Option<cubin_store::AtomicStoreFile>,
+    ) -> Result<(), LinkError> {
+        let tmp_out = &linked.out;
         let output = &self.line.output;
-        if let Some(side) = self.pending_side.take() {
+        if let Some(side) = pending_side {
             return super::pair::commit(side, tmp_out, output);
         }
         if special_output(output) {
@@ -514,13 +534,15 @@ impl Session {
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).
-    fn report(&self) {
+    fn report(
+        &self,
+        planned: &[Planned],
+        summary: &cubin_store::StoreSummary,
+        mapping: Option<&packed::Mapping>,
+    ) {
         if !self.opts.verbose {
             return;
         }
-        let Some(summary) = &self.summary else {
-            return;
-        };
         let link_s = self
             .timings
             .iter()
@@ -561,7 +583,7 @@ impl Session {
             self.elf_files, self.elf_parses
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
-        match (&self.mapping, self.opts.side_file) {
+        match (mapping, self.opts.side_file) {
             (Some(m), _) => eprintln!(
                 "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",
                 m.vaddr, m.len
@@ -572,7 +594,7 @@ impl Session {
                  header of its own): the runtime reads it from the file"
             ),
         }
-        for p in &self.planned {
+        for p in planned {
             eprintln!("fatpack:   rewrote {}", p.path.display());
         }
     }

@@ -108,7 +108,7 @@ pub fn replace_sections(
         // A relocatable's file offsets need not honour sh_addralign (ld aligns addresses in
         // the output, not offsets in the input), so a page is enough, whatever a section
         // claims (0x40000000000008 has been seen, and plain ld links it).
-        let align = s.sh_addralign.get(LE).max(1).min(FILE_ALIGN_MAX) as usize;
+        let align = s.sh_addralign.get(LE).clamp(1, FILE_ALIGN_MAX) as usize;
         out.resize(out.len().div_ceil(align) * align, 0);
         s.sh_offset.set(LE, out.len() as u64);
         s.sh_size.set(LE, bytes.len() as u64);

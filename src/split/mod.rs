@@ -110,28 +110,8 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     let store = located.own_store(input)?;
     verify_all(&store, input)?;
 
-    // Blob -> pack, packs in a fixed order (architectures ascending, then PTX, other).
-    let mut first_kind: Vec<Option<PackKind>> = vec![None; store.blob_count()];
-    for e in store.entries() {
-        first_kind[e.blob_id() as usize].get_or_insert(pack_kind(e.kind(), e.arch()));
-    }
-    let kinds: Vec<PackKind> = {
-        let mut k: Vec<PackKind> = first_kind.iter().flatten().copied().collect();
-        k.sort_unstable();
-        k.dedup();
-        k
-    };
-    let pack_of = |id: usize| -> u32 {
-        // An unreferenced blob (never written by fatpack) goes with the first pack.
-        let k = first_kind[id].unwrap_or(kinds.first().copied().unwrap_or(PackKind::Other));
-        kinds.iter().position(|&x| x == k).unwrap_or(0) as u32
-    };
-    if kinds.is_empty() && store.blob_count() > 0 {
-        return Err(SplitError::Bad {
-            path: input.to_path_buf(),
-            message: "the store has blobs but no entries".into(),
-        });
-    }
+    let (kinds, blob_pack) = assign_packs(&store, input)?;
+    let pack_of = |id: usize| blob_pack[id];
 
     // The runtime finds packs next to the file the loader mapped, by its real name (what
     // /proc/self/maps shows), so a library split through its `libfoo.so` link is written
@@ -238,25 +218,74 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     )?;
     let needs = needs(&store, &kinds, &|id| pack_of(id), &name);
 
+    let side_file = commit(pack_files, side_tmp, host_tmp, input, &host_path)?;
+    let host_len = std::fs::metadata(&host_path)
+        .map_err(error::io_at(&host_path))?
+        .len();
+    Ok(SplitReport {
+        host: host_path,
+        side_file,
+        host_len,
+        packs: reports,
+        needs,
+    })
+}
+
+/// Each blob's pack, and the packs in a fixed order (architectures ascending, then PTX,
+/// other): a blob goes where its first entry's kind puts it.
+fn assign_packs(store: &Store<'_>, input: &Path) -> Result<(Vec<PackKind>, Vec<u32>), SplitError> {
+    let mut first_kind: Vec<Option<PackKind>> = vec![None; store.blob_count()];
+    for e in store.entries() {
+        first_kind[e.blob_id() as usize].get_or_insert(pack_kind(e.kind(), e.arch()));
+    }
+    let mut kinds: Vec<PackKind> = first_kind.iter().flatten().copied().collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    if kinds.is_empty() && store.blob_count() > 0 {
+        return Err(SplitError::Bad {
+            path: input.to_path_buf(),
+            message: "the store has blobs but no entries".into(),
+        });
+    }
+    let pack_of = first_kind
+        .iter()
+        .map(|k| {
+            // An unreferenced blob (never written by fatpack) goes with the first pack.
+            let k = k.unwrap_or(kinds.first().copied().unwrap_or(PackKind::Other));
+            kinds.iter().position(|&x| x == k).unwrap_or(0) as u32
+        })
+        .collect();
+    Ok((kinds, pack_of))
+}
+
+/// Puts what split wrote in place, each file synced first: packs, then the side file, the
+/// host last (a host never names packs that are not there yet). Packs are data anyone who
+/// may run the binary must read; the host keeps the input's permissions.
+fn commit(
+    pack_files: Vec<(tempfile::NamedTempFile, PathBuf)>,
+    side_tmp: Option<(tempfile::NamedTempFile, PathBuf)>,
+    host_tmp: tempfile::NamedTempFile,
+    input: &Path,
+    host_path: &Path,
+) -> Result<Option<PathBuf>, SplitError> {
+    use std::os::unix::fs::PermissionsExt;
     let persist = |t: tempfile::NamedTempFile, to: &Path| -> Result<(), SplitError> {
         t.as_file().sync_all().map_err(error::io_at(to))?;
         t.persist(to).map_err(|e| error::io_at(to)(e.error))?;
         Ok(())
     };
-    // Packs first, the host last: a host never names packs that are not there yet. Packs
-    // are data anyone who may run the binary must read.
-    use std::os::unix::fs::PermissionsExt;
-    for (t, path) in pack_files {
+    let readable = |t: &tempfile::NamedTempFile, path: &Path| {
         t.as_file()
             .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(error::io_at(&path))?;
+            .map_err(error::io_at(path))
+    };
+    for (t, path) in pack_files {
+        readable(&t, &path)?;
         persist(t, &path)?;
     }
     let side_file = match side_tmp {
         Some((t, side)) => {
-            t.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-                .map_err(error::io_at(&side))?;
+            readable(&t, &side)?;
             persist(t, &side)?;
             Some(side)
         }
@@ -268,18 +297,9 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     host_tmp
         .as_file()
         .set_permissions(mode)
-        .map_err(error::io_at(&host_path))?;
-    persist(host_tmp, &host_path)?;
-    let host_len = std::fs::metadata(&host_path)
-        .map_err(error::io_at(&host_path))?
-        .len();
-    Ok(SplitReport {
-        host: host_path,
-        side_file,
-        host_len,
-        packs: reports,
-        needs,
-    })
+        .map_err(error::io_at(host_path))?;
+    persist(host_tmp, host_path)?;
+    Ok(side_file)
 }
 
 /// Re-reads the written host (or side file) and packs: the manifest parses, its skeleton is

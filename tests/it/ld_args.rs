@@ -1375,7 +1375,12 @@ fn nested_wrappers_are_refused() {
     // In a child process, so that the environment of this one stays as it is.
     let me = std::env::current_exe().unwrap();
     let out = Command::new(&me)
-        .args(["--exact", "depth_probe", "--nocapture", "--include-ignored"])
+        .args([
+            "--exact",
+            "ld_args::depth_probe",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env(real_ld::DEPTH_ENV, "2")
         .output()
         .unwrap();

@@ -268,6 +268,136 @@ fn fail(e: LoadError) -> Outcome {
     Outcome::Failed(e)
 }
 
+/// The plans of a device-linked module's prelinked containers (stubs of other modules, or
+/// containers passed on as they are), when some device has no SASS in the linked one.
+fn prelinked_plans(
+    w: &FatbinWrapper,
+    image: &'static Image,
+    name: &str,
+    jit_caps: &[u32],
+    forced: Option<&Candidate>,
+) -> Result<Vec<Prelinked>, LoadError> {
+    let mut prelinked: Vec<Prelinked> = Vec::new();
+    if w.version != 2 || w.filename_or_fatbins.is_null() || jit_caps.is_empty() {
+        return Ok(prelinked);
+    }
+    let arr = w.filename_or_fatbins as *const *const c_void;
+    for i in 0..MAX_PRELINKED {
+        // SAFETY: a NULL-terminated array built by the device-link stub.
+        let p = unsafe { *arr.add(i) };
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: each element points at a container or stub in __nv_relfatbin.
+        match unsafe { super::stub_at(p.cast()) } {
+            None => prelinked.push(Prelinked::Raw(p)),
+            Some(Err(e)) => {
+                return Err(LoadError::Stub(format!(
+                    "module \"{name}\": unreadable prelinked fatpack stub: {e}"
+                )))
+            }
+            Some(Ok(pn)) => {
+                let plan = Plan::new(&image.store, &image.origin, pn, jit_caps, forced)
+                    .map_err(LoadError::Module)?;
+                prelinked.push(Prelinked::Plan(plan));
+            }
+        }
+    }
+    Ok(prelinked)
+}
+
+/// Logs what each distinct capability gets (or why it gets nothing); returns whether no
+/// device can use the module at all.
+fn report_choices(
+    name: &str,
+    devices: &[Device],
+    main: &Plan,
+    prelinked: &[Prelinked],
+    jit_caps: &[u32],
+    forced: Option<&Candidate>,
+) -> bool {
+    let plans = || {
+        prelinked.iter().filter_map(|p| match p {
+            Prelinked::Plan(p) => Some(p),
+            Prelinked::Raw(_) => None,
+        })
+    };
+    // A JIT link needs every prelinked stub module to have something for the device.
+    let jit_ok = |cap: u32| !prelinked.is_empty() && plans().all(|p| p.choice(cap).is_some());
+
+    // Refuse only if no device can use the module at all; a device without code then fails
+    // in cudart with cudaErrorNoKernelImageForDevice on its own, as an unpacked binary would.
+    let fits = |cap: u32| main.choice(cap).is_some() || (jit_caps.contains(&cap) && jit_ok(cap));
+    let none_fit = devices.iter().all(|d| !fits(d.cap));
+    // One report per distinct capability (what is chosen depends on nothing else), naming
+    // the devices that have it: two identical GPUs are one choice, not two.
+    let mut groups: Vec<(u32, Vec<i32>)> = Vec::new();
+    for d in devices {
+        match groups.iter_mut().find(|g| g.0 == d.cap) {
+            Some(g) => g.1.push(d.ordinal),
+            None => groups.push((d.cap, vec![d.ordinal])),
+        }
+    }
+    for (cap, ordinals) in &groups {
+        let cap = *cap;
+        let on = format!(
+            "compute capability {} ({} {})",
+            capability_string(cap),
+            if ordinals.len() == 1 {
+                "device"
+            } else {
+                "devices"
+            },
+            ordinals
+                .iter()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if !fits(cap) {
+            let why = match forced {
+                Some(f) => format!("it has no {} (forced by FATPACK_ARCH)", f.name()),
+                None => "nothing in it runs there".to_owned(),
+            };
+            let msg = format!(
+                "module \"{name}\" has no device code for {on}, sm_{cap}: {why}; available: {}",
+                main.available()
+            );
+            if none_fit {
+                error!("{msg}");
+            } else {
+                warn!("{msg}");
+            }
+            continue;
+        }
+        let jit = jit_caps.contains(&cap) && !prelinked.is_empty();
+        let what = match (main.choice(cap), jit) {
+            (Some(i), false) => main.cands[i].name(),
+            (Some(i), true) => format!("{} + prelinked JIT inputs", main.cands[i].name()),
+            (None, _) => "prelinked JIT inputs".to_owned(),
+        };
+        info!("module {name}: {on}: {what}");
+        for p in plans().filter(|_| jit) {
+            if let Some(i) = p.choice(cap) {
+                info!(
+                    "module {name}: prelinked {}: {} for {on}",
+                    p.name,
+                    p.cands[i].name()
+                );
+            }
+        }
+        if let (Some(f), Some(i)) = (forced, main.choice(cap)) {
+            if !select::runs_on(&main.cands[i], cap) {
+                warn!(
+                    "module {name}: FATPACK_ARCH={} does not run on {on}; cudart will refuse it",
+                    f.name()
+                );
+            }
+        }
+    }
+    none_fit
+}
+
 pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     let t0 = super::sys::now_us();
     let name = match &m.name {
@@ -312,111 +442,11 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     // Device-linked (-rdc) modules: cudart JIT-links the prelinked relocatable containers
     // when the linked one has no SASS for a device, so those are needed only then.
     let jit_caps: Vec<u32> = caps.iter().copied().filter(|&c| !main.is_sass(c)).collect();
-    let mut prelinked: Vec<Prelinked> = Vec::new();
-    if w.version == 2 && !w.filename_or_fatbins.is_null() && !jit_caps.is_empty() {
-        let arr = w.filename_or_fatbins as *const *const c_void;
-        for i in 0..MAX_PRELINKED {
-            // SAFETY: a NULL-terminated array built by the device-link stub.
-            let p = unsafe { *arr.add(i) };
-            if p.is_null() {
-                break;
-            }
-            // SAFETY: each element points at a container or stub in __nv_relfatbin.
-            match unsafe { super::stub_at(p.cast()) } {
-                None => prelinked.push(Prelinked::Raw(p)),
-                Some(Err(e)) => {
-                    return fail(LoadError::Stub(format!(
-                        "module \"{name}\": unreadable prelinked fatpack stub: {e}"
-                    )))
-                }
-                Some(Ok(pn)) => {
-                    match Plan::new(store, &image.origin, pn, &jit_caps, forced.as_ref()) {
-                        Ok(p) => prelinked.push(Prelinked::Plan(p)),
-                        Err(e) => return fail(LoadError::Module(e)),
-                    }
-                }
-            }
-        }
-    }
-    let plans = || {
-        prelinked.iter().filter_map(|p| match p {
-            Prelinked::Plan(p) => Some(p),
-            Prelinked::Raw(_) => None,
-        })
+    let prelinked = match prelinked_plans(w, image, name, &jit_caps, forced.as_ref()) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
     };
-    // A JIT link needs every prelinked stub module to have something for the device.
-    let jit_ok = |cap: u32| !prelinked.is_empty() && plans().all(|p| p.choice(cap).is_some());
-
-    // Refuse only if no device can use the module at all; a device without code then fails
-    // in cudart with cudaErrorNoKernelImageForDevice on its own, as an unpacked binary would.
-    let fits = |cap: u32| main.choice(cap).is_some() || (jit_caps.contains(&cap) && jit_ok(cap));
-    let none_fit = devices.iter().all(|d| !fits(d.cap));
-    // One report per distinct capability (what is chosen depends on nothing else), naming
-    // the devices that have it: two identical GPUs are one choice, not two.
-    let mut groups: Vec<(u32, Vec<i32>)> = Vec::new();
-    for d in devices {
-        match groups.iter_mut().find(|g| g.0 == d.cap) {
-            Some(g) => g.1.push(d.ordinal),
-            None => groups.push((d.cap, vec![d.ordinal])),
-        }
-    }
-    for (cap, ordinals) in &groups {
-        let cap = *cap;
-        let on = format!(
-            "compute capability {} ({} {})",
-            capability_string(cap),
-            if ordinals.len() == 1 {
-                "device"
-            } else {
-                "devices"
-            },
-            ordinals
-                .iter()
-                .map(|o| o.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        if !fits(cap) {
-            let why = match &forced {
-                Some(f) => format!("it has no {} (forced by FATPACK_ARCH)", f.name()),
-                None => "nothing in it runs there".to_owned(),
-            };
-            let msg = format!(
-                "module \"{name}\" has no device code for {on}, sm_{cap}: {why}; available: {}",
-                main.available()
-            );
-            if none_fit {
-                error!("{msg}");
-            } else {
-                warn!("{msg}");
-            }
-            continue;
-        }
-        let jit = jit_caps.contains(&cap) && !prelinked.is_empty();
-        let what = match (main.choice(cap), jit) {
-            (Some(i), false) => main.cands[i].name(),
-            (Some(i), true) => format!("{} + prelinked JIT inputs", main.cands[i].name()),
-            (None, _) => "prelinked JIT inputs".to_owned(),
-        };
-        info!("module {name}: {on}: {what}");
-        for p in plans().filter(|_| jit) {
-            if let Some(i) = p.choice(cap) {
-                info!(
-                    "module {name}: prelinked {}: {} for {on}",
-                    p.name,
-                    p.cands[i].name()
-                );
-            }
-        }
-        if let (Some(f), Some(i)) = (&forced, main.choice(cap)) {
-            if !select::runs_on(&main.cands[i], cap) {
-                warn!(
-                    "module {name}: FATPACK_ARCH={} does not run on {on}; cudart will refuse it",
-                    f.name()
-                );
-            }
-        }
-    }
+    let none_fit = report_choices(name, devices, &main, &prelinked, &jit_caps, forced.as_ref());
     if none_fit {
         return fail(LoadError::NoDeviceFits);
     }
