@@ -61,10 +61,11 @@ macro_rules! wire_layout {
 
             /// Reads the record from the start of `b`; `None` if `b` is shorter.
             pub fn read(b: &[u8]) -> Option<Self> {
-                let b = b.get(..Self::LEN)?;
+                // A fixed-size array: every field's range is checked at compile time.
+                let b: &[u8; $len] = b.get(..Self::LEN)?.try_into().ok()?;
                 Some($name {
                     $( $field: <$ty as $crate::wire::Wire>::get(
-                        b.get($off..$off + <$ty as $crate::wire::Wire>::LEN)?,
+                        &b[$off..$off + <$ty as $crate::wire::Wire>::LEN],
                     )?, )*
                 })
             }
