@@ -23,22 +23,14 @@ pub enum ExtractError {
     Input(#[from] InputError),
     #[error(transparent)]
     Packed(#[from] packed::OutputError),
-    #[error("{}: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: cubin_store::StoreError,
-    },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
     #[error("{origin}: {message}")]
     Entry { origin: String, message: String },
     #[error("{}: no device code{}", path.display(), if *.filtered { " of the archs asked for" } else { "" })]
     Nothing { path: PathBuf, filtered: bool },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::IoError),
 }
 
 /// One entry: its identity, its original fatbin header (empty when there is none, e.g. a
@@ -105,10 +97,7 @@ fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
     let map = inputs::map_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
-    let store_err = |source| ExtractError::Store {
-        path: path.to_path_buf(),
-        source,
-    };
+    let store_err = |source| ExtractError::from(crate::error::store_at(path)(source));
     if kind == FileKind::Store {
         let store = cubin_store::Store::parse(data).map_err(store_err)?;
         return store_items(&store, |e| store.read_entry(e).map_err(store_err));
@@ -179,7 +168,7 @@ pub fn extract(
 ) -> Result<Extracted, ExtractError> {
     let io_at = |p: &Path| {
         let p = p.to_path_buf();
-        move |source| ExtractError::Io { path: p, source }
+        move |source| ExtractError::Io(crate::error::IoError { path: p, source })
     };
     let modules = read_modules(input)?;
     // Everything to write, decided (and every fatbin encoded) before a file is touched.

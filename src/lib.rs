@@ -9,6 +9,7 @@ pub use fatpack_format as format;
 pub use fatpack_format::arch;
 pub mod cubin;
 pub mod elf;
+pub mod error;
 pub mod extract;
 pub mod fatbin;
 pub mod inputs;

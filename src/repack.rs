@@ -26,18 +26,10 @@ pub enum RepackError {
     Split(PathBuf),
     #[error("{}: the output must not be the input (repack never modifies its input)", .0.display())]
     OutputIsInput(PathBuf),
-    #[error("{}: store: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: cubin_store::StoreError,
-    },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
+    #[error(transparent)]
+    Io(#[from] crate::error::IoError),
     #[error(transparent)]
     Input(#[from] crate::inputs::InputError),
     #[error(transparent)]
@@ -62,9 +54,11 @@ fn write_repacked<W: Write + Seek>(
     out: W,
     path: &Path,
 ) -> Result<(W, cubin_store::StoreSummary), RepackError> {
-    let store_err = |source| RepackError::Store {
-        path: path.to_path_buf(),
-        source,
+    let store_err = |source| {
+        RepackError::Store(crate::error::StoreAt {
+            path: path.to_path_buf(),
+            source,
+        })
     };
     let mut w = StoreWriter::new(
         out,
@@ -114,9 +108,11 @@ fn write_repacked<W: Write + Seek>(
 pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, RepackError> {
     let io_at = |p: &Path| {
         let p = p.to_path_buf();
-        move |source| RepackError::Io {
-            path: p.clone(),
-            source,
+        move |source| {
+            RepackError::Io(crate::error::IoError {
+                path: p.clone(),
+                source,
+            })
         }
     };
     if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(output)) {
@@ -141,9 +137,11 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             dictionary: None,
         },
     )
-    .map_err(|source| RepackError::Store {
-        path: output.to_path_buf(),
-        source,
+    .map_err(|source| {
+        RepackError::Store(crate::error::StoreAt {
+            path: output.to_path_buf(),
+            source,
+        })
     })?;
 
     let dir = match output.parent() {
@@ -162,11 +160,12 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
         })?;
         (s, None)
     } else {
-        let w =
-            AtomicStoreFile::create(side_path(output)).map_err(|source| RepackError::Store {
+        let w = AtomicStoreFile::create(side_path(output)).map_err(|source| {
+            RepackError::Store(crate::error::StoreAt {
                 path: output.to_path_buf(),
                 source,
-            })?;
+            })
+        })?;
         let (mut w, s) = write_repacked(&store, level, w, input)?;
         w.flush().map_err(io_at(output))?;
         (s, Some(w))
@@ -185,9 +184,11 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
                 message: "the repacked binary lost its store section".into(),
             })?,
         };
-        let new = Store::parse(new_bytes).map_err(|source| RepackError::Store {
-            path: output.to_path_buf(),
-            source,
+        let new = Store::parse(new_bytes).map_err(|source| {
+            RepackError::Store(crate::error::StoreAt {
+                path: output.to_path_buf(),
+                source,
+            })
         })?;
         let recorded = packed::recorded_slot(&out_map).map(|s| s.digest);
         let same = new.digest() == summary.digest
@@ -204,9 +205,11 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
                 message: "the repacked store does not read back as the original's entries".into(),
             }));
         }
-        new.verify().map_err(|source| RepackError::Store {
-            path: output.to_path_buf(),
-            source,
+        new.verify().map_err(|source| {
+            RepackError::Store(crate::error::StoreAt {
+                path: output.to_path_buf(),
+                source,
+            })
         })?;
     }
     packed::commit_output(tmp, input, output, side)?;

@@ -220,14 +220,18 @@ pub fn parse_targets(text: &str) -> Result<Vec<Target>, ArchParseError> {
     Ok(kinds.iter().map(|&kind| Target { arch, kind }).collect())
 }
 
-/// Parse a list separated by `,` or `;` (CMake lists), e.g. `80;90` or `sm_80,compute_90`.
-pub fn parse_target_list(text: &str) -> Result<Vec<Target>, ArchParseError> {
-    let mut out = Vec::new();
-    for part in text
-        .split([',', ';'])
+/// The items of a list as every option that takes archs or capabilities reads it: separated
+/// by `,` (nvcc), `;` (CMake) or spaces (Nix's `cudaCapabilities` joined by a shell).
+fn list_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split([',', ';', ' '])
         .map(str::trim)
         .filter(|p| !p.is_empty())
-    {
+}
+
+/// Parse a list of targets (`--keep`), e.g. `80;90` or `sm_80,compute_90`.
+pub fn parse_target_list(text: &str) -> Result<Vec<Target>, ArchParseError> {
+    let mut out = Vec::new();
+    for part in list_items(text) {
         for t in parse_targets(part)? {
             if !out.contains(&t) {
                 out.push(t);
@@ -242,9 +246,72 @@ pub fn parse_target_list(text: &str) -> Result<Vec<Target>, ArchParseError> {
     Ok(out)
 }
 
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("`{text}` is not a compute capability: expected 9.0, 90, sm_90 or compute_90")]
+pub struct CapabilityParseError {
+    pub text: String,
+}
+
+/// One compute capability (`major * 10 + minor`) in any spelling a user has at hand: `9.0`
+/// (nvidia-smi, Nix), `90`, `sm_90`, `compute_90`, CMake's `90a-real`. The `a`/`f` variant
+/// and the code kind name no other capability, so they are accepted and dropped.
+pub fn parse_capability(text: &str) -> Result<u32, CapabilityParseError> {
+    let err = || CapabilityParseError {
+        text: text.to_string(),
+    };
+    let t = text.trim();
+    if let Some((major, minor)) = t.split_once('.') {
+        let major: u32 = major.parse().map_err(|_| err())?;
+        let minor: u32 = minor.parse().map_err(|_| err())?;
+        if minor > 9 || !(1..1000).contains(&major) {
+            return Err(err());
+        }
+        return Ok(major * 10 + minor);
+    }
+    let targets = parse_targets(t).map_err(|_| err())?;
+    targets.first().map(|t| t.arch.number).ok_or_else(err)
+}
+
+/// A list of capabilities (`prune --for`), duplicates dropped, in the order given.
+pub fn parse_capability_list(text: &str) -> Result<Vec<u32>, CapabilityParseError> {
+    let mut out = Vec::new();
+    for part in list_items(text) {
+        let cap = parse_capability(part).map_err(|_| CapabilityParseError {
+            text: text.to_string(),
+        })?;
+        if !out.contains(&cap) {
+            out.push(cap);
+        }
+    }
+    if out.is_empty() {
+        return Err(CapabilityParseError {
+            text: text.to_string(),
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capability_spellings() {
+        for (text, want) in [
+            ("8.9,9.0", vec![89, 90]),
+            ("89;90", vec![89, 90]),
+            ("sm_89 sm_90a", vec![89, 90]),
+            ("90a-real;100f", vec![90, 100]),
+            ("compute_120", vec![120]),
+            ("10.3", vec![103]),
+            ("9.0,90", vec![90]),
+        ] {
+            assert_eq!(parse_capability_list(text).unwrap(), want, "{text}");
+        }
+        for bad in ["", "x", "9.10", "9", "sm_", ";", "0.5", "9.0.1", "90b"] {
+            assert!(parse_capability_list(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_nvcc_and_cmake_spellings() {

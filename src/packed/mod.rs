@@ -9,7 +9,6 @@
 mod segment;
 mod write;
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment};
@@ -27,12 +26,8 @@ pub type Mapped = memmap2::Mmap;
 pub enum OutputError {
     #[error("{}: {message}", path.display())]
     Bad { path: PathBuf, message: String },
-    #[error("{}: store: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: cubin_store::StoreError,
-    },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
     #[error(
         "{}: the store ({store}) does not belong to this binary: its digest is {found}, the \
          binary records {recorded}; fatpack does not rewrite another build's device code as \
@@ -45,25 +40,20 @@ pub enum OutputError {
         found: String,
         recorded: String,
     },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::IoError),
+}
+
+/// `map_err` for an I/O error about `path`, as an [`OutputError`] (the writers here are
+/// generic over their callers' errors, which convert from it).
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> OutputError + '_ {
+    move |e| crate::error::io_at(path)(e).into()
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> OutputError {
     OutputError::Bad {
         path: path.to_path_buf(),
         message: message.into(),
-    }
-}
-
-fn io_err(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
-    move |source| OutputError::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -82,9 +72,11 @@ pub fn commit_output(
         .set_permissions(perms)
         .map_err(io_err(tmp.path()))?;
     tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
-    tmp.persist(output).map_err(|e| OutputError::Io {
-        path: output.to_path_buf(),
-        source: e.error,
+    tmp.persist(output).map_err(|e| {
+        OutputError::Io(crate::error::IoError {
+            path: output.to_path_buf(),
+            source: e.error,
+        })
     })?;
     if let Some(side) = side {
         let dest = side.destination().to_path_buf();
@@ -142,11 +134,12 @@ impl Packed<'_> {
     /// from another build or a swapped section is refused, never rewritten (prune, split,
     /// repack) as if it were this binary's.
     pub fn own_store(&self, path: &Path) -> Result<cubin_store::Store<'_>, OutputError> {
-        let store =
-            cubin_store::Store::parse(self.store.bytes()).map_err(|source| OutputError::Store {
+        let store = cubin_store::Store::parse(self.store.bytes()).map_err(|source| {
+            OutputError::Store(crate::error::StoreAt {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            })
+        })?;
         if store.digest() != self.recorded_digest {
             let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
             return Err(OutputError::ForeignStore {

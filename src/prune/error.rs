@@ -55,12 +55,8 @@ pub enum PruneError {
         #[source]
         source: ElfEditError,
     },
-    #[error("{}: store: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: cubin_store::StoreError,
-    },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
     #[error("{origin}: entry {arch} is damaged ({message}); prune keeps only entries it can read")]
     BadEntry {
         origin: String,
@@ -71,22 +67,12 @@ pub enum PruneError {
     Tail { path: PathBuf, message: String },
     #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
     Grew(PathBuf),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] crate::error::IoError),
     #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]
     Output(#[from] OutputError),
 }
 
-/// `map_err` for an I/O error about `path`.
-pub(super) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> PruneError + '_ {
-    move |source| PruneError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub(super) use crate::error::io_at;

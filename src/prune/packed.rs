@@ -20,9 +20,11 @@ fn write_pruned<W: Write + Seek>(
     report: &mut PruneReport,
     path: &Path,
 ) -> Result<(W, cubin_store::StoreSummary), PruneError> {
-    let store_err = |source| PruneError::Store {
-        path: path.to_path_buf(),
-        source,
+    let store_err = |source| {
+        PruneError::Store(crate::error::StoreAt {
+            path: path.to_path_buf(),
+            source,
+        })
     };
     let mut w = StoreWriter::new(out, WriteOptions::default()).map_err(store_err)?;
     let bytes = store.as_bytes();
@@ -88,9 +90,11 @@ pub(super) fn prune_packed(
     let located =
         packed::locate(input, data)?.ok_or_else(|| PruneError::NotPacked(input.to_path_buf()))?;
     let (store_bytes, embedded) = (located.store.bytes(), located.store.is_section());
-    let store_err = |source| PruneError::Store {
-        path: input.to_path_buf(),
-        source,
+    let store_err = |source| {
+        PruneError::Store(crate::error::StoreAt {
+            path: input.to_path_buf(),
+            source,
+        })
     };
     if fatpack_format::split::is_manifest(store_bytes) {
         return Err(PruneError::Split(input.to_path_buf()));

@@ -31,48 +31,11 @@ pub const SMALLEST_KEPT: &str = "only its smallest entry kept";
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 
-/// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9`.
+/// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9`
+/// (fatpack-format's one capability parser, whose lists `--keep` reads too).
 pub fn parse_capabilities(text: &str) -> Result<Vec<u32>, PruneError> {
-    let bad = || PruneError::Capability(text.to_string());
-    let mut out = Vec::new();
-    for part in text
-        .split([',', ';', ' '])
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        let p = part
-            .strip_prefix("sm_")
-            .or_else(|| part.strip_prefix("compute_"))
-            .unwrap_or(part);
-        let p = p
-            .strip_suffix("-real")
-            .or_else(|| p.strip_suffix("-virtual"))
-            .unwrap_or(p);
-        let p = p.trim_end_matches(['a', 'f']);
-        let cap = match p.split_once('.') {
-            Some((major, minor)) => {
-                let (major, minor): (u32, u32) = (
-                    major.parse().map_err(|_| bad())?,
-                    minor.parse().map_err(|_| bad())?,
-                );
-                if minor > 9 {
-                    return Err(bad());
-                }
-                major * 10 + minor
-            }
-            None => p.parse::<u32>().map_err(|_| bad())?,
-        };
-        if !(10..10000).contains(&cap) {
-            return Err(bad());
-        }
-        if !out.contains(&cap) {
-            out.push(cap);
-        }
-    }
-    if out.is_empty() {
-        return Err(bad());
-    }
-    Ok(out)
+    fatpack_format::arch::parse_capability_list(text)
+        .map_err(|_| PruneError::Capability(text.to_string()))
 }
 
 impl Selection {
@@ -185,23 +148,6 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn capability_spellings() {
-        for (text, want) in [
-            ("8.9,9.0", vec![89, 90]),
-            ("89;90", vec![89, 90]),
-            ("sm_89 sm_90a", vec![89, 90]),
-            ("90a-real;100f", vec![90, 100]),
-            ("10.3", vec![103]),
-            ("9.0,90", vec![90]),
-        ] {
-            assert_eq!(parse_capabilities(text).unwrap(), want, "{text}");
-        }
-        for bad in ["", "x", "9.10", "9", "sm_", ";"] {
-            assert!(parse_capabilities(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn for_keeps_what_the_runtime_would_choose() {

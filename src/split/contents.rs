@@ -33,11 +33,12 @@ impl<'a> SplitContents<'a> {
             message,
         };
         let manifest = Manifest::parse(manifest).map_err(bad)?;
-        let store =
-            Store::parse_skeleton(manifest.skeleton).map_err(|source| SplitError::Store {
+        let store = Store::parse_skeleton(manifest.skeleton).map_err(|source| {
+            SplitError::Store(crate::error::StoreAt {
                 path: host.to_path_buf(),
                 source,
-            })?;
+            })
+        })?;
         if manifest.placements.len() != store.blob_count() {
             return Err(bad(format!(
                 "the split manifest places {} blobs, the store has {}",
@@ -125,14 +126,14 @@ impl<'a> SplitContents<'a> {
     /// One entry, decoded and checked against the index.
     pub fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>, SplitError> {
         let bytes = self.blob_bytes(e.blob_id())?;
-        self.store
-            .read_entry_from(e, bytes)
-            .map_err(|source| SplitError::Store {
+        self.store.read_entry_from(e, bytes).map_err(|source| {
+            SplitError::Store(crate::error::StoreAt {
                 path: self.packs[self.manifest.placements[e.blob_id() as usize].pack as usize]
                     .0
                     .clone(),
                 source,
             })
+        })
     }
 
     /// Every pack present and whole: its blake3 as the binary records it.

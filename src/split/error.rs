@@ -1,6 +1,6 @@
 //! What can go wrong in `fatpack split` and `fatpack join`, each naming the file it is about.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::inputs::InputError;
 use crate::packed::OutputError;
@@ -32,28 +32,14 @@ pub enum SplitError {
     },
     #[error("{}: {message}", path.display())]
     Bad { path: PathBuf, message: String },
-    #[error("{}: store: {source}", path.display())]
-    Store {
-        path: PathBuf,
-        #[source]
-        source: cubin_store::StoreError,
-    },
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
+    #[error(transparent)]
+    Io(#[from] crate::error::IoError),
     #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]
     Output(#[from] OutputError),
 }
 
-/// `map_err` for an I/O error about `path`.
-pub(super) fn io_at(path: &Path) -> impl Fn(std::io::Error) -> SplitError + '_ {
-    move |source| SplitError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub(super) use crate::error::io_at;

@@ -31,10 +31,10 @@ fn assemble<W: Write>(c: &SplitContents<'_>, w: &mut W, host: &Path) -> Result<u
     match (r, failed) {
         (_, Some(e)) => Err(e),
         (Ok(n), None) => Ok(n),
-        (Err(source), None) => Err(SplitError::Store {
+        (Err(source), None) => Err(SplitError::Store(crate::error::StoreAt {
             path: host.to_path_buf(),
             source,
-        }),
+        })),
     }
 }
 
@@ -96,9 +96,11 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
             Some(m) => &m[..],
             None => packed::section_bytes(&out_map).ok_or_else(|| lost("store section"))?,
         };
-        let store = Store::parse(bytes).map_err(|source| SplitError::Store {
-            path: output.to_path_buf(),
-            source,
+        let store = Store::parse(bytes).map_err(|source| {
+            SplitError::Store(crate::error::StoreAt {
+                path: output.to_path_buf(),
+                source,
+            })
         })?;
         if store.digest() != recorded || slot.digest != recorded {
             return Err(SplitError::Bad {

@@ -85,9 +85,11 @@ pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitErro
         for w in workers {
             w.join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                .map_err(|source| SplitError::Store {
-                    path: path.to_path_buf(),
-                    source,
+                .map_err(|source| {
+                    SplitError::Store(crate::error::StoreAt {
+                        path: path.to_path_buf(),
+                        source,
+                    })
                 })?;
         }
         Ok(())
@@ -197,7 +199,9 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
             host_tmp.path(),
             &store.digest(),
             located.slot.is_mapped(),
-            |w| w.write_all(&manifest).map_err(error::io_at(&host_path)),
+            |w| -> Result<(), SplitError> {
+                Ok(w.write_all(&manifest).map_err(error::io_at(&host_path))?)
+            },
         )?;
         None
     } else {
