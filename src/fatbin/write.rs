@@ -5,14 +5,20 @@ use fatpack_format::fatbin::ContainerHeader;
 
 impl Entry {
     pub fn write_to(&self, out: &mut Vec<u8>) {
+        self.write_header(self.stored.len() as u64, out);
+        out.extend_from_slice(&self.stored);
+    }
+
+    /// The entry's header (fixed part and tail) as written for a payload of `payload_len`
+    /// bytes.
+    pub fn write_header(&self, payload_len: u64, out: &mut Vec<u8>) {
         let h = EntryHeader {
             header_len: self.header_len() as u32,
-            payload_len: self.stored.len() as u64,
+            payload_len,
             ..self.header
         };
         out.extend_from_slice(&h.to_bytes());
         out.extend_from_slice(&self.header_tail);
-        out.extend_from_slice(&self.stored);
     }
 }
 

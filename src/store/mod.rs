@@ -31,12 +31,8 @@ pub enum PackError {
 /// The store entry metadata for a fatbin entry.
 pub fn entry_meta(e: &Entry) -> EntryMeta {
     let mut attrs = Vec::with_capacity(e.header_len());
-    // The header as written for the stored (uncompressed) payload.
-    let plain = Entry {
-        stored: Vec::new(),
-        ..e.clone()
-    };
-    plain.write_to(&mut attrs);
+    // The header alone (no payload length): the runtime sets it for the payload it rebuilds.
+    e.write_header(0, &mut attrs);
     EntryMeta {
         kind: e.kind(),
         arch: e.header.arch_number,
