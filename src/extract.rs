@@ -10,9 +10,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use fatpack_format::arch::EntryId;
 use fatpack_format::arch::{EntryKind, Target};
 use fatpack_format::fatbin::{encode_container, EntryInput};
-use fatpack_format::select::Candidate;
 
 use crate::inputs::{self, FileKind, InputError};
 use crate::packed;
@@ -194,7 +194,7 @@ pub fn extract(
             let inputs: Vec<EntryInput<'_>> = chosen
                 .iter()
                 .map(|i| EntryInput {
-                    candidate: Candidate::new(i.kind, i.arch, i.variant),
+                    candidate: EntryId::new(i.kind, i.arch, i.variant),
                     attrs: &i.header,
                     payload: &i.raw,
                 })

@@ -161,6 +161,37 @@ impl fmt::Display for Target {
     }
 }
 
+/// What an entry is: its code kind, arch number and variant (`sm_90a`, `compute_80`). The one
+/// identity of an entry that the fatbin model, the store, selection, prune, split and the
+/// runtime share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EntryId {
+    pub kind: EntryKind,
+    /// `major * 10 + minor`.
+    pub arch: u32,
+    pub variant: Variant,
+}
+
+impl EntryId {
+    pub const fn new(kind: EntryKind, arch: u32, variant: Variant) -> Self {
+        EntryId {
+            kind,
+            arch,
+            variant,
+        }
+    }
+
+    /// Parses `sm_90a`, `compute_80`, ...
+    pub fn parse(name: &str) -> Option<Self> {
+        parse_arch_name(name).map(|(kind, arch, variant)| EntryId::new(kind, arch, variant))
+    }
+
+    /// `sm_90a`, `compute_80`, ...
+    pub fn name(&self) -> String {
+        arch_name(self.kind, self.arch, self.variant)
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "`{text}` is not an arch: expected sm_XX, compute_XX or a CMake-style XX[a|f][-real|-virtual]"

@@ -215,7 +215,7 @@ pub struct EncodeError(pub String);
 /// verbatim by the store, may be empty) and its raw payload.
 #[derive(Debug, Clone, Copy)]
 pub struct EntryInput<'a> {
-    pub candidate: crate::select::Candidate,
+    pub candidate: crate::arch::EntryId,
     pub attrs: &'a [u8],
     pub payload: &'a [u8],
 }
@@ -424,8 +424,8 @@ mod in_place_tests {
         .to_bytes();
         let payloads: [&[u8]; 2] = [&[7u8; 13], b".version 8.8\n.target sm_80\n"];
         let cands = [
-            crate::select::Candidate::new(crate::arch::EntryKind::Sass, 90, Default::default()),
-            crate::select::Candidate::new(crate::arch::EntryKind::Ptx, 80, Default::default()),
+            crate::arch::EntryId::new(crate::arch::EntryKind::Sass, 90, Default::default()),
+            crate::arch::EntryId::new(crate::arch::EntryKind::Ptx, 80, Default::default()),
         ];
         let entries: Vec<EntryInput<'_>> = (0..2)
             .map(|i| EntryInput {
@@ -526,7 +526,7 @@ mod tests {
         assert_eq!(padded(13), Some(16));
         assert_eq!(padded(usize::MAX), None);
     }
-    use crate::select::Candidate;
+    use crate::arch::EntryId;
 
     /// A header like nvcc 13's for a zstd-compressed entry, with a 16-byte tail.
     fn nvcc_header(kind: u16, arch: u32, fl: u64) -> Vec<u8> {
@@ -550,7 +550,7 @@ mod tests {
 
     fn input<'a>(name: &str, attrs: &'a [u8], payload: &'a [u8]) -> EntryInput<'a> {
         EntryInput {
-            candidate: Candidate::parse(name).unwrap(),
+            candidate: EntryId::parse(name).unwrap(),
             attrs,
             payload,
         }

@@ -12,37 +12,8 @@
 //!
 //! Entries of any other kind (LTO IR, unknown) are never chosen.
 
-use crate::arch::{arch_name, parse_arch_name, EntryKind, Variant};
+use crate::arch::{EntryId, EntryKind, Variant};
 use crate::prelude::*;
-
-/// One entry as far as selection is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Candidate {
-    pub kind: EntryKind,
-    /// `major * 10 + minor`.
-    pub arch: u32,
-    pub variant: Variant,
-}
-
-impl Candidate {
-    pub const fn new(kind: EntryKind, arch: u32, variant: Variant) -> Self {
-        Candidate {
-            kind,
-            arch,
-            variant,
-        }
-    }
-
-    /// Parses `sm_90a`, `compute_80`, ...
-    pub fn parse(name: &str) -> Option<Self> {
-        parse_arch_name(name).map(|(kind, arch, variant)| Candidate::new(kind, arch, variant))
-    }
-
-    /// `sm_90a`, `compute_80`, ...
-    pub fn name(&self) -> String {
-        arch_name(self.kind, self.arch, self.variant)
-    }
-}
 
 /// `major * 10 + minor`, as the store numbers archs. None for nonsense (negative, minor >= 10).
 pub fn capability(major: i32, minor: i32) -> Option<u32> {
@@ -56,7 +27,7 @@ pub fn capability_string(cap: u32) -> String {
 }
 
 /// Whether the driver can run (SASS) or JIT (PTX) `c` on a device of capability `cap`.
-pub fn runs_on(c: &Candidate, cap: u32) -> bool {
+pub fn runs_on(c: &EntryId, cap: u32) -> bool {
     let same_major = c.arch / 10 == cap / 10;
     match (c.kind, c.variant) {
         (EntryKind::Sass | EntryKind::Ptx, Variant::Specific) => c.arch == cap,
@@ -68,8 +39,8 @@ pub fn runs_on(c: &Candidate, cap: u32) -> bool {
 }
 
 /// The best entry for capability `cap`, as an index into `entries`; the first of equals.
-pub fn select(cap: u32, entries: &[Candidate]) -> Option<usize> {
-    let rank = |c: &Candidate| {
+pub fn select(cap: u32, entries: &[EntryId]) -> Option<usize> {
+    let rank = |c: &EntryId| {
         let variant = match c.variant {
             Variant::Plain => 0u8,
             Variant::Family => 1,
@@ -93,12 +64,12 @@ pub fn select(cap: u32, entries: &[Candidate]) -> Option<usize> {
 }
 
 /// The entry named by `FATPACK_ARCH` (exact kind, arch and variant), whatever the device.
-pub fn select_forced(forced: &Candidate, entries: &[Candidate]) -> Option<usize> {
+pub fn select_forced(forced: &EntryId, entries: &[EntryId]) -> Option<usize> {
     entries.iter().position(|c| c == forced)
 }
 
 /// `forced` if given, else [`select`].
-pub fn choose(cap: u32, entries: &[Candidate], forced: Option<&Candidate>) -> Option<usize> {
+pub fn choose(cap: u32, entries: &[EntryId], forced: Option<&EntryId>) -> Option<usize> {
     match forced {
         Some(f) => select_forced(f, entries),
         None => select(cap, entries),
@@ -106,13 +77,13 @@ pub fn choose(cap: u32, entries: &[Candidate], forced: Option<&Candidate>) -> Op
 }
 
 /// `sm_80, sm_90a, compute_90`: what a module offers, for error messages.
-pub fn list(entries: &[Candidate]) -> String {
+pub fn list(entries: &[EntryId]) -> String {
     if entries.is_empty() {
         return "no entries".to_owned();
     }
     entries
         .iter()
-        .map(Candidate::name)
+        .map(EntryId::name)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -121,8 +92,8 @@ pub fn list(entries: &[Candidate]) -> String {
 mod tests {
     use super::*;
 
-    fn c(name: &str) -> Candidate {
-        Candidate::parse(name).unwrap_or_else(|| panic!("bad arch name {name}"))
+    fn c(name: &str) -> EntryId {
+        EntryId::parse(name).unwrap_or_else(|| panic!("bad arch name {name}"))
     }
 
     fn pick(cap: u32, names: &[&str]) -> Option<String> {
@@ -189,7 +160,7 @@ mod tests {
 
     #[test]
     fn other_kinds_never_chosen() {
-        let e = [Candidate::new(EntryKind::Other(4), 90, Variant::Plain)];
+        let e = [EntryId::new(EntryKind::Other(4), 90, Variant::Plain)];
         assert_eq!(select(90, &e), None);
     }
 

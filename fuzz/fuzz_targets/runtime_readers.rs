@@ -4,7 +4,7 @@
 #![no_main]
 
 use fatpack::format::fatbin::{encode_container, read_container, EntryInput};
-use fatpack::format::select::Candidate;
+use fatpack::format::arch::EntryId;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
     let mut inputs = Vec::new();
     let mut p = 0;
     while p + 5 <= data.len() && inputs.len() < 16 {
-        let c = Candidate::parse(names[data[p] as usize % names.len()]).unwrap();
+        let c = EntryId::parse(names[data[p] as usize % names.len()]).unwrap();
         let hl = data[p + 2] as usize;
         let pl = u16::from_le_bytes([data[p + 3], data[p + 4]]) as usize % 2048;
         let Some(header) = data.get(p + 5..p + 5 + hl) else {

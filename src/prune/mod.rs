@@ -29,7 +29,7 @@ use crate::fatbin::{self, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
 use crate::rewrite::elf_edit::{relocatable, replace_sections, Replacement};
-use fatpack_format::select::Candidate;
+use fatpack_format::arch::EntryId;
 
 /// What a prune did, for the report.
 #[derive(Debug, Default)]
@@ -53,8 +53,8 @@ pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>, PruneError> {
 }
 
 /// An entry as selection sees it (kinds other than SASS and PTX are never chosen).
-fn candidate(e: &fatbin::Entry) -> Candidate {
-    Candidate::new(e.kind(), e.header.arch_number, e.header.variant())
+fn candidate(e: &fatbin::Entry) -> EntryId {
+    EntryId::new(e.kind(), e.header.arch_number, e.header.variant())
 }
 
 /// Prune one container; returns its new bytes.
@@ -64,7 +64,7 @@ fn prune_container(
     sel: &Selection,
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
-    let cands: Vec<Candidate> = fb.entries.iter().map(candidate).collect();
+    let cands: Vec<EntryId> = fb.entries.iter().map(candidate).collect();
     let sizes: Vec<u64> = fb.entries.iter().map(|e| e.encoded_len() as u64).collect();
     let keep = sel.choose(module, &cands, &sizes, &mut report.chosen)?;
     // Every kept entry must decode (nvcc's compressed payloads included): prune never passes

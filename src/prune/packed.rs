@@ -10,7 +10,7 @@ use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
 use super::{io_at, PruneError, PruneReport, Selection};
 use crate::arch::Target;
 use crate::packed::{self, side_path};
-use fatpack_format::select::Candidate;
+use fatpack_format::arch::EntryId;
 
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
@@ -31,9 +31,9 @@ fn write_pruned<W: Write + Seek>(
     for m in store.modules() {
         let id = w.add_module(m.name()).map_err(store_err)?;
         let entries: Vec<_> = m.entries().collect();
-        let cands: Vec<Candidate> = entries
+        let cands: Vec<EntryId> = entries
             .iter()
-            .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+            .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
             .collect();
         let sizes: Vec<u64> = entries.iter().map(|e| e.stored_len()).collect();
         let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;

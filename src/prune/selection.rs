@@ -5,8 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use fatpack_format::arch::EntryId;
 use fatpack_format::arch::Target;
-use fatpack_format::select::{self, capability_string, Candidate};
+use fatpack_format::select::{self, capability_string};
 
 use super::PruneError;
 
@@ -48,7 +49,7 @@ impl Selection {
     pub fn choose(
         &self,
         module: &str,
-        cands: &[Candidate],
+        cands: &[EntryId],
         sizes: &[u64],
         chosen: &mut Chosen,
     ) -> Result<Vec<bool>, PruneError> {
@@ -151,7 +152,7 @@ mod tests {
 
     #[test]
     fn for_keeps_what_the_runtime_would_choose() {
-        let c = |n: &str| Candidate::parse(n).unwrap();
+        let c = |n: &str| EntryId::parse(n).unwrap();
         let cands = [c("sm_80"), c("sm_90"), c("sm_90a"), c("compute_90")];
         let mut chosen = Chosen::new();
         let sizes = [40, 30, 20, 10];

@@ -24,8 +24,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cubin_store::{EntryKind, Store};
+use fatpack_format::arch::EntryId;
 use fatpack_format::link::FEATURE_SPLIT;
-use fatpack_format::select::{self, Candidate};
+use fatpack_format::select;
 use fatpack_format::split::{
     pack_header, Manifest, PackKind, PackRecord, Placement, PACK_HEADER_LEN,
 };
@@ -375,9 +376,9 @@ fn needs(
         let mut used: BTreeSet<u32> = BTreeSet::new();
         for m in store.modules() {
             let entries: Vec<_> = m.entries().collect();
-            let cands: Vec<Candidate> = entries
+            let cands: Vec<EntryId> = entries
                 .iter()
-                .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+                .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
                 .collect();
             if let Some(i) = select::choose(cap, &cands, None) {
                 used.insert(pack_of(entries[i].blob_id() as usize));

@@ -14,8 +14,9 @@ use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
     CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
 };
+use fatpack_format::arch::EntryId;
 use fatpack_format::fatbin::EntryInput;
-use fatpack_format::select::{self, capability_string, Candidate};
+use fatpack_format::select::{self, capability_string};
 
 /// What cudart holds for a loaded module: its handle and the memory it points into.
 pub(crate) struct Loaded {
@@ -79,7 +80,7 @@ impl LoadError {
 const MAX_PRELINKED: usize = 1 << 20;
 
 /// `FATPACK_ARCH`, parsed. Err: the value is not an arch name.
-fn forced_arch() -> Result<Option<Candidate>, String> {
+fn forced_arch() -> Result<Option<EntryId>, String> {
     let Some(v) = super::log::env(fatpack_format::link::ENV_ARCH) else {
         return Ok(None);
     };
@@ -87,7 +88,7 @@ fn forced_arch() -> Result<Option<Candidate>, String> {
     if v.is_empty() {
         return Ok(None);
     }
-    Candidate::parse(v).map(Some).ok_or_else(|| {
+    EntryId::parse(v).map(Some).ok_or_else(|| {
         format!(
             "FATPACK_ARCH=\"{v}\" is not an arch name (expected e.g. sm_80, sm_90a, compute_90)"
         )
@@ -98,7 +99,7 @@ fn forced_arch() -> Result<Option<Candidate>, String> {
 struct Plan {
     name: String,
     entries: Vec<EntryView<'static>>,
-    cands: Vec<Candidate>,
+    cands: Vec<EntryId>,
     /// (capability, chosen index into `entries`), one per distinct capability.
     per_cap: Vec<(u32, Option<usize>)>,
 }
@@ -109,15 +110,15 @@ impl Plan {
         origin: &str,
         name: &str,
         caps: &[u32],
-        forced: Option<&Candidate>,
+        forced: Option<&EntryId>,
     ) -> Result<Plan, String> {
         let module = store.module_by_name(name).ok_or_else(|| {
             format!("module \"{name}\" is not in the device code store ({origin}); stale store?")
         })?;
         let entries: Vec<EntryView<'static>> = module.entries().collect();
-        let cands: Vec<Candidate> = entries
+        let cands: Vec<EntryId> = entries
             .iter()
-            .map(|e| Candidate::new(e.kind(), e.arch(), e.variant()))
+            .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
             .collect();
         let per_cap = caps
             .iter()
@@ -275,7 +276,7 @@ fn prelinked_plans(
     image: &'static Image,
     name: &str,
     jit_caps: &[u32],
-    forced: Option<&Candidate>,
+    forced: Option<&EntryId>,
 ) -> Result<Vec<Prelinked>, LoadError> {
     let mut prelinked: Vec<Prelinked> = Vec::new();
     if w.version != 2 || w.filename_or_fatbins.is_null() || jit_caps.is_empty() {
@@ -314,7 +315,7 @@ fn report_choices(
     main: &Plan,
     prelinked: &[Prelinked],
     jit_caps: &[u32],
-    forced: Option<&Candidate>,
+    forced: Option<&EntryId>,
 ) -> bool {
     let plans = || {
         prelinked.iter().filter_map(|p| match p {

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use cubin_store::ArchVariant;
 use cubin_store::{EntryKind, EntryMeta, StoreWriter, WriteOptions};
+pub use fatpack::format::arch::EntryId;
 use fatpack::format::fatbin::flags::{
     ADDR_64 as FLAG_ADDR_64, ARCH_FAMILY as FLAG_ARCH_FAMILY, ARCH_SPECIFIC as FLAG_ARCH_SPECIFIC,
     COMPRESSED_ZSTD as FLAG_COMPRESSED_ZSTD, HOST_LINUX as FLAG_HOST_LINUX,
@@ -18,7 +19,6 @@ pub use fatpack::format::fatbin::flags::{
     ARCH_FAMILY, ARCH_SPECIFIC, COMPRESSED_LZ4, COMPRESSED_ZSTD,
 };
 use fatpack::format::fatbin::{KIND_ELF, KIND_PTX};
-pub use fatpack::format::select::Candidate;
 
 pub const FAKE_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fake");
 
@@ -156,8 +156,8 @@ pub fn find_section(bytes: &[u8], name: &str) -> Option<std::ops::Range<usize>> 
     Some(off as usize..(off + len) as usize)
 }
 
-pub fn cand(name: &str) -> Candidate {
-    Candidate::parse(name).unwrap()
+pub fn cand(name: &str) -> EntryId {
+    EntryId::parse(name).unwrap()
 }
 
 /// Recognisable payload bytes for an entry (the fake cudart logs their printable prefix).
@@ -171,7 +171,7 @@ pub fn payload(module: &str, arch: &str) -> Vec<u8> {
 
 /// A header like nvcc 13 writes for a zstd-compressed entry (what `fatpack ld` keeps in
 /// `attrs`): the runtime must clear the compression fields.
-pub fn nvcc_header(c: &Candidate, raw_len: usize) -> Vec<u8> {
+pub fn nvcc_header(c: &EntryId, raw_len: usize) -> Vec<u8> {
     let mut h = vec![0u8; 64];
     let put = |h: &mut Vec<u8>, o: usize, v: &[u8]| h[o..o + v.len()].copy_from_slice(v);
     let kind = match c.kind {
