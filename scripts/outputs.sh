@@ -6,6 +6,8 @@
 # checked by running this with the old and the new binary and comparing the two SUMS:
 #   bash scripts/outputs.sh OLD_FATPACK /tmp/a && bash scripts/outputs.sh NEW_FATPACK /tmp/b
 #   diff /tmp/a/SUMS /tmp/b/SUMS
+# Packed links carry the runtime: where the two binaries embed different runtimes, give both
+# the same one (FATPACK_RUNTIME=path/to/libfatpack_rt.a) to compare what the CLI writes.
 # (tests/it/golden.rs checks the linker-independent part of it on every test run.)
 set -euo pipefail
 fatpack="$(realpath "$1")"
