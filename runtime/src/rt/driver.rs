@@ -44,21 +44,9 @@ pub(crate) fn devices() -> &'static Result<Vec<Device>, String> {
     })
 }
 
-fn dlerror() -> String {
-    // SAFETY: dlerror returns null or a NUL-terminated message.
-    unsafe {
-        let e = libc::dlerror();
-        if e.is_null() {
-            "unknown error".into()
-        } else {
-            CStr::from_ptr(e).to_string_lossy().into_owned()
-        }
-    }
-}
-
 unsafe fn sym(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
     // SAFETY: lib is a live dlopen handle.
-    let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+    let p = unsafe { super::sys::dlsym(lib, name) };
     if p.is_null() {
         return Err(format!("libcuda.so.1 lacks {}", name.to_string_lossy()));
     }
@@ -67,10 +55,12 @@ unsafe fn sym(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
 
 fn query() -> Result<Vec<Device>, String> {
     // Never closed: cudart opens the same library and the handle is cheap.
-    // SAFETY: plain dlopen of the driver library by soname.
-    let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    let lib = super::sys::dlopen(c"libcuda.so.1");
     if lib.is_null() {
-        return Err(format!("cannot load libcuda.so.1: {}", dlerror()));
+        return Err(format!(
+            "cannot load libcuda.so.1: {}",
+            super::sys::dlerror()
+        ));
     }
     // SAFETY: the symbols have these C signatures in every CUDA driver (cuda.h); none of them
     // is versioned (no _v2 variants).

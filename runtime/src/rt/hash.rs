@@ -60,8 +60,7 @@ extern "C" fn hash_behind(p: *mut c_void) -> *mut c_void {
             if idle < 64 {
                 core::hint::spin_loop();
             } else {
-                // SAFETY: no arguments.
-                unsafe { libc::sched_yield() };
+                super::sys::yield_now();
             }
         }
     }
@@ -71,7 +70,7 @@ extern "C" fn hash_behind(p: *mut c_void) -> *mut c_void {
 /// (or, for a small entry or when no thread can be made, once at the end).
 pub(crate) struct Overlapped {
     shared: Box<Shared>,
-    thread: Option<libc::pthread_t>,
+    thread: Option<super::sys::Thread>,
 }
 
 impl Overlapped {
@@ -87,19 +86,10 @@ impl Overlapped {
             thread: None,
         };
         if len >= MIN_OVERLAP {
-            let mut tid: libc::pthread_t = 0;
             let arg: *const Shared = &*o.shared;
             // SAFETY: the thread gets a pointer to the boxed `Shared`, which lives until the
             // thread is joined (in `finish` or `drop`).
-            let made = unsafe {
-                libc::pthread_create(
-                    &mut tid,
-                    core::ptr::null(),
-                    hash_behind,
-                    arg.cast_mut().cast(),
-                )
-            } == 0;
-            o.thread = made.then_some(tid);
+            o.thread = unsafe { super::sys::Thread::spawn(hash_behind, arg.cast_mut().cast()) };
         }
         o
     }
@@ -107,12 +97,11 @@ impl Overlapped {
     /// Tells the hashing thread that no more is coming and waits for it. Returns whether
     /// there was one (its hasher then holds everything published).
     fn join(&mut self) -> bool {
-        let Some(tid) = self.thread.take() else {
+        let Some(thread) = self.thread.take() else {
             return false;
         };
         self.shared.stop.store(true, Ordering::Release);
-        // SAFETY: the thread made in `new`, joined once.
-        unsafe { libc::pthread_join(tid, core::ptr::null_mut()) };
+        thread.join();
         true
     }
 }

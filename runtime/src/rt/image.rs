@@ -24,8 +24,6 @@
 //! every blob is verified after decompression into memory of our own, so rewriting the file
 //! in place cannot change what was checked.
 
-use core::ffi::{c_int, c_void, CStr};
-
 use super::hash::Overlapped;
 use super::sys::{self, open_regular, show, Fd, Once};
 use crate::prelude::*;
@@ -171,62 +169,11 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The loaded object that contains this runtime copy.
-struct SelfObject {
-    /// `dlpi_name`: empty for the main program.
-    name: Vec<u8>,
-    /// Its `PT_LOAD` ranges in memory.
-    loads: Vec<(usize, usize)>,
-    /// An address inside it (one of our functions).
-    addr: usize,
-}
+/// The loaded object that contains this runtime copy (found by one of our functions).
+type SelfObject = super::sys::LoadedObject;
 
 fn self_object() -> Result<SelfObject, String> {
-    struct Search {
-        addr: usize,
-        found: Option<SelfObject>,
-    }
-    unsafe extern "C" fn cb(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: dl_iterate_phdr passes a valid info with dlpi_phnum headers; data is our
-        // Search.
-        unsafe {
-            let s = &mut *data.cast::<Search>();
-            let info = &*info;
-            let mut loads = Vec::new();
-            for i in 0..usize::from(info.dlpi_phnum) {
-                let ph = &*info.dlpi_phdr.add(i);
-                if ph.p_type == libc::PT_LOAD {
-                    let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
-                    loads.push((start, start.wrapping_add(ph.p_memsz as usize)));
-                }
-            }
-            if !loads.iter().any(|&(a, b)| (a..b).contains(&s.addr)) {
-                return 0;
-            }
-            let name = if info.dlpi_name.is_null() {
-                Vec::new()
-            } else {
-                CStr::from_ptr(info.dlpi_name).to_bytes().to_vec()
-            };
-            s.found = Some(SelfObject {
-                name,
-                loads,
-                addr: s.addr,
-            });
-            1
-        }
-    }
-    let mut s = Search {
-        addr: self_object as *const () as usize,
-        found: None,
-    };
-    // SAFETY: cb only reads what dl_iterate_phdr hands it and writes to `s`.
-    unsafe { libc::dl_iterate_phdr(Some(cb), (&mut s as *mut Search).cast()) };
-    s.found
+    super::sys::object_containing(self_object as *const () as usize)
         .ok_or_else(|| "cannot find the loaded object that contains the fatpack runtime".into())
 }
 

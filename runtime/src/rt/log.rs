@@ -10,15 +10,7 @@ const UNSET: u8 = u8::MAX;
 
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
 
-/// getenv without allocating: usable from static constructors.
-pub(crate) fn env(name: &core::ffi::CStr) -> Option<&'static [u8]> {
-    // SAFETY: getenv returns null or a NUL-terminated string that lives as long as the
-    // environment entry; nothing in this runtime modifies the environment.
-    unsafe {
-        let p = libc::getenv(name.as_ptr());
-        (!p.is_null()).then(|| core::ffi::CStr::from_ptr(p).to_bytes())
-    }
-}
+pub(crate) use super::sys::env;
 
 pub(crate) fn level() -> u8 {
     let l = LEVEL.load(Ordering::Relaxed);

@@ -1,5 +1,8 @@
 //! What the runtime needs from the C library, without Rust's std: locks, one-time
-//! initialisation, thread flags, a clock, files and stderr. std would add about 300 KB to
+//! initialisation, thread flags, a clock, files and stderr, the environment, the dynamic
+//! loader (the driver library, the loaded objects) and a helper thread. Every libc call of
+//! the runtime is here (the no_std allocator and panic handler aside, in lib.rs); the C
+//! entry points that cudart's callers reach are in abi.rs. std would add about 300 KB to
 //! every packed output (its formatting and backtrace machinery come with its panic handler);
 //! these wrappers are the few calls the runtime makes, each on glibc's own primitives.
 
@@ -424,4 +427,130 @@ pub(crate) fn read_link(path: &[u8]) -> Result<Vec<u8>, String> {
     }
     buf.truncate(n as usize);
     Ok(buf)
+}
+
+/// The environment variable `name`, without allocating (usable from static constructors).
+pub(crate) fn env(name: &CStr) -> Option<&'static [u8]> {
+    // SAFETY: getenv returns null or a NUL-terminated string that lives as long as the
+    // environment entry; nothing in this runtime modifies the environment.
+    unsafe {
+        let p = libc::getenv(name.as_ptr());
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_bytes())
+    }
+}
+
+/// The last dynamic-loader error, as text.
+pub(crate) fn dlerror() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated message.
+    unsafe {
+        let e = libc::dlerror();
+        if e.is_null() {
+            "unknown error".into()
+        } else {
+            CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// `dlopen(name, RTLD_NOW | RTLD_LOCAL)`: a handle, or null ([`dlerror`] says why).
+pub(crate) fn dlopen(name: &CStr) -> *mut c_void {
+    // SAFETY: plain dlopen of a library by soname.
+    unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) }
+}
+
+/// `dlsym`: the address of `name` in `lib`, or null.
+///
+/// # Safety
+/// `lib` must be a live handle from [`dlopen`].
+pub(crate) unsafe fn dlsym(lib: *mut c_void, name: &CStr) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    unsafe { libc::dlsym(lib, name.as_ptr()) }
+}
+
+/// Lets another thread run (a spinning waiter's back-off).
+pub(crate) fn yield_now() {
+    // SAFETY: no arguments.
+    unsafe { libc::sched_yield() };
+}
+
+/// A thread started on a C entry point, joined once.
+pub(crate) struct Thread(libc::pthread_t);
+
+impl Thread {
+    /// Starts `entry(arg)`; None when no thread can be made.
+    ///
+    /// # Safety
+    /// `arg` must stay valid for what `entry` does with it until [`Thread::join`] returns.
+    pub(crate) unsafe fn spawn(
+        entry: extern "C" fn(*mut c_void) -> *mut c_void,
+        arg: *mut c_void,
+    ) -> Option<Thread> {
+        let mut tid: libc::pthread_t = 0;
+        // SAFETY: default attributes; the caller keeps `arg` alive until the join.
+        let made = unsafe { libc::pthread_create(&mut tid, core::ptr::null(), entry, arg) } == 0;
+        made.then_some(Thread(tid))
+    }
+
+    /// Waits for the thread to return.
+    pub(crate) fn join(self) {
+        // SAFETY: a thread made by `spawn`, joined once (this consumes it).
+        unsafe { libc::pthread_join(self.0, core::ptr::null_mut()) };
+    }
+}
+
+/// A loaded object (the program or a library): where its loadable segments are in memory
+/// and the name the loader gave it.
+pub(crate) struct LoadedObject {
+    /// `dlpi_name`: empty for the main program.
+    pub(crate) name: Vec<u8>,
+    /// `[start, end)` of each `PT_LOAD`, load bias applied.
+    pub(crate) loads: Vec<(usize, usize)>,
+    /// The address it was found by.
+    pub(crate) addr: usize,
+}
+
+/// The loaded object whose segments contain `addr` (`dl_iterate_phdr`).
+pub(crate) fn object_containing(addr: usize) -> Option<LoadedObject> {
+    struct Search {
+        addr: usize,
+        found: Option<LoadedObject>,
+    }
+    unsafe extern "C" fn cb(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info with dlpi_phnum headers; data is our
+        // Search.
+        unsafe {
+            let s = &mut *data.cast::<Search>();
+            let info = &*info;
+            let mut loads = Vec::new();
+            for i in 0..usize::from(info.dlpi_phnum) {
+                let ph = &*info.dlpi_phdr.add(i);
+                if ph.p_type == libc::PT_LOAD {
+                    let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+                    loads.push((start, start.wrapping_add(ph.p_memsz as usize)));
+                }
+            }
+            if !loads.iter().any(|&(a, b)| (a..b).contains(&s.addr)) {
+                return 0;
+            }
+            let name = if info.dlpi_name.is_null() {
+                Vec::new()
+            } else {
+                CStr::from_ptr(info.dlpi_name).to_bytes().to_vec()
+            };
+            s.found = Some(LoadedObject {
+                name,
+                loads,
+                addr: s.addr,
+            });
+            1
+        }
+    }
+    let mut s = Search { addr, found: None };
+    // SAFETY: cb only reads what dl_iterate_phdr hands it and writes to `s`.
+    unsafe { libc::dl_iterate_phdr(Some(cb), (&mut s as *mut Search).cast()) };
+    s.found
 }
