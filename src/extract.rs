@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use fatpack_format::arch::EntryId;
-use fatpack_format::arch::{EntryKind, Target};
+use fatpack_format::arch::EntryKind;
 use fatpack_format::fatbin::{encode_container, EntryInput};
 
 use crate::inputs::{self, FileKind, InputError};
@@ -44,8 +44,8 @@ struct Item {
 }
 
 impl Item {
-    fn target(&self) -> Option<Target> {
-        Target::of(self.kind, self.arch, self.variant)
+    fn target(&self) -> Option<EntryId> {
+        EntryId::code(self.kind, self.arch, self.variant)
     }
 
     fn name(&self) -> String {
@@ -163,7 +163,7 @@ pub struct Extracted {
 pub fn extract(
     input: &Path,
     dir: &Path,
-    only: Option<&BTreeSet<Target>>,
+    only: Option<&BTreeSet<EntryId>>,
     fatbins: bool,
 ) -> Result<Extracted, ExtractError> {
     let io_at = |p: &Path| {

@@ -120,47 +120,6 @@ impl fmt::Display for Arch {
     }
 }
 
-/// What a name like `sm_80` or `compute_90` selects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CodeKind {
-    /// Machine code (SASS cubin).
-    Sass,
-    /// PTX for JIT.
-    Ptx,
-}
-
-/// One target: an arch and whether it is SASS or PTX.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub arch: Arch,
-    pub kind: CodeKind,
-}
-
-impl Target {
-    /// The target an entry of `kind` for `arch` with `variant` is; `None` for kinds that are
-    /// neither SASS nor PTX.
-    pub fn of(kind: EntryKind, arch: u32, variant: Variant) -> Option<Target> {
-        let kind = match kind {
-            EntryKind::Sass => CodeKind::Sass,
-            EntryKind::Ptx => CodeKind::Ptx,
-            EntryKind::Other(_) => return None,
-        };
-        Some(Target {
-            arch: Arch::with_variant(arch, variant),
-            kind,
-        })
-    }
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            CodeKind::Sass => f.write_str(&self.arch.sm_name()),
-            CodeKind::Ptx => f.write_str(&self.arch.compute_name()),
-        }
-    }
-}
-
 /// What an entry is: its code kind, arch number and variant (`sm_90a`, `compute_80`). The one
 /// identity of an entry that the fatbin model, the store, selection, prune, split and the
 /// runtime share.
@@ -170,6 +129,26 @@ pub struct EntryId {
     /// `major * 10 + minor`.
     pub arch: u32,
     pub variant: Variant,
+}
+
+/// Ordered by arch number, variant, then kind (`sm_80`, `compute_80`, `sm_90`, `sm_90a`):
+/// how lists of them read in messages.
+impl Ord for EntryId {
+    fn cmp(&self, other: &Self) -> core::cmp::Ordering {
+        (self.arch, self.variant, self.kind).cmp(&(other.arch, other.variant, other.kind))
+    }
+}
+
+impl PartialOrd for EntryId {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
 }
 
 impl EntryId {
@@ -189,6 +168,13 @@ impl EntryId {
     /// `sm_90a`, `compute_80`, ...
     pub fn name(&self) -> String {
         arch_name(self.kind, self.arch, self.variant)
+    }
+
+    /// The entry as a target a user can name (`--keep`, `--arch`): SASS or PTX; None for
+    /// any other kind.
+    pub fn code(kind: EntryKind, arch: u32, variant: Variant) -> Option<EntryId> {
+        matches!(kind, EntryKind::Sass | EntryKind::Ptx)
+            .then_some(EntryId::new(kind, arch, variant))
     }
 }
 
@@ -221,34 +207,31 @@ fn parse_number_variant(s: &str) -> Option<Arch> {
 ///
 /// `sm_80` → SASS 80; `compute_90` → PTX 90; CMake style `80` → SASS and PTX (as CMake's
 /// default `80` means `80-real` + `80-virtual`), `80-real` → SASS, `80-virtual` → PTX.
-pub fn parse_targets(text: &str) -> Result<Vec<Target>, ArchParseError> {
+pub fn parse_targets(text: &str) -> Result<Vec<EntryId>, ArchParseError> {
     let err = || ArchParseError {
         text: text.to_string(),
     };
     let t = text.trim();
     if let Some(rest) = t.strip_prefix("sm_") {
-        let arch = parse_number_variant(rest).ok_or_else(err)?;
-        return Ok(vec![Target {
-            arch,
-            kind: CodeKind::Sass,
-        }]);
+        let a = parse_number_variant(rest).ok_or_else(err)?;
+        return Ok(vec![EntryId::new(EntryKind::Sass, a.number, a.variant)]);
     }
     if let Some(rest) = t.strip_prefix("compute_") {
-        let arch = parse_number_variant(rest).ok_or_else(err)?;
-        return Ok(vec![Target {
-            arch,
-            kind: CodeKind::Ptx,
-        }]);
+        let a = parse_number_variant(rest).ok_or_else(err)?;
+        return Ok(vec![EntryId::new(EntryKind::Ptx, a.number, a.variant)]);
     }
-    let (num, kinds): (&str, &[CodeKind]) = if let Some(n) = t.strip_suffix("-real") {
-        (n, &[CodeKind::Sass])
+    let (num, kinds): (&str, &[EntryKind]) = if let Some(n) = t.strip_suffix("-real") {
+        (n, &[EntryKind::Sass])
     } else if let Some(n) = t.strip_suffix("-virtual") {
-        (n, &[CodeKind::Ptx])
+        (n, &[EntryKind::Ptx])
     } else {
-        (t, &[CodeKind::Sass, CodeKind::Ptx])
+        (t, &[EntryKind::Sass, EntryKind::Ptx])
     };
-    let arch = parse_number_variant(num).ok_or_else(err)?;
-    Ok(kinds.iter().map(|&kind| Target { arch, kind }).collect())
+    let a = parse_number_variant(num).ok_or_else(err)?;
+    Ok(kinds
+        .iter()
+        .map(|&kind| EntryId::new(kind, a.number, a.variant))
+        .collect())
 }
 
 /// The items of a list as every option that takes archs or capabilities reads it: separated
@@ -260,7 +243,7 @@ fn list_items(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Parse a list of targets (`--keep`), e.g. `80;90` or `sm_80,compute_90`.
-pub fn parse_target_list(text: &str) -> Result<Vec<Target>, ArchParseError> {
+pub fn parse_target_list(text: &str) -> Result<Vec<EntryId>, ArchParseError> {
     let mut out = Vec::new();
     for part in list_items(text) {
         for t in parse_targets(part)? {
@@ -300,7 +283,7 @@ pub fn parse_capability(text: &str) -> Result<u32, CapabilityParseError> {
         return Ok(major * 10 + minor);
     }
     let targets = parse_targets(t).map_err(|_| err())?;
-    targets.first().map(|t| t.arch.number).ok_or_else(err)
+    targets.first().map(|t| t.arch).ok_or_else(err)
 }
 
 /// A list of capabilities (`prune --for`), duplicates dropped, in the order given.
@@ -346,14 +329,8 @@ mod tests {
 
     #[test]
     fn parses_nvcc_and_cmake_spellings() {
-        let sass = |n, v| Target {
-            arch: Arch::with_variant(n, v),
-            kind: CodeKind::Sass,
-        };
-        let ptx = |n, v| Target {
-            arch: Arch::with_variant(n, v),
-            kind: CodeKind::Ptx,
-        };
+        let sass = |n, v| EntryId::new(EntryKind::Sass, n, v);
+        let ptx = |n, v| EntryId::new(EntryKind::Ptx, n, v);
         assert_eq!(
             parse_targets("sm_90a").unwrap(),
             vec![sass(90, Variant::Specific)]

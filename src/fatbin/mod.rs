@@ -13,7 +13,7 @@ pub use fatpack_format::arch::EntryKind;
 pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
 pub use parse::{parse_all, parse_all_at, parse_one, span_one, spans};
 
-use crate::arch::{Arch, Target};
+use crate::arch::{Arch, EntryId};
 
 /// One fatbin container: what one `__cudaRegisterFatBinary` call registers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +68,8 @@ impl Entry {
         self.header.arch()
     }
 
-    pub fn target(&self) -> Option<Target> {
-        Target::of(self.kind(), self.header.arch_number, self.header.variant())
+    pub fn target(&self) -> Option<EntryId> {
+        EntryId::code(self.kind(), self.header.arch_number, self.header.variant())
     }
 
     /// `sm_90a` for cubins, `compute_90` for PTX.

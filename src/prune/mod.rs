@@ -24,12 +24,11 @@ pub use error::PruneError;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::arch::{parse_target_list, Target};
+use crate::arch::{parse_target_list, EntryId};
 use crate::fatbin::{self, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
 use crate::rewrite::elf_edit::{relocatable, replace_sections, Replacement};
-use fatpack_format::arch::EntryId;
 
 /// What a prune did, for the report.
 #[derive(Debug, Default)]
@@ -48,7 +47,7 @@ pub struct PruneReport {
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
-pub fn parse_keep(text: &str) -> Result<BTreeSet<Target>, PruneError> {
+pub fn parse_keep(text: &str) -> Result<BTreeSet<EntryId>, PruneError> {
     Ok(parse_target_list(text)?.into_iter().collect())
 }
 
@@ -130,7 +129,7 @@ fn prune_object(
     })
 }
 
-fn present_in(scanned: &inputs::Scanned) -> BTreeSet<Target> {
+fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
     scanned
         .sections
         .iter()

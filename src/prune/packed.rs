@@ -8,9 +8,8 @@ use std::path::Path;
 use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
 
 use super::{io_at, PruneError, PruneReport, Selection};
-use crate::arch::Target;
+use crate::arch::EntryId;
 use crate::packed::{self, side_path};
-use fatpack_format::arch::EntryId;
 
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
@@ -100,9 +99,9 @@ pub(super) fn prune_packed(
         return Err(PruneError::Split(input.to_path_buf()));
     }
     let store = located.own_store(input)?;
-    let present: BTreeSet<Target> = store
+    let present: BTreeSet<EntryId> = store
         .entries()
-        .filter_map(|e| Target::of(e.kind(), e.arch(), e.variant()))
+        .filter_map(|e| EntryId::code(e.kind(), e.arch(), e.variant()))
         .collect();
     report.absent = sel.check_present(input, &present)?;
     std::fs::write(tmp_path, data).map_err(io_at(tmp_path))?;

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fatpack_format::arch::EntryId;
-use fatpack_format::arch::Target;
 use fatpack_format::select::{self, capability_string};
 
 use super::PruneError;
@@ -17,7 +16,7 @@ pub enum Selection {
     /// unless `allow_empty` (an `-rdc` program's cudadevrt modules, kept only as PTX, would
     /// silently lose everything).
     Keep {
-        targets: BTreeSet<Target>,
+        targets: BTreeSet<EntryId>,
         allow_empty: bool,
     },
     /// `--for`: these compute capabilities (`major * 10 + minor`).
@@ -61,7 +60,8 @@ impl Selection {
                 let keep: Vec<bool> = cands
                     .iter()
                     .map(|c| {
-                        Target::of(c.kind, c.arch, c.variant).is_some_and(|t| targets.contains(&t))
+                        EntryId::code(c.kind, c.arch, c.variant)
+                            .is_some_and(|t| targets.contains(&t))
                     })
                     .collect();
                 if !allow_empty && !cands.is_empty() && !keep.contains(&true) {
@@ -103,7 +103,7 @@ impl Selection {
     pub fn check_present(
         &self,
         path: &std::path::Path,
-        present: &BTreeSet<Target>,
+        present: &BTreeSet<EntryId>,
     ) -> Result<Vec<String>, PruneError> {
         let Selection::Keep { targets, .. } = self else {
             return Ok(Vec::new());
@@ -120,7 +120,7 @@ impl Selection {
     }
 }
 
-fn join(targets: &BTreeSet<Target>) -> String {
+fn join(targets: &BTreeSet<EntryId>) -> String {
     targets
         .iter()
         .map(|t| t.to_string())
