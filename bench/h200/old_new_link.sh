@@ -51,19 +51,20 @@ for name, wall, peak, rc in rows:
         if m:
             own = max(float(x.split()[-1]) for x in m.group(1).split(", "))
     by.setdefault(who, []).append((float(wall), float(peak), own, rc))
-print(f"{'link':<6} {'walls (s), 5 rounds':<36} {'median':>7} {'ratio':>6} {'peak MiB':>9} {'fatpack own MiB':>16}")
+print(f"{'link':<6} {'walls (s), 5 rounds':<36} {'median':>7} {'ratio':>6} {'peak MiB':>9} {'fatpack own MiB, 5 rounds':>26}")
 base = statistics.median(w for w, *_ in by["plain"])
 for who, v in by.items():
     walls = [w for w, *_ in v]
     med = statistics.median(walls)
     owns = [o for *_, o, _ in v if o != "-"]
     print(f"{who:<6} {' '.join(f'{w:.2f}' for w in walls):<36} {med:>7.2f} {med / base:>6.3f} "
-          f"{max(p for _, p, *_ in v):>9.0f} {max(owns) if owns else '-':>16}"
+          f"{max(p for _, p, *_ in v):>9.0f} {' '.join(f'{o:.0f}' for o in owns) if owns else '-':>26}"
           f"  rc {','.join(sorted(set(r for *_, r in v)))}")
 PY
 grep -h "ELF files read" new.5.err | sed 's/^/new: /'
-grep -h "steps:" old.5.err | sed 's/^/old: /'
-grep -h "steps:" new.5.err | sed 's/^/new: /'
+for who in old new; do
+    grep -h "steps:\|peak RSS" "$who.5.err" | sed "s/^/$who: /"
+done
 # The two embed different runtimes (each fatpack carries its own): compare the outputs less
 # the runtime's bytes by linking OLD's way again with NEW's runtime archive.
 rt="$W/rt.a"
