@@ -116,9 +116,8 @@ fn scan_member(
     if let (FileKind::Object | FileKind::SharedLibrary | FileKind::Executable, Some(layout)) =
         classify(bytes)
     {
-        let layout = Arc::new(layout);
         out.extend(elf::device_sections(
-            origin, file, base, bytes, &layout, depth,
+            origin, file, base, bytes, layout, depth,
         )?);
         return Ok(1);
     }

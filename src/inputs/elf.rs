@@ -26,23 +26,37 @@ pub(super) fn host_kind(layout: &Layout) -> FileKind {
     }
 }
 
-/// Every device-code section of one ELF file (whose headers are `layout`), parsed.
+/// Every device-code section of one ELF file (whose headers are `layout`), parsed; they
+/// keep the headers for whatever edits the file next. A link's scan ([`Depth::Spans`])
+/// drops the section names, which its rewrite does not read: an object built with
+/// `-ffunction-sections` names thousands of sections, and the link holds the headers of
+/// every member with device code until it is rewritten.
 pub(crate) fn device_sections(
     origin: &str,
     file: &Path,
     base: u64,
     data: &[u8],
-    layout: &Arc<Layout>,
+    mut layout: Layout,
     depth: Depth,
 ) -> Result<Vec<DeviceSection>, InputError> {
+    let found: Vec<(usize, &'static str)> = (0..layout.sections.len())
+        .filter_map(|index| {
+            let name = layout.section_name(index);
+            DEVICE_SECTIONS
+                .into_iter()
+                .find(|d| d.as_bytes() == name)
+                .map(|d| (index, d))
+        })
+        .collect();
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    if depth == Depth::Spans {
+        layout.names = Vec::new();
+    }
+    let layout = Arc::new(layout);
     let mut out = Vec::new();
-    for index in 0..layout.sections.len() {
-        let Ok(name) = std::str::from_utf8(layout.section_name(index)) else {
-            continue;
-        };
-        if !DEVICE_SECTIONS.contains(&name) {
-            continue;
-        }
+    for (index, name) in found {
         let bytes = layout
             .section_data(data, index)
             .map_err(|e| InputError::Malformed {
@@ -67,7 +81,7 @@ pub(crate) fn device_sections(
             section_size: bytes.len() as u64,
             file: file.to_path_buf(),
             file_offset: base + file_offset,
-            elf: Some(layout.clone()),
+            elf: Some(Arc::clone(&layout)),
             spans,
             containers,
         });

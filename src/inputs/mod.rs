@@ -324,8 +324,7 @@ fn scan_with(
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable => {
             // classify gives a host ELF's kind only with its headers.
             if let Some(layout) = layout {
-                let layout = std::sync::Arc::new(layout);
-                out.sections = elf::device_sections(&shown, path, 0, data, &layout, depth)?;
+                out.sections = elf::device_sections(&shown, path, 0, data, layout, depth)?;
             }
         }
         FileKind::Archive | FileKind::ThinArchive => {
