@@ -80,9 +80,9 @@ fn store_items(
         for e in m.entries() {
             let meta = e.meta();
             items.push(Item {
-                kind: meta.kind,
-                arch: meta.arch,
-                variant: meta.variant,
+                kind: meta.id.kind,
+                arch: meta.id.arch,
+                variant: meta.id.variant,
                 header: meta.attrs.clone(),
                 raw: read(&e)?,
             });

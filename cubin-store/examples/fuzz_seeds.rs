@@ -11,9 +11,7 @@ type Entry = (EntryMeta, Vec<u8>);
 
 fn meta(kind: EntryKind, arch: u32, variant: ArchVariant, attrs: &[u8]) -> EntryMeta {
     EntryMeta {
-        kind,
-        arch,
-        variant,
+        id: cubin_store::EntryId::new(kind, arch, variant),
         attrs: attrs.to_vec(),
     }
 }

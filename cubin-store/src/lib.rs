@@ -52,7 +52,7 @@ pub use format::{
 };
 #[cfg(feature = "std")]
 pub use mapped::MappedStore;
-pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryKind, EntryMeta};
+pub use meta::{arch_name, parse_arch_name, ArchVariant, Codec, EntryId, EntryKind, EntryMeta};
 pub use reader::{Blake3Sink, BlobView, EntryView, HashAtEnd, ModuleView, Store, StoreStats};
 pub use skeleton::SKELETON_MAGIC;
 #[cfg(feature = "std")]

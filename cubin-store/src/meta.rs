@@ -5,15 +5,15 @@ use crate::prelude::*;
 use core::fmt;
 
 // The kinds and arch names are the ones the CLI and the runtime use (fatpack-format).
-pub use fatpack_format::arch::{arch_name, parse_arch_name, EntryKind, Variant as ArchVariant};
+pub use fatpack_format::arch::{
+    arch_name, parse_arch_name, EntryId, EntryKind, Variant as ArchVariant,
+};
 
 /// Metadata of one entry as given to [`crate::StoreWriter::add_entry`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EntryMeta {
-    pub kind: EntryKind,
-    /// `major * 10 + minor`, e.g. 90 for sm_90, 100 for sm_100.
-    pub arch: u32,
-    pub variant: ArchVariant,
+    /// What the entry is (`sm_90a`, `compute_80`): the identity every part of fatpack uses.
+    pub id: EntryId,
     /// Opaque bytes kept verbatim (at most [`crate::MAX_ATTRS_LEN`]), e.g. the original
     /// fatbin entry header so the entry can be re-emitted exactly.
     pub attrs: Vec<u8>,
@@ -22,16 +22,14 @@ pub struct EntryMeta {
 impl EntryMeta {
     pub fn new(kind: EntryKind, arch: u32, variant: ArchVariant) -> Self {
         EntryMeta {
-            kind,
-            arch,
-            variant,
+            id: EntryId::new(kind, arch, variant),
             attrs: Vec::new(),
         }
     }
 
     /// `sm_90a` for SASS, `compute_90` for PTX, `sm_100f`, ...
     pub fn arch_name(&self) -> String {
-        arch_name(self.kind, self.arch, self.variant)
+        self.id.name()
     }
 }
 

@@ -808,9 +808,7 @@ impl<'s> EntryView<'s> {
     /// The metadata as it was given to the writer.
     pub fn meta(&self) -> EntryMeta {
         EntryMeta {
-            kind: self.info.kind,
-            arch: self.info.arch,
-            variant: self.info.variant,
+            id: crate::meta::EntryId::new(self.info.kind, self.info.arch, self.info.variant),
             attrs: self.attrs().to_vec(),
         }
     }

@@ -369,12 +369,12 @@ impl<W: Write + Seek> StoreWriter<W> {
                 .ok_or_else(|| too_large("entries"))?;
             for e in &m.entries {
                 let (attrs_off, attrs_len) = pool_ref(&e.meta.attrs)?;
-                let (tag, value) = kind_to_wire(e.meta.kind);
+                let (tag, value) = kind_to_wire(e.meta.id.kind);
                 let record = EntryRecord {
                     tag,
-                    variant: variant_to_wire(e.meta.variant),
+                    variant: variant_to_wire(e.meta.id.variant),
                     value,
-                    arch: e.meta.arch,
+                    arch: e.meta.id.arch,
                     blob: e.blob,
                     attrs_off,
                     attrs_len,

@@ -41,9 +41,7 @@ fn entry() -> impl Strategy<Value = (EntryMeta, Vec<u8>)> {
         .prop_map(|(kind, arch, variant, attrs, raw)| {
             (
                 EntryMeta {
-                    kind,
-                    arch,
-                    variant,
+                    id: cubin_store::EntryId::new(kind, arch, variant),
                     attrs,
                 },
                 raw,

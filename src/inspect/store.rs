@@ -27,7 +27,7 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
             let raw = store.read_entry(&e).map_err(store_err(path))?;
             let meta = e.meta();
             entries.push(payload_report(
-                meta.kind,
+                meta.id.kind,
                 meta.arch_name(),
                 &e.codec().to_string(),
                 &raw,
@@ -122,14 +122,14 @@ fn inspect_split(
             let missing = unusable.iter().any(|(u, _)| Some(u) == pack_path.as_ref());
             let codec = e.codec().to_string();
             if missing {
-                let mut r = payload_report(meta.kind, meta.arch_name(), "", &[], e.stored_len());
+                let mut r = payload_report(meta.id.kind, meta.arch_name(), "", &[], e.stored_len());
                 r.raw_size = e.raw_len();
                 r.compression = format!("{codec}, pack not available");
                 entries.push(r);
             } else {
                 let raw = c.read_entry(&e).map_err(split_err)?;
                 entries.push(payload_report(
-                    meta.kind,
+                    meta.id.kind,
                     meta.arch_name(),
                     &codec,
                     &raw,

@@ -34,9 +34,7 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
     // The header alone (no payload length): the runtime sets it for the payload it rebuilds.
     e.write_header(0, &mut attrs);
     EntryMeta {
-        kind: e.kind(),
-        arch: e.header.arch_number,
-        variant: e.arch().variant,
+        id: cubin_store::EntryId::new(e.kind(), e.header.arch_number, e.arch().variant),
         attrs,
     }
 }

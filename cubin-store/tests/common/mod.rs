@@ -31,9 +31,7 @@ pub fn fake_cubin(seed: u32, len: usize) -> Vec<u8> {
 
 pub fn meta(kind: EntryKind, arch: u32, variant: ArchVariant, attrs: &[u8]) -> EntryMeta {
     EntryMeta {
-        kind,
-        arch,
-        variant,
+        id: cubin_store::EntryId::new(kind, arch, variant),
         attrs: attrs.to_vec(),
     }
 }
