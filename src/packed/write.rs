@@ -8,14 +8,14 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use object::elf;
-use object::{Object, ObjectSection};
 
 use super::segment::{map_store, Mapping};
 use super::{bad, io_err, OutputError};
-use crate::elf::{Shdr, LE};
+use crate::elf::{Layout, Shdr, LE};
 use crate::inputs::map_file;
 use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
 /// Alignment of the store in the file, so that it can be mapped on its own.
@@ -248,43 +248,39 @@ pub fn replace_store<T, E: From<OutputError>>(
 /// it and debuginfod or a crash tool would match the wrong bits. The new ID is the same
 /// length: the first bytes of blake3(old ID ‖ store digest), so it stays deterministic.
 pub fn mix_build_id(path: &Path, store_digest: &[u8; 32]) -> Result<bool, OutputError> {
-    let (offset, id) = {
-        let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-        let file =
-            object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
-        let Some(sec) = file.section_by_name(".note.gnu.build-id") else {
-            return Ok(false);
-        };
-        let Some((off, size)) = sec.file_range() else {
-            return Ok(false);
-        };
-        let note = usize::try_from(off)
-            .ok()
-            .and_then(|o| map.get(o..o.checked_add(usize::try_from(size).ok()?)?))
-            .ok_or_else(|| bad(path, ".note.gnu.build-id runs past the end of the file"))?;
-        let word = |at: usize| -> Option<usize> {
-            Some(u32::from_le_bytes(note.get(at..at + 4)?.try_into().ok()?) as usize)
-        };
-        let (Some(namesz), Some(descsz)) = (word(0), word(4)) else {
-            return Err(bad(path, ".note.gnu.build-id is truncated"));
-        };
-        let desc_at = 12 + namesz.div_ceil(4) * 4;
-        let id = note
-            .get(desc_at..desc_at + descsz)
-            .ok_or_else(|| bad(path, ".note.gnu.build-id is truncated"))?
-            .to_vec();
-        (off + desc_at as u64, id)
-    };
-    let mut h = blake3::Hasher::new();
-    h.update(&id);
-    h.update(store_digest);
-    let mut new = vec![0u8; id.len()];
-    h.finalize_xof().fill(&mut new);
-    let mut f = File::options()
+    let f = File::options()
+        .read(true)
         .write(true)
         .open(path)
         .map_err(io_err(path))?;
-    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
-    f.write_all(&new).map_err(io_err(path))?;
+    let lay = Layout::read(&f).map_err(|e| bad(path, e.to_string()))?;
+    let Some((_, sec)) = lay.section_by_name(".note.gnu.build-id") else {
+        return Ok(false);
+    };
+    if sec.sh_type.get(LE) == elf::SHT_NOBITS {
+        return Ok(false);
+    }
+    let (off, size) = (sec.sh_offset.get(LE), sec.sh_size.get(LE));
+    let truncated = || bad(path, ".note.gnu.build-id is truncated");
+    let mut note = vec![0u8; usize::try_from(size).map_err(|_| truncated())?.min(4096)];
+    f.read_exact_at(&mut note, off)
+        .map_err(|_| bad(path, ".note.gnu.build-id runs past the end of the file"))?;
+    let (header, rest) =
+        object::pod::from_bytes::<elf::NoteHeader64<LE>>(&note).map_err(|()| truncated())?;
+    let namesz = header.n_namesz.get(LE) as usize;
+    let descsz = header.n_descsz.get(LE) as usize;
+    // The name is padded to 4 bytes; the ID follows it.
+    let desc_at = namesz.div_ceil(4) * 4;
+    let id = desc_at
+        .checked_add(descsz)
+        .and_then(|end| rest.get(desc_at..end))
+        .ok_or_else(truncated)?;
+    let mut h = blake3::Hasher::new();
+    h.update(id);
+    h.update(store_digest);
+    let mut new = vec![0u8; id.len()];
+    h.finalize_xof().fill(&mut new);
+    let at = off + (note.len() - rest.len() + desc_at) as u64;
+    f.write_all_at(&new, at).map_err(io_err(path))?;
     Ok(true)
 }
