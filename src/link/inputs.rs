@@ -92,9 +92,11 @@ fn strip_nvcc_temp_prefix(s: &str) -> String {
     }
 }
 
-/// Write the rewritten copy of one planned input into `dir`; returns its path.
+/// Write the rewritten copy of one planned input into `dir`; returns its path. The headers
+/// the scan kept for each rewritten object are let go as soon as it is rewritten: a link
+/// holds them only for what is still to rewrite.
 pub(super) fn rewrite_input(
-    p: &Planned,
+    p: &mut Planned,
     seq: usize,
     dir: &Path,
     names: &mut Names,
@@ -116,6 +118,9 @@ pub(super) fn rewrite_input(
             let origin = origin_of(&p.path);
             let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
             extracted.extend(ex);
+            for s in &mut p.sections {
+                s.elf = None;
+            }
             maps.release(&p.path, 0, map.len() as u64);
             std::fs::write(&dest, bytes).map_err(io_at("writing", &dest))?;
         }
@@ -127,11 +132,14 @@ pub(super) fn rewrite_input(
                 // This member's sections, by where their bytes are (names can repeat in an archive).
                 let mut secs: Vec<DeviceSection> = p
                     .sections
-                    .iter()
+                    .iter_mut()
                     .filter(|s| {
                         s.file == m.file && m.range.0 <= s.file_offset && s.file_offset < m.range.1
                     })
-                    .cloned()
+                    .map(|s| DeviceSection {
+                        elf: s.elf.take(),
+                        ..s.clone()
+                    })
                     .collect();
                 // Stores record the short origin (see origin_of).
                 for s in &mut secs {

@@ -110,6 +110,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         say(&opts, &line, code, "tail mode: .nv_fatbin placed after .bss, in a read-only segment of its own; no store, no runtime");
         return Ok(code);
     }
+    keep_large_blocks_mapped();
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
@@ -119,7 +120,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
         return Ok(code);
     }
-    let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&planned))?;
+    let mut planned = planned;
+    let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&mut planned))?;
     let runtime = s.step("add runtime and glue", |s| {
         s.add_runtime(&planned[0].path, &rewritten)
     })?;
@@ -287,7 +289,7 @@ impl Session {
 
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
-    fn rewrite_inputs(&mut self, planned: &[Planned]) -> Result<Rewritten, LinkError> {
+    fn rewrite_inputs(&mut self, planned: &mut [Planned]) -> Result<Rewritten, LinkError> {
         let work = if self.opts.save_temps {
             let dir = saved_temps(&self.line.output);
             if dir.exists() {
@@ -301,24 +303,26 @@ impl Session {
                 &std::env::temp_dir(),
             )?)
         };
+        // From the headers the scan read, before the rewrite lets them go.
+        let first = &planned[0];
+        let machine = first
+            .machine()
+            .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
         let parses = crate::elf::parse_count();
         let mut names = Names::default();
         let (mut extracted, mut replace) = (Vec::new(), BTreeMap::new());
-        for (seq, p) in planned.iter().enumerate() {
+        let count = planned.len();
+        for (seq, p) in planned.iter_mut().enumerate() {
             self.progress.step(format!(
                 "rewriting input {}/{}: {}",
                 seq + 1,
-                planned.len(),
+                count,
                 p.path.display()
             ));
             let dest = rewrite_input(p, seq, work.path(), &mut names, &mut extracted, &self.maps)?;
             replace.insert(p.id, dest);
         }
         self.elf_parses += crate::elf::parse_count() - parses;
-        let first = &planned[0];
-        let machine = first
-            .machine()
-            .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
         self.maps.release_all();
         Ok(Rewritten {
             work,
@@ -609,6 +613,22 @@ fn give_back_free_memory() {
     // SAFETY: malloc_trim has no preconditions; it only releases memory malloc holds free.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Makes every block of 128 KiB or more its own mapping, given back to the system when it is
+/// freed. glibc raises that threshold to the size of the largest such block freed, after
+/// which blocks of that size come from the heap and stay resident once freed: the section
+/// headers the scan keeps for each archive member (hundreds of KB each for objects built
+/// with `-ffunction-sections`) are let go as the rewrite goes, and the rewritten members
+/// that replace them would otherwise not reuse that memory (measured: 15 MiB more at the
+/// rewrite's peak for 200 members of 3,000 sections).
+fn keep_large_blocks_mapped() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; it is called before this
+    // process's other threads exist.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
 }
 
