@@ -21,22 +21,13 @@ fn fatpack(dir: &Path, args: &[&str]) -> String {
     out
 }
 
-/// Every file under `dir`, by its path relative to `dir`, and its digest.
+/// Every file under `dir`, by its path relative to `dir` (after `prefix`), and its digest.
 fn digests(dir: &Path, prefix: &str, into: &mut BTreeMap<String, String>) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            let rel = p.strip_prefix(dir).unwrap().display().to_string();
-            let hash = blake3::hash(&std::fs::read(&p).unwrap())
-                .to_hex()
-                .to_string();
-            into.insert(format!("{prefix}{rel}"), hash);
-        }
+    for (rel, bytes) in tree(dir) {
+        into.insert(
+            format!("{prefix}{rel}"),
+            blake3::hash(&bytes).to_hex().to_string(),
+        );
     }
 }
 

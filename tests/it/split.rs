@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::tree;
 use crate::rt_harness::*;
 
 fn fatpack(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
@@ -356,25 +357,6 @@ fn a_binary_whose_runtime_cannot_read_packs_is_not_split() {
     let (code, _, err) = split(&app.exe, &into);
     assert!(code != 0 && err.contains("relink"), "{err}");
     assert!(!into.exists() || listing(&into).is_empty());
-}
-
-/// Every file under `dir` (relative path, bytes), sorted.
-fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().display().to_string();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 #[test]

@@ -171,3 +171,22 @@ pub fn tool(name: &str, install: &str) -> PathBuf {
         })
         .unwrap_or_else(|| panic!("{name} not found: {install} (.ci/run does)"))
 }
+
+/// Every file under `dir` (relative path, bytes), sorted.
+pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
