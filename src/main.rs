@@ -217,12 +217,11 @@ fn prune(
         r.bytes_before,
         r.bytes_after
     );
-    if r.in_place {
+    if let Some(why) = &r.in_place {
         eprintln!(
-            "fatpack prune: note: {} keeps its size: a linked ELF's device code cannot move, so \
-             the dropped bytes are zeroed and punched out as holes (less disk use, but copies, \
-             tar, zip, NAR and wheels keep the full size). For real savings link it through \
-             `fatpack ld`: then prune truncates the store.",
+            "fatpack prune: note: {} keeps its size: the freed device code cannot be cut out \
+             of it ({why}), so the dropped bytes are zeroed and punched out as holes (less \
+             disk use, but copies, tar, zip, NAR and wheels keep the full size).",
             output.display()
         );
     }

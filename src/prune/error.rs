@@ -63,8 +63,8 @@ pub enum PruneError {
         arch: String,
         message: String,
     },
-    #[error("{}: tail-mode layout: {message}", path.display())]
-    Tail { path: PathBuf, message: String },
+    #[error("{}: cutting the freed device code out of the file: {message} (a fatpack bug)", path.display())]
+    Cut { path: PathBuf, message: String },
     #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
     Grew(PathBuf),
     #[error(transparent)]

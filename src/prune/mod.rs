@@ -4,17 +4,19 @@
 //!   one, and the digest the binary records is updated.
 //! - An nvcc object or archive: each `.nv_fatbin`/`__nv_relfatbin` container is rewritten
 //!   with only the kept entries (the sections shrink; relocations into them are remapped).
-//! - A linked shared library or executable: the loaded image cannot move, so each container
-//!   is rewritten in place at its own address, and the bytes it no longer needs are zeroed
-//!   (and punched out of the file where the filesystem allows: holes take no disk space).
+//! - A linked shared library or executable: the kept containers are packed together, the
+//!   pointers to them redirected, and the freed bytes cut out of the file (every loaded
+//!   address stays: `cut`). Where a layout cannot be cut safely, each container is
+//!   rewritten in place at its own address and the bytes it no longer needs are zeroed (and
+//!   punched out of the file where the filesystem allows: holes take no disk space).
 //!
 //! The output is written to a temp file beside it and renamed; the input is never touched.
 
+mod cut;
 mod elf_inplace;
 mod error;
 mod packed;
 mod selection;
-mod tail;
 
 pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
@@ -41,9 +43,10 @@ pub struct PruneReport {
     pub chosen: Chosen,
     /// With `--keep`: targets named that the file does not have.
     pub absent: Vec<String>,
-    /// A linked ELF pruned in place: its size is unchanged (the freed bytes are zeroed and
-    /// punched out as holes, which copies and archives do not keep).
-    pub in_place: bool,
+    /// A linked ELF pruned in place, and why its freed bytes could not be cut out of the
+    /// file: its size is unchanged (they are zeroed and punched out as holes, which copies
+    /// and archives do not keep).
+    pub in_place: Option<String>,
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
@@ -195,23 +198,15 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
             let scanned = inputs::scan_bytes(input, data)?;
             report.absent = sel.check_present(input, &present_in(&scanned))?;
             let layout = scanned.sections.iter().find_map(|s| s.elf.clone());
-            let tail = layout
-                .as_deref()
-                .and_then(|l| Some((l, tail::tail_segment(l, &scanned)?)));
-            if let Some((layout, seg)) = tail {
-                tail::prune_tail(
-                    input,
-                    data,
-                    layout,
-                    seg,
-                    &scanned,
-                    sel,
-                    &mut tmp,
-                    &mut report,
-                )?;
-            } else {
+            let cut = match layout.as_deref() {
+                Some(layout) => {
+                    cut::prune_cut(input, data, layout, &scanned, sel, &mut tmp, &mut report)?
+                }
+                None => Err(cut::Refused("it has no device sections".into())),
+            };
+            if let Err(cut::Refused(why)) = cut {
                 elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
-                report.in_place = true;
+                report.in_place = Some(why);
             }
         }
         FileKind::Fatbin => {

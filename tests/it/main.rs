@@ -13,6 +13,7 @@ mod inspect_cli;
 mod integrations;
 mod ld_args;
 mod ld_pack;
+mod prune_cut;
 mod prune_tail;
 mod repack;
 mod rewrite;

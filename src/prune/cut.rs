@@ -1,0 +1,647 @@
+//! Pruning a linked executable or shared library so that the file really shrinks.
+//!
+//! The pruned containers are packed together from the start of the first device section,
+//! and every pointer to a container is redirected (the wrappers' `R_*_RELATIVE`
+//! relocations and the values at their targets; the wrappers and prelinked arrays of a
+//! non-PIE executable; symbols). The loaded segment that holds the device code is then cut
+//! where the kept code ends:
+//!
+//! ```text
+//!   before: | P: .rodata .nv_fatbin(all archs) .eh_frame ... | later segments, sections
+//!   after:  | P1: .rodata .nv_fatbin(kept) [phdrs] | P2: .eh_frame ... | later ...
+//! ```
+//!
+//! What followed the device code in that segment (the "tail", if any) gets a `PT_LOAD` of
+//! its own at the same addresses and a lower file offset, and everything after it in the
+//! file moves down by the same amount, a multiple of every moved segment's and section's
+//! alignment, so each stays congruent to its address. No loaded address changes: the host
+//! code, its symbols, relocations, unwind tables, notes and build ID are the same bytes at
+//! the same addresses, and separate debug info still matches. With a tail the program
+//! header table gains an entry; it moves to the end of the first part (the freed space),
+//! where the loader and the kernel find it, as patchelf does. fatpack's own tail layout
+//! (device code in the last segment, after `.bss`) is the case without a tail.
+//!
+//! A layout this cannot cut safely is refused with the reason ([`Refused`]), and the caller
+//! prunes in place instead.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use object::elf;
+use object::{LittleEndian, U64};
+
+use super::{io_at, prune_container, PruneError, PruneReport, Selection};
+use crate::elf::{file_range, records, records_mut, Layout, Phdr, Rela, Sym, LE};
+use crate::inputs::{self, Scanned};
+use fatpack_format::fatbin::{WrapperRecord, WRAPPER_MAGIC};
+
+/// Why a layout is not cut (the file is pruned in place instead).
+#[derive(Debug)]
+pub(super) struct Refused(pub String);
+
+/// Where the file is cut: `[from, resume)` of the file is replaced by the compacted device
+/// code and zeros, and everything from `resume` on moves down.
+struct Plan {
+    /// Index of the loaded segment that holds the device sections.
+    seg: usize,
+    /// File offset of the first device section: the compacted code starts here.
+    from: u64,
+    /// File offset of what follows the device code: the tail's first section, or the
+    /// segment's file end when it has no tail.
+    resume: u64,
+    /// Address of the tail (what follows the device code in the segment), if any.
+    tail: Option<u64>,
+    /// Every moved segment and section stays aligned: the shift is a multiple of this.
+    align: u64,
+}
+
+fn load(p: &Phdr) -> bool {
+    p.p_type.get(LE) == elf::PT_LOAD
+}
+
+fn file_end(p: &Phdr) -> u64 {
+    p.p_offset.get(LE).saturating_add(p.p_filesz.get(LE))
+}
+
+/// Decides where to cut `layout` (a linked ELF file whose device sections are `scanned`).
+fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
+    let refuse = |m: String| Err(Refused(m));
+    let device: Vec<usize> = scanned.sections.iter().map(|d| d.section_index).collect();
+    let Some(from) = scanned.sections.iter().map(|d| d.file_offset).min() else {
+        return refuse("it has no device sections".into());
+    };
+    let dev_end = scanned
+        .sections
+        .iter()
+        .map(|d| d.file_offset + d.section_size)
+        .max()
+        .unwrap_or(from);
+    let Some((seg, p)) = layout
+        .segments
+        .iter()
+        .enumerate()
+        .find(|(_, p)| load(p) && p.p_offset.get(LE) <= from && dev_end <= file_end(p))
+    else {
+        return refuse("its device sections are not in one loaded segment".into());
+    };
+    let (p_off, p_vaddr) = (p.p_offset.get(LE), p.p_vaddr.get(LE));
+    // The tail: the allocated sections of the segment after the device code.
+    let mut resume = file_end(p);
+    for (i, s) in layout.sections.iter().enumerate() {
+        let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+        if device.contains(&i) || s.sh_type.get(LE) == elf::SHT_NOBITS || size == 0 {
+            continue;
+        }
+        if off < dev_end && off + size > from {
+            let name = String::from_utf8_lossy(layout.section_name(i)).into_owned();
+            return refuse(format!("section {name} lies between its device sections"));
+        }
+        if layout.allocated(i) && off >= dev_end && off < resume {
+            resume = off;
+        }
+    }
+    let tail = (resume < file_end(p)).then(|| p_vaddr + (resume - p_off));
+    // Nothing else (another segment, a header table) may lie in the part that goes.
+    for (i, q) in layout.segments.iter().enumerate() {
+        let (off, end) = (q.p_offset.get(LE), file_end(q));
+        if i != seg && q.p_filesz.get(LE) > 0 && off < resume && end > from {
+            return refuse(format!(
+                "segment {i} (type {:#x}) overlaps its device code",
+                q.p_type.get(LE)
+            ));
+        }
+    }
+    let h = &layout.header;
+    let phdrs = h.e_phoff.get(LE);
+    let phdrs_end = phdrs + u64::from(h.e_phnum.get(LE)) * std::mem::size_of::<Phdr>() as u64;
+    let shdrs = h.e_shoff.get(LE);
+    if (phdrs < resume && phdrs_end > from) || (shdrs >= from && shdrs < resume) {
+        return refuse("a header table lies in its device code".into());
+    }
+    if tail.is_some() && moves_phdrs_off_the_first_segment(layout, p) {
+        return refuse(
+            "the program header table cannot move into the device code's segment (its \
+             address and file offset differ from the first segment's)"
+                .into(),
+        );
+    }
+    // The shift keeps every moved segment and section aligned; a new segment is cut at a
+    // page boundary (the largest page a loader may use is the segment's own alignment).
+    let mut align = 8u64;
+    for q in layout.segments.iter().filter(|q| load(q)) {
+        if q.p_offset.get(LE) >= resume {
+            align = align.max(q.p_align.get(LE));
+        }
+    }
+    for s in &layout.sections {
+        if s.sh_offset.get(LE) >= resume && s.sh_type.get(LE) != elf::SHT_NOBITS {
+            align = align.max(s.sh_addralign.get(LE));
+        }
+    }
+    if tail.is_some() {
+        align = align.max(p.p_align.get(LE)).max(4096);
+    }
+    if !align.is_power_of_two() {
+        return refuse(format!("an alignment of {align:#x} is not a power of two"));
+    }
+    Ok(Plan {
+        seg,
+        from,
+        resume,
+        tail,
+        align,
+    })
+}
+
+/// The kernel's `AT_PHDR` was, before Linux 5.18, the first segment's load address plus
+/// `e_phoff`: a table moved into another segment is found there only if that segment maps
+/// the file at the same distance from its addresses.
+fn moves_phdrs_off_the_first_segment(layout: &Layout, p: &Phdr) -> bool {
+    let delta = |q: &Phdr| q.p_vaddr.get(LE).wrapping_sub(q.p_offset.get(LE));
+    let loaded = layout.file_type() == elf::ET_EXEC
+        || layout
+            .segments
+            .iter()
+            .any(|q| q.p_type.get(LE) == elf::PT_PHDR);
+    let first = layout.segments.iter().find(|q| load(q));
+    loaded && first.is_some_and(|f| delta(f) != delta(p))
+}
+
+/// The pruned device code, packed from the first device section's start.
+struct Compacted {
+    /// The new bytes from `Plan::from`.
+    body: Vec<u8>,
+    /// Old address -> new address of every container.
+    moved: BTreeMap<u64, u64>,
+    /// (section index, new offset, new size) of every device section.
+    sections: Vec<(usize, u64, u64)>,
+}
+
+fn compact(
+    layout: &Layout,
+    cut: &Plan,
+    scanned: &Scanned,
+    sel: &Selection,
+    report: &mut PruneReport,
+) -> Result<Compacted, PruneError> {
+    let p = &layout.segments[cut.seg];
+    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    let mut secs: Vec<_> = scanned.sections.iter().collect();
+    secs.sort_by_key(|d| d.file_offset);
+    let mut c = Compacted {
+        body: Vec::new(),
+        moved: BTreeMap::new(),
+        sections: Vec::new(),
+    };
+    let body = &mut c.body;
+    for d in &secs {
+        let align = layout
+            .sections
+            .get(d.section_index)
+            .map_or(8, |s| s.sh_addralign.get(LE).max(1));
+        let at = (cut.from + body.len() as u64).next_multiple_of(align);
+        body.resize((at - cut.from) as usize, 0);
+        for (index, (fb, &(off, _))) in d.containers.iter().zip(&d.spans).enumerate() {
+            let to = (cut.from + body.len() as u64).next_multiple_of(8);
+            body.resize((to - cut.from) as usize, 0);
+            c.moved.insert(addr_of(d.file_offset + off), addr_of(to));
+            body.extend(prune_container(
+                &format!("{}#{index}", d.origin),
+                fb,
+                sel,
+                report,
+            )?);
+        }
+        let end = cut.from + body.len() as u64;
+        c.sections.push((d.section_index, at, end - at));
+    }
+    Ok(c)
+}
+
+/// The 8-byte word at `offset` of `buf`.
+fn word(buf: &[u8], offset: usize) -> Option<u64> {
+    let b = buf.get(offset..offset.checked_add(8)?)?;
+    Some(
+        object::pod::from_bytes::<U64<LittleEndian>>(b)
+            .ok()?
+            .0
+            .get(LE),
+    )
+}
+
+/// The file after the cut, built in memory, and the (old) file ranges whose bytes changed
+/// on purpose: pointers to moved containers.
+struct Rebuilt {
+    out: Vec<u8>,
+    patched: Vec<(u64, u64)>,
+    /// Old file offset -> new file offset.
+    resume: u64,
+    shift: u64,
+}
+
+impl Rebuilt {
+    fn new_offset(&self, off: u64) -> u64 {
+        if off >= self.resume {
+            off - self.shift
+        } else {
+            off
+        }
+    }
+
+    /// Writes `value` at old file offset `old`, recording it as a deliberate change.
+    fn set_word(&mut self, old: usize, value: u64) {
+        let at = self.new_offset(old as u64) as usize;
+        if let Some(b) = self.out.get_mut(at..at + 8) {
+            b.copy_from_slice(&value.to_le_bytes());
+            self.patched.push((old as u64, 8));
+        }
+    }
+}
+
+/// Prunes `data` (a linked ELF file whose headers are `layout` and whose device sections
+/// are `scanned`) into `tmp`, cutting the freed bytes out of the file. `Ok(Err(_))`: the
+/// layout cannot be cut (nothing is written and `report` is untouched).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn prune_cut(
+    input: &Path,
+    data: &[u8],
+    layout: &Layout,
+    scanned: &Scanned,
+    sel: &Selection,
+    tmp: &mut tempfile::NamedTempFile,
+    report: &mut PruneReport,
+) -> Result<Result<(), Refused>, PruneError> {
+    let cut = match plan(layout, scanned) {
+        Ok(cut) => cut,
+        Err(r) => return Ok(Err(r)),
+    };
+    let mut trial = PruneReport::default();
+    let c = compact(layout, &cut, scanned, sel, &mut trial)?;
+    let phdr_len = std::mem::size_of::<Phdr>() as u64;
+    // With a tail, the program header table (one entry longer) follows the kept code.
+    let phdrs = cut
+        .tail
+        .map(|_| (cut.from + c.body.len() as u64).next_multiple_of(8));
+    let kept_end = match phdrs {
+        Some(at) => at + (layout.segments.len() as u64 + 1) * phdr_len,
+        None => cut.from + c.body.len() as u64,
+    };
+    let shift = (cut.resume - kept_end) / cut.align * cut.align;
+    if shift == 0 {
+        return Ok(Err(Refused(format!(
+            "the bytes it frees ({}) hold no whole alignment unit ({:#x} bytes)",
+            cut.resume - kept_end,
+            cut.align
+        ))));
+    }
+    let mut r = Rebuilt {
+        out: Vec::with_capacity(data.len() - shift as usize),
+        patched: Vec::new(),
+        resume: cut.resume,
+        shift,
+    };
+    r.out.extend_from_slice(&data[..cut.from as usize]);
+    r.out.extend_from_slice(&c.body);
+    r.out.resize((cut.resume - shift) as usize, 0);
+    r.out.extend_from_slice(&data[cut.resume as usize..]);
+
+    let new = cut_headers(layout, &cut, &c, phdrs, shift);
+    let bad = |m: String| PruneError::Cut {
+        path: input.to_path_buf(),
+        message: m,
+    };
+    new.write_into(&mut r.out)
+        .map_err(|e| bad(format!("the cut file's headers do not fit: {e}")))?;
+    let redirected = redirect(data, layout, &c.moved, &mut r);
+    if redirected < c.moved.len() {
+        return Ok(Err(Refused(format!(
+            "found the pointers of {redirected} of its {} fatbin containers",
+            c.moved.len()
+        ))));
+    }
+    move_symbols(layout, &c, &mut r);
+    verify(input, data, layout, &r, &c).map_err(bad)?;
+    let path = tmp.path().to_path_buf();
+    tmp.as_file_mut().write_all(&r.out).map_err(io_at(&path))?;
+    *report = PruneReport {
+        absent: std::mem::take(&mut report.absent),
+        ..trial
+    };
+    Ok(Ok(()))
+}
+
+/// The headers of the cut file.
+fn cut_headers(
+    layout: &Layout,
+    cut: &Plan,
+    c: &Compacted,
+    phdrs: Option<u64>,
+    shift: u64,
+) -> Layout {
+    let moved = |off: u64| if off >= cut.resume { off - shift } else { off };
+    let mut new = layout.clone();
+    let h = &mut new.header;
+    h.e_shoff.set(LE, moved(h.e_shoff.get(LE)));
+    h.e_phoff.set(LE, moved(h.e_phoff.get(LE)));
+    let p = layout.segments[cut.seg];
+    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    for (i, s) in new.sections.iter_mut().enumerate() {
+        if let Some(&(_, off, size)) = c.sections.iter().find(|n| n.0 == i) {
+            s.sh_addr.set(LE, addr_of(off));
+            s.sh_offset.set(LE, off);
+            s.sh_size.set(LE, size);
+        } else if s.sh_offset.get(LE) >= cut.resume {
+            s.sh_offset.set(LE, moved(s.sh_offset.get(LE)));
+        }
+    }
+    for q in new.segments.iter_mut() {
+        if q.p_offset.get(LE) >= cut.resume {
+            q.p_offset.set(LE, moved(q.p_offset.get(LE)));
+        }
+    }
+    // The first part keeps the segment's start and ends where the moved part begins in
+    // the file (the freed bytes before it load as zeros).
+    let first_len = cut.resume - shift - p.p_offset.get(LE);
+    let p1 = &mut new.segments[cut.seg];
+    p1.p_filesz.set(LE, first_len);
+    let memsz = p.p_memsz.get(LE);
+    p1.p_memsz.set(
+        LE,
+        if cut.tail.is_some() || memsz == p.p_filesz.get(LE) {
+            first_len
+        } else {
+            memsz
+        },
+    );
+    // Each part is executable only if it holds code (eu-elflint checks; the tail of a
+    // `-z noseparate-code` text segment is unwind data).
+    let exec_between = |lo: u64, hi: u64| {
+        layout.sections.iter().any(|s| {
+            let a = s.sh_addr.get(LE);
+            s.sh_flags.get(LE) & u64::from(elf::SHF_EXECINSTR) != 0 && a >= lo && a < hi
+        })
+    };
+    let flags = p.p_flags.get(LE);
+    let part_flags = |lo, hi| match exec_between(lo, hi) {
+        true => flags,
+        false => flags & !elf::PF_X,
+    };
+    let p_vaddr = p.p_vaddr.get(LE);
+    if let Some(tail) = cut.tail {
+        new.segments[cut.seg]
+            .p_flags
+            .set(LE, part_flags(p_vaddr, tail));
+    }
+    if let (Some(tail), Some(at)) = (cut.tail, phdrs) {
+        let mut p2 = p;
+        p2.p_flags.set(LE, part_flags(tail, p_vaddr + memsz));
+        let skipped = tail - p.p_vaddr.get(LE);
+        p2.p_offset.set(LE, cut.resume - shift);
+        p2.p_vaddr.set(LE, tail);
+        p2.p_paddr.set(LE, p.p_paddr.get(LE) + skipped);
+        p2.p_filesz.set(LE, p.p_filesz.get(LE) - skipped);
+        p2.p_memsz.set(LE, memsz - skipped);
+        new.segments.insert(cut.seg + 1, p2);
+        let len = new.segments.len() as u64 * std::mem::size_of::<Phdr>() as u64;
+        new.header.e_phoff.set(LE, at);
+        new.header.e_phnum.set(LE, new.segments.len() as u16);
+        for q in new.segments.iter_mut() {
+            if q.p_type.get(LE) == elf::PT_PHDR {
+                q.p_offset.set(LE, at);
+                q.p_vaddr.set(LE, addr_of(at));
+                q.p_paddr.set(LE, addr_of(at));
+                q.p_filesz.set(LE, len);
+                q.p_memsz.set(LE, len);
+            }
+        }
+    }
+    new
+}
+
+/// Symbols at a container's start follow it.
+fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
+    for s in &layout.sections {
+        if !matches!(s.sh_type.get(LE), elf::SHT_SYMTAB | elf::SHT_DYNSYM) {
+            continue;
+        }
+        let (off, size) = (r.new_offset(s.sh_offset.get(LE)), s.sh_size.get(LE));
+        let Some(len) = file_range(&r.out, off, size).map(<[u8]>::len) else {
+            continue;
+        };
+        let at = off as usize;
+        for sym in records_mut::<Sym>(&mut r.out[at..at + len]) {
+            let shndx = usize::from(sym.st_shndx.get(LE));
+            if !c.sections.iter().any(|n| n.0 == shndx) {
+                continue;
+            }
+            if let Some(&new) = c.moved.get(&sym.st_value.get(LE)) {
+                sym.st_value.set(LE, new);
+            }
+        }
+    }
+}
+
+/// Points every pointer to a moved container at its new address: the wrappers'
+/// `R_*_RELATIVE` relocations (and the values at their targets) and, in a non-PIE
+/// executable, the wrappers and prelinked arrays themselves. Returns how many it redirected.
+fn redirect(data: &[u8], layout: &Layout, moved: &BTreeMap<u64, u64>, r: &mut Rebuilt) -> usize {
+    let relative = match layout.machine() {
+        elf::EM_X86_64 => elf::R_X86_64_RELATIVE,
+        elf::EM_AARCH64 => elf::R_AARCH64_RELATIVE,
+        _ => u32::MAX,
+    };
+    let rela_len = std::mem::size_of::<Rela>();
+    let mut redirected = 0usize;
+    for s in &layout.sections {
+        if s.sh_type.get(LE) != elf::SHT_RELA {
+            continue;
+        }
+        let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+        let Some(relas) = file_range(data, off, size) else {
+            continue;
+        };
+        for (n, rel) in records::<Rela>(relas).iter().enumerate() {
+            if rel.r_info.get(LE) as u32 != relative {
+                continue;
+            }
+            let addend = rel.r_addend.get(LE) as u64;
+            let Some(&new) = moved.get(&addend) else {
+                continue;
+            };
+            let old = off + (n * rela_len) as u64;
+            let at = r.new_offset(old) as usize;
+            if let Some(b) = r.out.get_mut(at..at + rela_len) {
+                records_mut::<Rela>(b)[0].r_addend.set(LE, new as i64);
+                r.patched.push((old, rela_len as u64));
+            }
+            if let Some(t) = file_of(layout, rel.r_offset.get(LE)) {
+                if word(data, t) == Some(addend) {
+                    r.set_word(t, new);
+                }
+            }
+            redirected += 1;
+        }
+    }
+    // A non-PIE executable has no relocations for them: the wrappers (and the prelinked
+    // arrays they point to) hold the addresses themselves.
+    if layout.file_type() == elf::ET_EXEC {
+        redirected += redirect_wrappers(data, layout, moved, r);
+    }
+    redirected
+}
+
+/// The file offset of the loaded address `addr` (8 bytes of it in the file), in the input.
+fn file_of(layout: &Layout, addr: u64) -> Option<usize> {
+    layout.segments.iter().find_map(|p| {
+        let (va, fs) = (p.p_vaddr.get(LE), p.p_filesz.get(LE));
+        (load(p) && addr >= va && addr + 8 <= va + fs)
+            .then(|| (p.p_offset.get(LE) + (addr - va)) as usize)
+    })
+}
+
+fn redirect_wrappers(
+    data: &[u8],
+    layout: &Layout,
+    moved: &BTreeMap<u64, u64>,
+    r: &mut Rebuilt,
+) -> usize {
+    let mut redirected = 0;
+    let Some((_, s)) = layout.section_by_name(".nvFatBinSegment") else {
+        return 0;
+    };
+    let (off, size) = (s.sh_offset.get(LE) as usize, s.sh_size.get(LE) as usize);
+    for w in (off..off + size.saturating_sub(WrapperRecord::LEN - 1)).step_by(8) {
+        let Some(rec) = data.get(w..).and_then(WrapperRecord::read) else {
+            break;
+        };
+        if rec.magic != WRAPPER_MAGIC {
+            continue;
+        }
+        if let Some(&new) = moved.get(&rec.data) {
+            r.set_word(w + 8, new);
+            redirected += 1;
+        }
+        if rec.version == 2 {
+            if let Some(mut a) = file_of(layout, rec.filename_or_fatbins) {
+                while let Some(p) = word(data, a).filter(|&p| p != 0) {
+                    if let Some(&new) = moved.get(&p) {
+                        r.set_word(a, new);
+                        redirected += 1;
+                    }
+                    a += 8;
+                }
+            }
+        }
+    }
+    redirected
+}
+
+/// Checks the cut file before it is written: it parses; every loaded segment is congruent
+/// to its address, inside the file and apart from the others; every loaded section other
+/// than the device code is, through the new segments, the same bytes at the same address
+/// (but for the redirected pointers); and it holds exactly the pruned containers.
+fn verify(
+    input: &Path,
+    data: &[u8],
+    old: &Layout,
+    r: &Rebuilt,
+    c: &Compacted,
+) -> Result<(), String> {
+    let new = Layout::parse(&r.out).map_err(|e| format!("the cut file does not parse: {e}"))?;
+    let mut loads: Vec<&Phdr> = new.segments.iter().filter(|p| load(p)).collect();
+    for p in &loads {
+        let (off, va, al) = (
+            p.p_offset.get(LE),
+            p.p_vaddr.get(LE),
+            p.p_align.get(LE).max(1),
+        );
+        if off % al != va % al || file_end(p) > r.out.len() as u64 {
+            return Err(format!("segment at {va:#x} is misplaced in the cut file"));
+        }
+    }
+    loads.sort_by_key(|p| p.p_vaddr.get(LE));
+    for w in loads.windows(2) {
+        if w[0].p_vaddr.get(LE) + w[0].p_memsz.get(LE) > w[1].p_vaddr.get(LE) {
+            return Err("two loaded segments overlap in the cut file".into());
+        }
+    }
+    let mut patched = r.patched.clone();
+    patched.sort_unstable();
+    for (i, s) in old.sections.iter().enumerate() {
+        if !old.allocated(i)
+            || s.sh_type.get(LE) == elf::SHT_NOBITS
+            || c.sections.iter().any(|n| n.0 == i)
+        {
+            continue;
+        }
+        let (addr, off, size) = (s.sh_addr.get(LE), s.sh_offset.get(LE), s.sh_size.get(LE));
+        let Some(at) = new.segments.iter().find_map(|p| {
+            let va = p.p_vaddr.get(LE);
+            (load(p) && addr >= va && addr + size <= va + p.p_filesz.get(LE))
+                .then(|| p.p_offset.get(LE) + (addr - va))
+        }) else {
+            return Err(format!("section {i} is no longer loaded at its address"));
+        };
+        if at != new.sections[i].sh_offset.get(LE)
+            || !same_bytes(data, &r.out, off, at, size, &patched)
+        {
+            return Err(format!("section {i} changed in the cut file"));
+        }
+    }
+    let check = inputs::scan_bytes(input, &r.out)
+        .map_err(|e| format!("the cut file does not read back: {e}"))?;
+    let got: usize = check.sections.iter().map(|d| d.containers.len()).sum();
+    if got != c.moved.len() {
+        return Err(format!(
+            "the cut file reads back {got} containers, not {}",
+            c.moved.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `old[from..from + len]` and `new[to..to + len]` are equal outside the `patched`
+/// ranges (old offsets, sorted).
+fn same_bytes(
+    old: &[u8],
+    new: &[u8],
+    from: u64,
+    to: u64,
+    len: u64,
+    patched: &[(u64, u64)],
+) -> bool {
+    let (Some(a), Some(b)) = (file_range(old, from, len), file_range(new, to, len)) else {
+        return false;
+    };
+    let mut pos = 0u64;
+    let first = patched.partition_point(|&(p, l)| p + l <= from);
+    for &(p, l) in patched[first..]
+        .iter()
+        .take_while(|&&(p, _)| p < from + len)
+    {
+        let s = p.saturating_sub(from).max(pos);
+        if a[pos as usize..s as usize] != b[pos as usize..s as usize] {
+            return false;
+        }
+        pos = pos.max((p + l - from).min(len));
+    }
+    a[pos as usize..] == b[pos as usize..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_bytes_skips_only_the_patched_ranges() {
+        let old = b"abcdefghij".to_vec();
+        let mut new = b"xxabcdefghij".to_vec();
+        assert!(same_bytes(&old, &new, 0, 2, 10, &[]));
+        new[5] = b'Z'; // old offset 3
+        assert!(!same_bytes(&old, &new, 0, 2, 10, &[]));
+        assert!(same_bytes(&old, &new, 0, 2, 10, &[(3, 1)]));
+        assert!(!same_bytes(&old, &new, 0, 2, 10, &[(4, 2)]));
+        assert!(same_bytes(&old, &new, 2, 4, 8, &[(0, 1), (3, 1), (20, 8)]));
+    }
+}
