@@ -156,6 +156,53 @@ fn walk_all(bytes: &[u8], keep: bool) -> Result<Vec<(usize, usize, Fatbin)>, Fat
     Ok(out)
 }
 
+/// Containers embedded in a section of other data (a library's `.data` holding the fatbins
+/// it loads itself through the driver API): `(offset, length)` of each, found by their
+/// magic at 8-byte aligned offsets and taken only when every field checks out, so that
+/// random bytes are never taken for one: version 1, a 16-byte header, and entries of the format nvcc writes (version 0x0101, a header of 64 bytes to 4 KiB, a
+/// plausible kind and arch) that fill the container exactly.
+pub fn find_embedded(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let magic = FATBIN_MAGIC.to_le_bytes();
+    let mut out = Vec::new();
+    let mut p = 0;
+    while let Some(found) = memchr::memmem::find(&bytes[p..], &magic) {
+        let at = p + found;
+        if at % 8 == 0 {
+            if let Some(len) = plausible_container(&bytes[at..]) {
+                out.push((at, len));
+                p = at + len;
+                continue;
+            }
+        }
+        p = at + 1;
+    }
+    out
+}
+
+fn plausible_container(b: &[u8]) -> Option<usize> {
+    let head = ContainerHeader::read(b)?;
+    if head.version != fatpack_format::fatbin::FATBIN_VERSION
+        || usize::from(head.header_len) != CONTAINER_HEADER_LEN
+    {
+        return None;
+    }
+    let total = walk_one(b, 0, false).ok()?.1;
+    let mut p = CONTAINER_HEADER_LEN;
+    while p < total {
+        let e = EntryHeader::read(&b[p..])?;
+        let kind_ok = e.kind != 0 && e.kind.is_power_of_two() && e.kind <= 0x80;
+        if e.format_version != fatpack_format::fatbin::ENTRY_FORMAT_VERSION
+            || !(EntryHeader::LEN as u32..=4096).contains(&e.header_len)
+            || !kind_ok
+            || !(10..1000).contains(&e.arch_number)
+        {
+            return None;
+        }
+        p += e.header_len as usize + e.payload_len as usize;
+    }
+    Some(total)
+}
+
 /// Every container in a section.
 pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
     Ok(walk_all(bytes, true)?

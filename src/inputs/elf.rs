@@ -7,6 +7,7 @@ use object::elf as abi;
 
 use super::{read_containers, Depth, DeviceSection, FileKind, InputError};
 use crate::elf::Layout;
+use crate::fatbin;
 
 /// Where nvcc puts a whole-program fatbin.
 pub const FATBIN_SECTION: &str = ".nv_fatbin";
@@ -39,15 +40,19 @@ pub(crate) fn device_sections(
     mut layout: Layout,
     depth: Depth,
 ) -> Result<Vec<DeviceSection>, InputError> {
-    let found: Vec<(usize, &'static str)> = (0..layout.sections.len())
-        .filter_map(|index| {
-            let name = layout.section_name(index);
-            DEVICE_SECTIONS
-                .into_iter()
-                .find(|d| d.as_bytes() == name)
-                .map(|d| (index, d))
-        })
-        .collect();
+    let linked = matches!(
+        host_kind(&layout),
+        FileKind::SharedLibrary | FileKind::Executable
+    );
+    let mut found: Vec<(usize, Option<&'static str>)> = Vec::new();
+    for index in 0..layout.sections.len() {
+        let name = layout.section_name(index);
+        if let Some(d) = DEVICE_SECTIONS.into_iter().find(|d| d.as_bytes() == name) {
+            found.push((index, Some(d)));
+        } else if linked && may_embed(&layout, index, name) {
+            found.push((index, None));
+        }
+    }
     if found.is_empty() {
         return Ok(Vec::new());
     }
@@ -56,19 +61,46 @@ pub(crate) fn device_sections(
     }
     let layout = Arc::new(layout);
     let mut out = Vec::new();
-    for (index, name) in found {
+    for (index, device) in found {
+        let name = match device {
+            Some(d) => d.to_string(),
+            None => String::from_utf8_lossy(layout.section_name(index)).into_owned(),
+        };
         let bytes = layout
             .section_data(data, index)
             .map_err(|e| InputError::Malformed {
                 origin: origin.to_string(),
                 message: format!("section {name}: {e}"),
             })?;
-        let (spans, containers) =
-            read_containers(bytes, depth).map_err(|source| InputError::Fatbin {
-                origin: origin.to_string(),
-                section: name.to_string(),
-                source,
-            })?;
+        let fatbin_error = |source| InputError::Fatbin {
+            origin: origin.to_string(),
+            section: name.clone(),
+            source,
+        };
+        let (spans, containers) = match device {
+            Some(_) => read_containers(bytes, depth).map_err(fatbin_error)?,
+            None => {
+                let spans = fatbin::find_embedded(bytes);
+                if spans.is_empty() {
+                    continue;
+                }
+                let mut containers = Vec::new();
+                if depth == Depth::Full {
+                    for &(off, _) in &spans {
+                        containers.push(
+                            fatbin::parse_one(&bytes[off..], off)
+                                .map_err(fatbin_error)?
+                                .0,
+                        );
+                    }
+                }
+                let spans = spans
+                    .into_iter()
+                    .map(|(o, l)| (o as u64, l as u64))
+                    .collect();
+                (spans, containers)
+            }
+        };
         let s = &layout.sections[index];
         let file_offset = match s.sh_type.get(crate::elf::LE) {
             abi::SHT_NOBITS => 0,
@@ -76,7 +108,7 @@ pub(crate) fn device_sections(
         };
         out.push(DeviceSection {
             origin: origin.to_string(),
-            section: name.to_string(),
+            section: name,
             section_index: index,
             section_size: bytes.len() as u64,
             file: file.to_path_buf(),
@@ -84,7 +116,20 @@ pub(crate) fn device_sections(
             elf: Some(Arc::clone(&layout)),
             spans,
             containers,
+            embedded: device.is_none(),
         });
     }
     Ok(out)
+}
+
+/// Whether section `index` of a linked file may hold fatbins its program loads itself: a
+/// loaded section of data (not code, not the wrappers) with room for one.
+fn may_embed(layout: &Layout, index: usize, name: &[u8]) -> bool {
+    let s = &layout.sections[index];
+    let le = crate::elf::LE;
+    s.sh_type.get(le) == abi::SHT_PROGBITS
+        && layout.allocated(index)
+        && s.sh_flags.get(le) & u64::from(abi::SHF_EXECINSTR) == 0
+        && s.sh_size.get(le) >= (fatbin::CONTAINER_HEADER_LEN + fatbin::EntryHeader::LEN) as u64
+        && name != b".nvFatBinSegment"
 }

@@ -66,6 +66,10 @@ pub struct DeviceSection {
     pub spans: Spans,
     /// The parsed containers; empty when located with [`Depth::Spans`].
     pub containers: Vec<Fatbin>,
+    /// Containers found by their magic in a section of the program's own data (a linked
+    /// library's `.data`, say), which it loads itself through the driver API: nothing
+    /// registers them through cudart and code points at each, so they cannot move.
+    pub embedded: bool,
 }
 
 impl DeviceSection {
@@ -346,6 +350,7 @@ fn scan_with(
                 elf: None,
                 spans,
                 containers,
+                embedded: false,
             });
         }
         FileKind::Cubin => {

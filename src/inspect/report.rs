@@ -57,6 +57,9 @@ pub struct EntryReport {
     pub options: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub identifier: Option<String>,
+    /// Why the payload was not decoded (an obfuscated NVVM entry): sizes are the header's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_decoded: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -67,7 +70,20 @@ pub struct ModuleReport {
     pub section: String,
     /// Which container of that section (a linked file has one per translation unit).
     pub index: usize,
+    /// Who loads it: `cudart` (registered by the host code nvcc generated, from
+    /// `.nv_fatbin`) or `program` (found in the program's own data, e.g. a library's
+    /// `.data`, and loaded by the program itself through the driver API).
+    pub loaded_by: &'static str,
     pub entries: Vec<EntryReport>,
+}
+
+/// The containers of one section.
+#[derive(Debug, Clone, Serialize)]
+pub struct SectionTotal {
+    pub section: String,
+    pub loaded_by: &'static str,
+    pub containers: usize,
+    pub stored_size: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,6 +147,8 @@ pub struct FileReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub packed: Option<PackedInfo>,
     pub modules: Vec<ModuleReport>,
+    /// Per section holding containers, in file order: how many, their bytes, who loads them.
+    pub sections: Vec<SectionTotal>,
     pub per_arch: Vec<ArchTotal>,
     pub totals: Totals,
 }
@@ -149,6 +167,7 @@ fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::Ptx => "ptx",
         EntryKind::Sass => "sass",
+        EntryKind::Other(fatpack_format::fatbin::KIND_NVVM) => "nvvm",
         EntryKind::Other(_) => "other",
     }
 }
@@ -178,6 +197,7 @@ fn entry_report(e: &Entry, payload: &[u8]) -> EntryReport {
         kernels,
         options: e.options(),
         identifier: e.identifier(),
+        not_decoded: None,
     }
 }
 
@@ -205,6 +225,7 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
                 origin: shown.clone(),
                 section: String::new(),
                 index: 0,
+                loaded_by: "-",
                 entries: vec![EntryReport {
                     arch: info.arch.sm_name(),
                     kind: "sass".into(),
@@ -216,6 +237,7 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
                     kernels: kernels_of(info.kernels.clone()),
                     options: None,
                     identifier: None,
+                    not_decoded: None,
                 }],
             });
         }
@@ -223,17 +245,34 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
             for (index, fb) in sec.containers.iter().enumerate() {
                 let mut entries = Vec::with_capacity(fb.entries.len());
                 for e in &fb.entries {
-                    let payload = e.payload().map_err(|source| InspectError::Payload {
-                        origin: sec.origin.clone(),
-                        module: index,
-                        source,
-                    })?;
-                    entries.push(entry_report(e, &payload));
+                    match e.payload() {
+                        Ok(payload) => entries.push(entry_report(e, &payload)),
+                        // Kinds fatpack does not run are reported, not decoded: cuFFT's
+                        // NVVM entries are obfuscated (cuobjdump cannot read them either).
+                        Err(err) if matches!(e.kind(), EntryKind::Other(_)) => {
+                            let mut r = entry_report(e, &[]);
+                            r.raw_size = e.raw_len();
+                            r.not_decoded = Some(format!("obfuscated or unknown encoding ({err})"));
+                            entries.push(r);
+                        }
+                        Err(source) => {
+                            return Err(InspectError::Payload {
+                                origin: sec.origin.clone(),
+                                module: index,
+                                source,
+                            })
+                        }
+                    }
                 }
                 modules.push(ModuleReport {
                     origin: sec.origin.clone(),
                     section: sec.section.clone(),
                     index,
+                    loaded_by: match (sec.embedded, &sec.elf) {
+                        (true, _) => "program",
+                        (false, Some(_)) => "cudart",
+                        (false, None) => "-",
+                    },
                     entries,
                 });
             }
@@ -285,11 +324,28 @@ pub(super) fn summarise(
     let mut per_arch: Vec<ArchTotal> = per_arch.into_values().collect();
     // Numeric arch order (sm_75 before sm_100), SASS before PTX.
     per_arch.sort_by_key(|t| (t.kind != "sass", arch_sort_key(&t.arch)));
+    let mut sections: Vec<SectionTotal> = Vec::new();
+    for m in &modules {
+        let stored: u64 = m.entries.iter().map(|e| e.stored_size).sum();
+        match sections.last_mut() {
+            Some(t) if t.section == m.section && t.loaded_by == m.loaded_by => {
+                t.containers += 1;
+                t.stored_size += stored;
+            }
+            _ => sections.push(SectionTotal {
+                section: m.section.clone(),
+                loaded_by: m.loaded_by,
+                containers: 1,
+                stored_size: stored,
+            }),
+        }
+    }
     FileReport {
         json_version: JSON_VERSION,
         path,
         kind,
         packed: None,
+        sections,
         modules,
         per_arch,
         totals,
@@ -320,5 +376,6 @@ pub(super) fn payload_report(
         kernels,
         options: None,
         identifier: None,
+        not_decoded: None,
     }
 }

@@ -35,6 +35,7 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
             ));
         }
         out.push(ModuleReport {
+            loaded_by: "fatpack",
             origin: m.name().to_string(),
             section: String::new(),
             index,
@@ -138,6 +139,7 @@ fn inspect_split(
             }
         }
         modules.push(ModuleReport {
+            loaded_by: "fatpack",
             origin: m.name().to_string(),
             section: String::new(),
             index,

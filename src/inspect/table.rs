@@ -93,6 +93,9 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
                 ratio(e.stored_size, e.raw_size),
                 e.kernel_count
             );
+            if let Some(why) = &e.not_decoded {
+                let _ = writeln!(s, "        not decoded: {why}");
+            }
             if kernels {
                 for k in &e.kernels {
                     let _ = writeln!(s, "        {}", k.demangled);
@@ -106,6 +109,23 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
         .any(|e| e.relocatable)
     {
         let _ = writeln!(s, "  (* relocatable device code, -rdc=true)");
+    }
+    if r.sections.len() > 1 || r.sections.iter().any(|t| t.loaded_by == "program") {
+        let _ = writeln!(s, "  per section:");
+        for t in &r.sections {
+            let who = match t.loaded_by {
+                "program" => "loaded by the program itself (driver API), cannot move",
+                "cudart" => "registered through cudart",
+                other => other,
+            };
+            let _ = writeln!(
+                s,
+                "    {:<16} {:>6} containers {:>11} stored, {who}",
+                t.section,
+                t.containers,
+                human(t.stored_size)
+            );
+        }
     }
     let _ = writeln!(s, "  per arch:");
     for t in &r.per_arch {

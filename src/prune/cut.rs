@@ -33,7 +33,7 @@ use object::{LittleEndian, U64};
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
 use crate::elf::{file_range, records, records_mut, Layout, Phdr, Rela, Sym, LE};
-use crate::inputs::{self, Scanned};
+use crate::inputs::{self, DeviceSection, Scanned};
 use fatpack_format::fatbin::{WrapperRecord, WRAPPER_MAGIC};
 
 /// Why a layout is not cut (the file is pruned in place instead).
@@ -56,6 +56,12 @@ struct Plan {
     align: u64,
 }
 
+/// The device sections the cut packs together: those registered through wrappers, whose
+/// pointers it can redirect (not fatbins embedded in the program's own data).
+fn movable(scanned: &Scanned) -> impl Iterator<Item = &DeviceSection> {
+    scanned.sections.iter().filter(|d| !d.embedded)
+}
+
 fn load(p: &Phdr) -> bool {
     p.p_type.get(LE) == elf::PT_LOAD
 }
@@ -67,13 +73,19 @@ fn file_end(p: &Phdr) -> u64 {
 /// Decides where to cut `layout` (a linked ELF file whose device sections are `scanned`).
 fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     let refuse = |m: String| Err(Refused(m));
-    let device: Vec<usize> = scanned.sections.iter().map(|d| d.section_index).collect();
-    let Some(from) = scanned.sections.iter().map(|d| d.file_offset).min() else {
-        return refuse("it has no device sections".into());
+    let device: Vec<usize> = movable(scanned).map(|d| d.section_index).collect();
+    let Some(from) = movable(scanned).map(|d| d.file_offset).min() else {
+        let names: Vec<&str> = scanned
+            .sections
+            .iter()
+            .map(|d| d.section.as_str())
+            .collect();
+        return refuse(format!(
+            "its device code is in {}, which the program loads itself: it cannot move",
+            names.join(", ")
+        ));
     };
-    let dev_end = scanned
-        .sections
-        .iter()
+    let dev_end = movable(scanned)
         .map(|d| d.file_offset + d.section_size)
         .max()
         .unwrap_or(from);
@@ -187,7 +199,7 @@ fn compact(
 ) -> Result<Compacted, PruneError> {
     let p = &layout.segments[cut.seg];
     let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
-    let mut secs: Vec<_> = scanned.sections.iter().collect();
+    let mut secs: Vec<_> = movable(scanned).collect();
     secs.sort_by_key(|d| d.file_offset);
     let mut c = Compacted {
         body: Vec::new(),
@@ -210,6 +222,7 @@ fn compact(
                 &format!("{}#{index}", d.origin),
                 fb,
                 sel,
+                true,
                 report,
             )?);
         }
@@ -321,7 +334,24 @@ pub(super) fn prune_cut(
         ))));
     }
     move_symbols(layout, &c, &mut r);
-    verify(input, data, layout, &r, &c).map_err(bad)?;
+    // Fatbins embedded in the program's data stay where its code expects them.
+    let embedded: Vec<&DeviceSection> = scanned.sections.iter().filter(|d| d.embedded).collect();
+    for d in &embedded {
+        r.patched
+            .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));
+    }
+    let (resume, shift) = (r.resume, r.shift);
+    let at = move |o: u64| if o >= resume { o - shift } else { o };
+    super::elf_inplace::prune_in_place(
+        input,
+        &mut r.out,
+        embedded.iter().copied(),
+        &at,
+        sel,
+        &mut trial,
+    )?;
+    let containers = c.moved.len() + embedded.iter().map(|d| d.spans.len()).sum::<usize>();
+    verify(input, data, layout, &r, &c, containers).map_err(bad)?;
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&r.out).map_err(io_at(&path))?;
     *report = PruneReport {
@@ -547,6 +577,7 @@ fn verify(
     old: &Layout,
     r: &Rebuilt,
     c: &Compacted,
+    containers: usize,
 ) -> Result<(), String> {
     let new = Layout::parse(&r.out).map_err(|e| format!("the cut file does not parse: {e}"))?;
     let mut loads: Vec<&Phdr> = new.segments.iter().filter(|p| load(p)).collect();
@@ -592,10 +623,9 @@ fn verify(
     let check = inputs::scan_bytes(input, &r.out)
         .map_err(|e| format!("the cut file does not read back: {e}"))?;
     let got: usize = check.sections.iter().map(|d| d.containers.len()).sum();
-    if got != c.moved.len() {
+    if got != containers {
         return Err(format!(
-            "the cut file reads back {got} containers, not {}",
-            c.moved.len()
+            "the cut file reads back {got} containers, not {containers}"
         ));
     }
     Ok(())

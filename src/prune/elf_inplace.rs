@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
-use crate::inputs::Scanned;
+use crate::inputs::{DeviceSection, Scanned};
 
 pub(super) fn prune_linked(
     input: &Path,
@@ -18,24 +18,52 @@ pub(super) fn prune_linked(
     report: &mut PruneReport,
 ) -> Result<(), PruneError> {
     let mut bytes = data.to_vec();
+    let zeroed = prune_in_place(
+        input,
+        &mut bytes,
+        scanned.sections.iter(),
+        &|o| o,
+        sel,
+        report,
+    )?;
+    let path = tmp.path().to_path_buf();
+    tmp.as_file_mut().write_all(&bytes).map_err(io_at(&path))?;
+    punch_holes(tmp.as_file(), &zeroed);
+    Ok(())
+}
+
+/// Rewrites each container of `sections` at its own place in `bytes` (where file offset
+/// `o` of the input now lies at `at(o)`) and zeroes what it no longer needs; returns the
+/// zeroed ranges (offsets in `bytes`).
+pub(super) fn prune_in_place<'a>(
+    input: &Path,
+    bytes: &mut [u8],
+    sections: impl Iterator<Item = &'a DeviceSection>,
+    at: &dyn Fn(u64) -> u64,
+    sel: &Selection,
+    report: &mut PruneReport,
+) -> Result<Vec<(usize, usize)>, PruneError> {
     let mut zeroed = Vec::new();
-    for sec in &scanned.sections {
+    for sec in sections {
         for (index, (fb, &(off, len))) in sec.containers.iter().zip(&sec.spans).enumerate() {
-            let new = prune_container(&format!("{}#{index}", sec.origin), fb, sel, report)?;
+            let new = prune_container(
+                &format!("{}#{index}", sec.origin),
+                fb,
+                sel,
+                !sec.embedded,
+                report,
+            )?;
             if new.len() as u64 > len {
                 return Err(PruneError::Grew(input.to_path_buf()));
             }
-            let start = (sec.file_offset + off) as usize;
+            let start = at(sec.file_offset + off) as usize;
             let end = start + len as usize;
             bytes[start..start + new.len()].copy_from_slice(&new);
             bytes[start + new.len()..end].fill(0);
             zeroed.push((start + new.len(), end));
         }
     }
-    let path = tmp.path().to_path_buf();
-    tmp.as_file_mut().write_all(&bytes).map_err(io_at(&path))?;
-    punch_holes(tmp.as_file(), &zeroed);
-    Ok(())
+    Ok(zeroed)
 }
 
 /// Give the zeroed ranges back to the filesystem where it supports holes (best effort: the

@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::arch::{parse_target_list, EntryId};
-use crate::fatbin::{self, Fatbin};
+use crate::fatbin::{self, EntryKind, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
 use crate::rewrite::elf_edit::{relocatable, replace_sections, Replacement};
@@ -59,19 +59,39 @@ fn candidate(e: &fatbin::Entry) -> EntryId {
     EntryId::new(e.kind(), e.header.arch_number, e.header.variant())
 }
 
-/// Prune one container; returns its new bytes.
+/// Prune one container; returns its new bytes. The selection sees the SASS and PTX
+/// entries; entries of any other kind (NVVM IR that a library hands its own JIT, kinds
+/// nvcc may add) are kept as they are, undecoded: fatpack cannot tell what needs them.
+/// `registered`: cudart registers it at start-up (not a fatbin the program loads itself).
 fn prune_container(
     module: &str,
     fb: &Fatbin,
     sel: &Selection,
+    registered: bool,
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
-    let cands: Vec<EntryId> = fb.entries.iter().map(candidate).collect();
-    let sizes: Vec<u64> = fb.entries.iter().map(|e| e.encoded_len() as u64).collect();
-    let keep = sel.choose(module, &cands, &sizes, &mut report.chosen)?;
-    // Every kept entry must decode (nvcc's compressed payloads included): prune never passes
-    // on bytes that `inspect` or the driver would reject.
-    for (e, _) in fb.entries.iter().zip(&keep).filter(|(_, k)| **k) {
+    let code: Vec<usize> = (0..fb.entries.len())
+        .filter(|&i| !matches!(fb.entries[i].kind(), EntryKind::Other(_)))
+        .collect();
+    let mut keep = vec![true; fb.entries.len()];
+    if !code.is_empty() {
+        let cands: Vec<EntryId> = code.iter().map(|&i| candidate(&fb.entries[i])).collect();
+        let sizes: Vec<u64> = code
+            .iter()
+            .map(|&i| fb.entries[i].encoded_len() as u64)
+            .collect();
+        let chosen = match registered {
+            true => sel.choose(module, &cands, &sizes, &mut report.chosen)?,
+            false => sel.choose_unregistered(&cands, &mut report.chosen),
+        };
+        for (&i, k) in code.iter().zip(chosen) {
+            keep[i] = k;
+        }
+    }
+    // Every kept SASS or PTX entry must decode (nvcc's compressed payloads included): prune
+    // never passes on bytes that `inspect` or the driver would reject.
+    for &i in code.iter().filter(|&&i| keep[i]) {
+        let e = &fb.entries[i];
         e.payload().map_err(|err| PruneError::BadEntry {
             origin: module.to_owned(),
             arch: e.arch_name(),
@@ -108,6 +128,7 @@ fn prune_object(
                 &format!("{}#{index}", sec.origin),
                 fb,
                 sel,
+                true,
                 report,
             )?);
         }
@@ -226,6 +247,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
                     &format!("{shown}#{index}"),
                     fb,
                     sel,
+                    true,
                     &mut report,
                 )?);
             }

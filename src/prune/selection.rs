@@ -28,6 +28,10 @@ pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
 /// ... and of a module that has nothing for any capability listed.
 pub const SMALLEST_KEPT: &str = "only its smallest entry kept";
 
+/// ... and of a container a program loads itself that none of them runs: it is emptied.
+pub const EMPTIED: &str =
+    "emptied: none of them runs it, and the program loads it itself (no cudart registration)";
+
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 
@@ -97,6 +101,40 @@ impl Selection {
         }
     }
 
+    /// [`Selection::choose`] for a container the program loads itself (a fatbin in a
+    /// library's `.data` that it hands the driver): one that none of the GPUs listed runs
+    /// is emptied, not kept in part, since nothing registers it at start-up and loading it
+    /// on those GPUs fails before pruning as after.
+    pub fn choose_unregistered(&self, cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
+        let keep: Vec<bool> = match self {
+            Selection::Keep { targets, .. } => cands
+                .iter()
+                .map(|c| {
+                    EntryId::code(c.kind, c.arch, c.variant).is_some_and(|t| targets.contains(&t))
+                })
+                .collect(),
+            Selection::For(caps) => {
+                let mut keep = vec![false; cands.len()];
+                for &cap in caps {
+                    if let Some(i) = select::select(cap, cands) {
+                        keep[i] = true;
+                        *chosen
+                            .entry(cap)
+                            .or_default()
+                            .entry(cands[i].name())
+                            .or_default() += 1;
+                    }
+                }
+                keep
+            }
+        };
+        if !keep.contains(&true) {
+            let what = format!("{EMPTIED} (had {})", select::list(cands));
+            *chosen.entry(0).or_default().entry(what).or_default() += 1;
+        }
+        keep
+    }
+
     /// `--keep` must name something the file has; targets it lacks are returned, for the
     /// report (a list meant for many files, e.g. `sm_90,compute_90` over a package, names
     /// some that one library does not have).
@@ -149,6 +187,27 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_the_program_loads_is_emptied_where_nothing_runs() {
+        let c = |n: &str| EntryId::parse(n).unwrap();
+        let mut chosen = Chosen::new();
+        let only_100 = [c("sm_100")];
+        let sel = Selection::For(vec![90]);
+        assert_eq!(sel.choose_unregistered(&only_100, &mut chosen), [false]);
+        assert!(chosen[&0].keys().any(|k| k.starts_with(EMPTIED)));
+        // PTX a 9.0 GPU would JIT stays, as the runtime would choose it.
+        let ptx = [c("compute_75")];
+        assert_eq!(sel.choose_unregistered(&ptx, &mut chosen), [true]);
+        // A registered module keeps its smallest entry instead.
+        let kept = sel.choose("m", &only_100, &[10], &mut chosen).unwrap();
+        assert_eq!(kept, [true]);
+        let keep = Selection::Keep {
+            targets: [c("sm_90")].into(),
+            allow_empty: false,
+        };
+        assert_eq!(keep.choose_unregistered(&only_100, &mut chosen), [false]);
+    }
 
     #[test]
     fn for_keeps_what_the_runtime_would_choose() {
