@@ -267,3 +267,45 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     crate::packed::commit_output(tmp, input, output, side)?;
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Arch;
+
+    /// NVVM IR (cuFFT's kind 8, obfuscated: it does not decode) is kept whatever the
+    /// selection, and is not decoded; the SASS and PTX are selected as the runtime would.
+    #[test]
+    fn entries_of_other_kinds_are_kept_undecoded() {
+        let mut nvvm = fatbin::Entry::new_uncompressed(
+            EntryKind::Other(fatpack_format::fatbin::KIND_NVVM),
+            Arch::new(75),
+            0x10001,
+            b"not decodable",
+        );
+        // Claims LZ4 over bytes that are not: what an obfuscated entry looks like here.
+        nvvm.header.flags |= fatbin::flags::COMPRESSED_LZ4;
+        nvvm.header.compressed_len = 13;
+        nvvm.header.uncompressed_len = 100;
+        assert!(nvvm.payload().is_err());
+        let fb = Fatbin {
+            version: 1,
+            entries: vec![
+                fatbin::Entry::new_uncompressed(EntryKind::Sass, Arch::new(80), 0x10008, &[1; 64]),
+                fatbin::Entry::new_uncompressed(
+                    EntryKind::Ptx,
+                    Arch::new(80),
+                    0x80008,
+                    b".version 8.8",
+                ),
+                nvvm,
+            ],
+        };
+        let mut report = PruneReport::default();
+        let out = prune_container("m", &fb, &Selection::For(vec![90]), true, &mut report).unwrap();
+        let (back, _) = fatbin::parse_one(&out, 0).unwrap();
+        let kinds: Vec<EntryKind> = back.entries.iter().map(|e| e.kind()).collect();
+        assert_eq!(kinds, [EntryKind::Ptx, EntryKind::Other(8)]);
+        assert_eq!(back.entries[1], fb.entries[2]);
+    }
+}
