@@ -33,7 +33,7 @@ enum Command {
     },
     /// Keep only some archs: in a packed output (its store), or in an ordinary object,
     /// archive, shared library, executable or fatbin (its fatbins), without relinking.
-    #[command(group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus"])))]
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])))]
     Prune {
         /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
         /// `80-real;90-virtual`.
@@ -44,6 +44,10 @@ enum Command {
         /// included).
         #[arg(long = "for", id = "for_gpus")]
         for_gpus: Option<String>,
+        /// Drop only the entries no GPU would ever load (shadowed in their module by a better
+        /// one for every GPU that could run them): every GPU keeps running what it ran.
+        #[arg(long)]
+        dead: bool,
         /// With --keep: allow a module to be left with no entry at all (by default that is
         /// refused: its kernels could not run anywhere).
         #[arg(long, requires = "keep")]
@@ -185,6 +189,7 @@ fn extract(
 fn prune(
     keep: Option<&str>,
     for_gpus: Option<&str>,
+    dead: bool,
     allow_empty: bool,
     input: &std::path::Path,
     output: &std::path::Path,
@@ -196,11 +201,12 @@ fn prune(
             allow_empty,
         },
         (None, Some(f)) => Selection::For(fatpack::prune::parse_capabilities(f)?),
-        (None, None) => anyhow::bail!("prune needs --keep or --for"),
+        (None, None) if dead => Selection::Dead,
+        (None, None) => anyhow::bail!("prune needs --keep, --for or --dead"),
     };
     let r = fatpack::prune::prune(input, output, &sel)?;
     for line in fatpack::prune::describe(&r.chosen) {
-        eprintln!("fatpack prune: for {line}");
+        eprintln!("fatpack prune: {line}");
     }
     if !r.absent.is_empty() {
         eprintln!(
@@ -352,12 +358,14 @@ fn main() -> ExitCode {
         Command::Prune {
             keep,
             for_gpus,
+            dead,
             allow_empty,
             input,
             output,
         } => prune(
             keep.as_deref(),
             for_gpus.as_deref(),
+            dead,
             allow_empty,
             &input,
             &output,

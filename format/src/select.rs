@@ -63,6 +63,27 @@ pub fn select(cap: u32, entries: &[EntryId]) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
+/// Every compute capability a GPU has had (CUDA 13's targets and the older ones), then 999
+/// for any GPU to come, which can only JIT the newest plain PTX. A future minor revision of a
+/// major listed here chooses as the newest listed one does (the highest SASS of its major,
+/// `a` entries only on their own device), so this list decides what any GPU would choose.
+pub const EVERY_CAPABILITY: &[u32] = &[
+    50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121, 999,
+];
+
+/// Which of a module's entries some GPU would load ([`select`] over [`EVERY_CAPABILITY`]);
+/// the others are dead weight: shadowed, for every GPU that could run them, by a better
+/// entry of the same module.
+pub fn live(entries: &[EntryId]) -> Vec<bool> {
+    let mut live = vec![false; entries.len()];
+    for &cap in EVERY_CAPABILITY {
+        if let Some(i) = select(cap, entries) {
+            live[i] = true;
+        }
+    }
+    live
+}
+
 /// The entry named by `FATPACK_ARCH` (exact kind, arch and variant), whatever the device.
 pub fn select_forced(forced: &EntryId, entries: &[EntryId]) -> Option<usize> {
     entries.iter().position(|c| c == forced)
@@ -156,6 +177,30 @@ mod tests {
                 "device {cap} with {names:?}"
             );
         }
+    }
+
+    #[test]
+    fn live_entries_are_those_some_gpu_chooses() {
+        let names = [
+            "sm_80",
+            "sm_86",
+            "compute_80",
+            "compute_90",
+            "sm_120",
+            "sm_120f",
+            "sm_90a",
+        ];
+        let entries: Vec<EntryId> = names.iter().map(|n| c(n)).collect();
+        let dead: Vec<&str> = names
+            .iter()
+            .zip(live(&entries))
+            .filter(|(_, l)| !l)
+            .map(|(n, _)| *n)
+            .collect();
+        // compute_80: every GPU from 8.0 on has SASS or newer PTX; sm_120: 12.x prefers
+        // the f build; sm_90a lives on its own device, compute_90 on 9.x others and beyond.
+        assert_eq!(dead, ["compute_80", "sm_120"]);
+        assert!(live(&[c("compute_75")]).iter().all(|&l| l));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::arch::EntryId;
 use crate::fatbin::{DecompressError, Entry, EntryKind};
 use crate::inputs::{self, FileKind, InputError};
 use crate::{cubin, ptx};
@@ -60,6 +61,10 @@ pub struct EntryReport {
     /// Why the payload was not decoded (an obfuscated NVVM entry): sizes are the header's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_decoded: Option<String>,
+    /// No GPU would ever load it: for every GPU that could run it, its module has a better
+    /// entry (the runtime's selection, fatpack-format's `select::live`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dead: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -105,6 +110,9 @@ pub struct Totals {
     /// Distinct kernels (by mangled name) over every entry: a kernel built for five archs
     /// counts once.
     pub kernels: usize,
+    /// Entries no GPU would ever load (`fatpack prune --dead` drops them), and their bytes.
+    pub dead_entries: usize,
+    pub dead_stored_size: u64,
 }
 
 /// Where a packed file's store is and whether it matches the digest the file records.
@@ -198,6 +206,7 @@ fn entry_report(e: &Entry, payload: &[u8]) -> EntryReport {
         options: e.options(),
         identifier: e.identifier(),
         not_decoded: None,
+        dead: false,
     }
 }
 
@@ -238,6 +247,7 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
                     options: None,
                     identifier: None,
                     not_decoded: None,
+                    dead: false,
                 }],
             });
         }
@@ -287,12 +297,37 @@ pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
     Ok(summarise(shown, kind, modules, unique_stored))
 }
 
+/// Marks the entries of `m` that no GPU would load. A container the program loads itself
+/// with NVVM in it feeds the program's own JIT link, whose choice is not the driver's:
+/// nothing in it is called dead (prune keeps it whole).
+fn mark_dead(m: &mut ModuleReport) {
+    let own_jit = m.loaded_by == "program"
+        && m.entries
+            .iter()
+            .any(|e| e.kind != "sass" && e.kind != "ptx");
+    if own_jit {
+        return;
+    }
+    let code: Vec<(usize, EntryId)> = m
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == "sass" || e.kind == "ptx")
+        .filter_map(|(i, e)| Some((i, EntryId::parse(&e.arch)?)))
+        .collect();
+    let ids: Vec<EntryId> = code.iter().map(|c| c.1).collect();
+    for ((i, _), live) in code.iter().zip(fatpack_format::select::live(&ids)) {
+        m.entries[*i].dead = !live;
+    }
+}
+
 pub(super) fn summarise(
     path: String,
     kind: FileKind,
-    modules: Vec<ModuleReport>,
+    mut modules: Vec<ModuleReport>,
     unique_stored: Option<u64>,
 ) -> FileReport {
+    modules.iter_mut().for_each(mark_dead);
     let mut per_arch: BTreeMap<(String, String), ArchTotal> = BTreeMap::new();
     let mut kernels = std::collections::BTreeSet::new();
     let mut totals = Totals {
@@ -315,6 +350,10 @@ pub(super) fn summarise(
         totals.entries += 1;
         totals.raw_size += e.raw_size;
         totals.stored_size += e.stored_size;
+        if e.dead {
+            totals.dead_entries += 1;
+            totals.dead_stored_size += e.stored_size;
+        }
         kernels.extend(e.kernels.iter().map(|k| k.mangled.as_str()));
     }
     totals.kernels = kernels.len();
@@ -377,5 +416,6 @@ pub(super) fn payload_report(
         options: None,
         identifier: None,
         not_decoded: None,
+        dead: false,
     }
 }

@@ -93,6 +93,9 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
                 ratio(e.stored_size, e.raw_size),
                 e.kernel_count
             );
+            if e.dead {
+                let _ = writeln!(s, "        dead: no GPU would load it");
+            }
             if let Some(why) = &e.not_decoded {
                 let _ = writeln!(s, "        not decoded: {why}");
             }
@@ -141,6 +144,14 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
         );
     }
     let t = &r.totals;
+    if t.dead_entries > 0 {
+        let _ = writeln!(
+            s,
+            "  dead: {} entries, {} stored, that no GPU would load (`fatpack prune --dead` drops them)",
+            t.dead_entries,
+            human(t.dead_stored_size)
+        );
+    }
     let _ = writeln!(
         s,
         "  total: {} modules, {} entries, {} kernels, {} raw, {} stored ({})",

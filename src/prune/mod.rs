@@ -70,9 +70,14 @@ fn prune_container(
     registered: bool,
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
-    let code: Vec<usize> = (0..fb.entries.len())
+    let mut code: Vec<usize> = (0..fb.entries.len())
         .filter(|&i| !matches!(fb.entries[i].kind(), EntryKind::Other(_)))
         .collect();
+    // A container the program loads itself that also holds NVVM (cuSPARSE's `.rodata`
+    // pairs NVVM with PTX) feeds the program's own JIT link, not the driver's choice: whole.
+    if !registered && code.len() < fb.entries.len() {
+        code.clear();
+    }
     let mut keep = vec![true; fb.entries.len()];
     if !code.is_empty() {
         let cands: Vec<EntryId> = code.iter().map(|&i| candidate(&fb.entries[i])).collect();

@@ -21,7 +21,13 @@ pub enum Selection {
     },
     /// `--for`: these compute capabilities (`major * 10 + minor`).
     For(Vec<u32>),
+    /// `--dead`: every entry some GPU would load ([`select::live`]); only the ones no GPU
+    /// would ever choose go, so every GPU keeps running what it ran.
+    Dead,
 }
+
+/// The [`Chosen`] key under which `--dead` counts the entries it dropped.
+const DEAD: u32 = u32::MAX;
 
 /// What [`describe`] says of a module that has nothing for a capability.
 pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
@@ -77,6 +83,7 @@ impl Selection {
                 }
                 Ok(keep)
             }
+            Selection::Dead => Ok(drop_dead(cands, chosen)),
             Selection::For(caps) => {
                 let mut keep = vec![false; cands.len()];
                 for &cap in caps {
@@ -107,6 +114,7 @@ impl Selection {
     /// on those GPUs fails before pruning as after.
     pub fn choose_unregistered(&self, cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
         let keep: Vec<bool> = match self {
+            Selection::Dead => return drop_dead(cands, chosen),
             Selection::Keep { targets, .. } => cands
                 .iter()
                 .map(|c| {
@@ -167,6 +175,19 @@ fn join(targets: &BTreeSet<EntryId>) -> String {
 }
 
 /// `9.0: sm_90a (3 modules), compute_90 (1)` for each capability.
+/// `--dead`: the live entries, counting the dead ones (a module none of whose entries any
+/// GPU runs, say sm_35 SASS alone, is left as it is).
+fn drop_dead(cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
+    let live = select::live(cands);
+    if !live.contains(&true) {
+        return vec![true; cands.len()];
+    }
+    for (c, _) in cands.iter().zip(&live).filter(|(_, l)| !**l) {
+        *chosen.entry(DEAD).or_default().entry(c.name()).or_default() += 1;
+    }
+    live
+}
+
 pub fn describe(chosen: &Chosen) -> Vec<String> {
     chosen
         .iter()
@@ -177,8 +198,12 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
                 .collect();
             match cap {
                 // Modules none of the capabilities runs.
-                0 => format!("none of them: {}", parts.join(", ")),
-                _ => format!("{}: {}", capability_string(*cap), parts.join(", ")),
+                0 => format!("for none of them: {}", parts.join(", ")),
+                &DEAD => format!(
+                    "dead entries (no GPU would load them) dropped from: {}",
+                    parts.join(", ")
+                ),
+                _ => format!("for {}: {}", capability_string(*cap), parts.join(", ")),
             }
         })
         .collect()
