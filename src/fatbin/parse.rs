@@ -158,16 +158,17 @@ fn walk_all(bytes: &[u8], keep: bool) -> Result<Vec<(usize, usize, Fatbin)>, Fat
 
 /// Containers embedded in a section of other data (a library's `.data` holding the fatbins
 /// it loads itself through the driver API): `(offset, length)` of each, found by their
-/// magic at 8-byte aligned offsets and taken only when every field checks out, so that
+/// magic at 8-byte aligned addresses (`address`: the section's; cuFFT 12.0's `.ldata`
+/// starts 4 bytes past a multiple of 8) and taken only when every field checks out, so that
 /// random bytes are never taken for one: version 1, a 16-byte header, and entries of the format nvcc writes (version 0x0101, a header of 64 bytes to 4 KiB, a
 /// plausible kind and arch) that fill the container exactly.
-pub fn find_embedded(bytes: &[u8]) -> Vec<(usize, usize)> {
+pub fn find_embedded(bytes: &[u8], address: u64) -> Vec<(usize, usize)> {
     let magic = FATBIN_MAGIC.to_le_bytes();
     let mut out = Vec::new();
     let mut p = 0;
     while let Some(found) = memchr::memmem::find(&bytes[p..], &magic) {
         let at = p + found;
-        if at % 8 == 0 {
+        if (address + at as u64) % 8 == 0 {
             if let Some(len) = plausible_container(&bytes[at..]) {
                 out.push((at, len));
                 p = at + len;

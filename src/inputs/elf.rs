@@ -80,7 +80,8 @@ pub(crate) fn device_sections(
         let (spans, containers) = match device {
             Some(_) => read_containers(bytes, depth).map_err(fatbin_error)?,
             None => {
-                let spans = fatbin::find_embedded(bytes);
+                let address = layout.sections[index].sh_addr.get(crate::elf::LE);
+                let spans = fatbin::find_embedded(bytes, address);
                 if spans.is_empty() {
                     continue;
                 }

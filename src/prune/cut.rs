@@ -190,10 +190,15 @@ struct Compacted {
     sections: Vec<(usize, u64, u64)>,
 }
 
+/// Packs the pruned containers from the first device section's start. A container no
+/// wrapper or relocation points to (`pointed` lacks its address: code names it; nvcc's
+/// device-link stub `fatbinData`, and cuSPARSE 12.6 keeps one at the start of its
+/// `.nv_fatbin`) stays at its address; the others pack around it.
 fn compact(
     layout: &Layout,
     cut: &Plan,
     scanned: &Scanned,
+    pointed: &std::collections::BTreeSet<u64>,
     sel: &Selection,
     report: &mut PruneReport,
 ) -> Result<Compacted, PruneError> {
@@ -215,16 +220,21 @@ fn compact(
         let at = (cut.from + body.len() as u64).next_multiple_of(align);
         body.resize((at - cut.from) as usize, 0);
         for (index, (fb, &(off, _))) in d.containers.iter().zip(&d.spans).enumerate() {
-            let to = (cut.from + body.len() as u64).next_multiple_of(8);
+            let old = d.file_offset + off;
+            let registered = pointed.contains(&addr_of(old));
+            // Packed containers only move down, so a pinned one's place is still ahead.
+            let to = match registered {
+                true => (cut.from + body.len() as u64).next_multiple_of(8),
+                false => old,
+            };
             body.resize((to - cut.from) as usize, 0);
-            c.moved.insert(addr_of(d.file_offset + off), addr_of(to));
-            body.extend(prune_container(
-                &format!("{}#{index}", d.origin),
-                fb,
-                sel,
-                true,
-                report,
-            )?);
+            if registered {
+                c.moved.insert(addr_of(old), addr_of(to));
+            }
+            // Whatever loads a pinned one (code that names it), it may register it through
+            // cudart: it is pruned as a registered module (never emptied).
+            let module = format!("{}#{index}", d.origin);
+            body.extend(prune_container(&module, fb, sel, true, report)?);
         }
         let end = cut.from + body.len() as u64;
         c.sections.push((d.section_index, at, end - at));
@@ -289,8 +299,25 @@ pub(super) fn prune_cut(
         Ok(cut) => cut,
         Err(r) => return Ok(Err(r)),
     };
+    let p = &layout.segments[cut.seg];
+    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    let containers: std::collections::BTreeSet<u64> = movable(scanned)
+        .flat_map(|d| {
+            d.spans
+                .iter()
+                .map(move |&(off, _)| addr_of(d.file_offset + off))
+        })
+        .collect();
+    let sites = pointer_sites(data, layout, &containers);
+    let pointed: std::collections::BTreeSet<u64> = sites.iter().map(|s| s.0).collect();
+    if pointed.is_empty() {
+        return Ok(Err(Refused(format!(
+            "nothing points at any of its {} fatbin containers (the program loads them itself)",
+            containers.len()
+        ))));
+    }
     let mut trial = PruneReport::default();
-    let c = compact(layout, &cut, scanned, sel, &mut trial)?;
+    let c = compact(layout, &cut, scanned, &pointed, sel, &mut trial)?;
     let phdr_len = std::mem::size_of::<Phdr>() as u64;
     // With a tail, the program header table (one entry longer) follows the kept code.
     let phdrs = cut
@@ -300,11 +327,11 @@ pub(super) fn prune_cut(
         Some(at) => at + (layout.segments.len() as u64 + 1) * phdr_len,
         None => cut.from + c.body.len() as u64,
     };
-    let shift = (cut.resume - kept_end) / cut.align * cut.align;
+    let freed = cut.resume.saturating_sub(kept_end);
+    let shift = freed / cut.align * cut.align;
     if shift == 0 {
         return Ok(Err(Refused(format!(
-            "the bytes it frees ({}) hold no whole alignment unit ({:#x} bytes)",
-            cut.resume - kept_end,
+            "the bytes it frees ({freed}) hold no whole alignment unit ({:#x} bytes)",
             cut.align
         ))));
     }
@@ -326,12 +353,12 @@ pub(super) fn prune_cut(
     };
     new.write_into(&mut r.out)
         .map_err(|e| bad(format!("the cut file's headers do not fit: {e}")))?;
-    let redirected = redirect(data, layout, &c.moved, &mut r);
+    let redirected = redirect(&sites, &c.moved, &mut r);
     if redirected < c.moved.len() {
-        return Ok(Err(Refused(format!(
-            "found the pointers of {redirected} of its {} fatbin containers",
+        return Err(bad(format!(
+            "redirected the pointers of {redirected} of {} moved containers",
             c.moved.len()
-        ))));
+        )));
     }
     move_symbols(layout, &c, &mut r);
     // Fatbins embedded in the program's data stay where its code expects them.
@@ -350,7 +377,11 @@ pub(super) fn prune_cut(
         sel,
         &mut trial,
     )?;
-    let containers = c.moved.len() + embedded.iter().map(|d| d.spans.len()).sum::<usize>();
+    let containers = scanned
+        .sections
+        .iter()
+        .map(|d| d.spans.len())
+        .sum::<usize>();
     verify(input, data, layout, &r, &c, containers).map_err(bad)?;
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&r.out).map_err(io_at(&path))?;
@@ -472,17 +503,31 @@ fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
     }
 }
 
-/// Points every pointer to a moved container at its new address: the wrappers'
-/// `R_*_RELATIVE` relocations (and the values at their targets) and, in a non-PIE
-/// executable, the wrappers and prelinked arrays themselves. Returns how many it redirected.
-fn redirect(data: &[u8], layout: &Layout, moved: &BTreeMap<u64, u64>, r: &mut Rebuilt) -> usize {
+/// A place that holds the address of a container.
+enum Site {
+    /// An `R_*_RELATIVE` relocation (file offset of the record) whose addend is the
+    /// address, and the file offset of the word it relocates, if that word holds it too.
+    Rela { at: u64, word: Option<usize> },
+    /// A word that holds the address itself (a non-PIE executable's wrappers and prelinked
+    /// arrays).
+    Word(usize),
+}
+
+/// Every place that points at one of `containers` (their addresses): the wrappers'
+/// `R_*_RELATIVE` relocations and, in a non-PIE executable, the wrappers and the prelinked
+/// arrays they point to.
+fn pointer_sites(
+    data: &[u8],
+    layout: &Layout,
+    containers: &std::collections::BTreeSet<u64>,
+) -> Vec<(u64, Site)> {
     let relative = match layout.machine() {
         elf::EM_X86_64 => elf::R_X86_64_RELATIVE,
         elf::EM_AARCH64 => elf::R_AARCH64_RELATIVE,
         _ => u32::MAX,
     };
-    let rela_len = std::mem::size_of::<Rela>();
-    let mut redirected = 0usize;
+    let rela_len = std::mem::size_of::<Rela>() as u64;
+    let mut sites = Vec::new();
     for s in &layout.sections {
         if s.sh_type.get(LE) != elf::SHT_RELA {
             continue;
@@ -492,53 +537,30 @@ fn redirect(data: &[u8], layout: &Layout, moved: &BTreeMap<u64, u64>, r: &mut Re
             continue;
         };
         for (n, rel) in records::<Rela>(relas).iter().enumerate() {
-            if rel.r_info.get(LE) as u32 != relative {
-                continue;
-            }
             let addend = rel.r_addend.get(LE) as u64;
-            let Some(&new) = moved.get(&addend) else {
+            if rel.r_info.get(LE) as u32 != relative || !containers.contains(&addend) {
                 continue;
-            };
-            let old = off + (n * rela_len) as u64;
-            let at = r.new_offset(old) as usize;
-            if let Some(b) = r.out.get_mut(at..at + rela_len) {
-                records_mut::<Rela>(b)[0].r_addend.set(LE, new as i64);
-                r.patched.push((old, rela_len as u64));
             }
-            if let Some(t) = file_of(layout, rel.r_offset.get(LE)) {
-                if word(data, t) == Some(addend) {
-                    r.set_word(t, new);
-                }
-            }
-            redirected += 1;
+            let word =
+                file_of(layout, rel.r_offset.get(LE)).filter(|&t| word(data, t) == Some(addend));
+            let at = off + n as u64 * rela_len;
+            sites.push((addend, Site::Rela { at, word }));
         }
     }
-    // A non-PIE executable has no relocations for them: the wrappers (and the prelinked
-    // arrays they point to) hold the addresses themselves.
     if layout.file_type() == elf::ET_EXEC {
-        redirected += redirect_wrappers(data, layout, moved, r);
+        wrapper_sites(data, layout, containers, &mut sites);
     }
-    redirected
+    sites
 }
 
-/// The file offset of the loaded address `addr` (8 bytes of it in the file), in the input.
-fn file_of(layout: &Layout, addr: u64) -> Option<usize> {
-    layout.segments.iter().find_map(|p| {
-        let (va, fs) = (p.p_vaddr.get(LE), p.p_filesz.get(LE));
-        (load(p) && addr >= va && addr + 8 <= va + fs)
-            .then(|| (p.p_offset.get(LE) + (addr - va)) as usize)
-    })
-}
-
-fn redirect_wrappers(
+fn wrapper_sites(
     data: &[u8],
     layout: &Layout,
-    moved: &BTreeMap<u64, u64>,
-    r: &mut Rebuilt,
-) -> usize {
-    let mut redirected = 0;
+    containers: &std::collections::BTreeSet<u64>,
+    sites: &mut Vec<(u64, Site)>,
+) {
     let Some((_, s)) = layout.section_by_name(".nvFatBinSegment") else {
-        return 0;
+        return;
     };
     let (off, size) = (s.sh_offset.get(LE) as usize, s.sh_size.get(LE) as usize);
     for w in (off..off + size.saturating_sub(WrapperRecord::LEN - 1)).step_by(8) {
@@ -548,23 +570,56 @@ fn redirect_wrappers(
         if rec.magic != WRAPPER_MAGIC {
             continue;
         }
-        if let Some(&new) = moved.get(&rec.data) {
-            r.set_word(w + 8, new);
-            redirected += 1;
+        if containers.contains(&rec.data) {
+            sites.push((rec.data, Site::Word(w + 8)));
         }
         if rec.version == 2 {
             if let Some(mut a) = file_of(layout, rec.filename_or_fatbins) {
                 while let Some(p) = word(data, a).filter(|&p| p != 0) {
-                    if let Some(&new) = moved.get(&p) {
-                        r.set_word(a, new);
-                        redirected += 1;
+                    if containers.contains(&p) {
+                        sites.push((p, Site::Word(a)));
                     }
                     a += 8;
                 }
             }
         }
     }
-    redirected
+}
+
+/// Points every site at its container's new address; returns how many containers it
+/// redirected.
+fn redirect(sites: &[(u64, Site)], moved: &BTreeMap<u64, u64>, r: &mut Rebuilt) -> usize {
+    let rela_len = std::mem::size_of::<Rela>();
+    let mut done = std::collections::BTreeSet::new();
+    for (target, site) in sites {
+        let Some(&new) = moved.get(target) else {
+            continue;
+        };
+        match *site {
+            Site::Rela { at, word } => {
+                let to = r.new_offset(at) as usize;
+                if let Some(b) = r.out.get_mut(to..to + rela_len) {
+                    records_mut::<Rela>(b)[0].r_addend.set(LE, new as i64);
+                    r.patched.push((at, rela_len as u64));
+                }
+                if let Some(t) = word {
+                    r.set_word(t, new);
+                }
+            }
+            Site::Word(at) => r.set_word(at, new),
+        }
+        done.insert(*target);
+    }
+    done.len()
+}
+
+/// The file offset of the loaded address `addr` (8 bytes of it in the file), in the input.
+fn file_of(layout: &Layout, addr: u64) -> Option<usize> {
+    layout.segments.iter().find_map(|p| {
+        let (va, fs) = (p.p_vaddr.get(LE), p.p_filesz.get(LE));
+        (load(p) && addr >= va && addr + 8 <= va + fs)
+            .then(|| (p.p_offset.get(LE) + (addr - va)) as usize)
+    })
 }
 
 /// Checks the cut file before it is written: it parses; every loaded segment is congruent

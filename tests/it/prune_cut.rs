@@ -210,11 +210,15 @@ fn two_mib_alignment_cuts_whole_units_and_a_small_gain_falls_back_to_holes() {
     assert!(f.section_by_name(".nv_fatbin").is_some());
 }
 
-/// A C array holding `bytes`, 16-byte aligned, in `.data`.
+/// A C array holding `bytes`, 16-byte aligned, in `.data` (or the section `attrs` name).
 fn c_array(name: &str, bytes: &[u8]) -> String {
+    c_array_in(name, "", bytes)
+}
+
+fn c_array_in(name: &str, attrs: &str, bytes: &[u8]) -> String {
     let body: Vec<String> = bytes.iter().map(|b| b.to_string()).collect();
     format!(
-        "__attribute__((aligned(16))) unsigned char {name}[{}] = {{{}}};\n",
+        "__attribute__((aligned(16){attrs})) unsigned char {name}[{}] = {{{}}};\n",
         bytes.len(),
         body.join(",")
     )
@@ -252,7 +256,14 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         c_array("blob_all", &std::fs::read(fixture("kernels.fatbin")).unwrap())
             + &c_array("blob_120", &std::fs::read(&only120).unwrap())
             + &c_array("noise", &noise)
-            + "const unsigned char *blob(int i) { return i == 0 ? blob_all : i == 1 ? blob_120 : noise; }\n",
+            // A fatbin in .nv_fatbin that no wrapper registers (cuSPARSE 12.6 has one at
+            // the start of its .nv_fatbin, which its own code loads): it must not move.
+            + &c_array_in(
+                "pinned",
+                ", section(\".nv_fatbin\")",
+                &std::fs::read(fixture("kernels.fatbin")).unwrap(),
+            )
+            + "const unsigned char *blob(int i) { return i == 0 ? blob_all : i == 1 ? blob_120 : i == 2 ? pinned : noise; }\n",
     )
     .unwrap();
     let blobs = d.join("blobs.o");
@@ -263,9 +274,10 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         .arg(&blobs));
     assert_eq!(code, 0, "{err}");
     let lib = d.join("libcut.so");
-    let mut objs = fixture_objs()[1..].to_vec();
+    // First, so that the pinned fatbin starts the library's .nv_fatbin.
+    let mut objs = vec![blobs];
+    objs.extend(fixture_objs()[1..].to_vec());
     objs.extend(big_objects(d, 3));
-    objs.push(blobs);
     let (code, _, err) = gxx(None, &lib, &objs, &cuda, &["-shared"]);
     assert_eq!(code, 0, "{err}");
 
@@ -294,10 +306,10 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
             .any(|s| s.0 == ".nv_fatbin" && s.1 == "cudart"),
         "{before:?}"
     );
-    // Dropped in place: kernels.fatbin but its sm_90 entry, and all of the sm_120 one.
-    let in_place = std::fs::read(fixture("kernels.fatbin")).unwrap().len() as u64
+    // Dropped in place: kernels.fatbin but its sm_90 entry, and all of the sm_120 one (the
+    // pinned container's dropped bytes are freed with the others).
+    let in_place = std::fs::read(fixture("kernels.fatbin")).unwrap().len() as u64 - 8500
         + std::fs::read(&only120).unwrap().len() as u64
-        - 8500
         - 32;
     let out = prune_and_check(&lib, 4096, in_place, "embedded");
     assert_eq!(
@@ -330,4 +342,17 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
     let o = object::File::parse(&*orig).unwrap();
     let before_sym = o.symbols().find(|s| s.name() == Ok("blob_all")).unwrap();
     assert_eq!(sym.address(), before_sym.address());
+    // The pinned fatbin is where the library's code looks for it, pruned to sm_90.
+    let at = |f: &object::File, name: &str| {
+        let s = f.symbols().find(|s| s.name() == Ok(name)).unwrap();
+        let sec = f.section_by_name(".nv_fatbin").unwrap();
+        assert!(s.address() >= sec.address(), "{name} not in .nv_fatbin");
+        let (off, _) = sec.file_range().unwrap();
+        (s.address(), (off + s.address() - sec.address()) as usize)
+    };
+    let (addr, off) = at(&obj, "pinned");
+    assert_eq!(addr, at(&o, "pinned").0);
+    let (fb, _) = fatpack::fatbin::parse_one(&f[off..], 0).unwrap();
+    let archs: Vec<String> = fb.entries.iter().map(|e| e.arch_name()).collect();
+    assert_eq!(archs, ["sm_90"]);
 }
