@@ -17,26 +17,8 @@ SITE=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch
 echo "machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader), $(nproc) CPUs"
 echo "fatpack: $($F --version | head -1)"
 
-row() { printf '%-26s %-14s %11s %11s %11s %12s %12s %7s %8s %s\n' "$@"; }
-row file mode "size MB" "after MB" "du MB" "device B" "kept B" "secs" "peak MB" "readelf"
-# measure NAME INPUT ARGS...: one prune, one row; the output stays as $W/last.
-measure() {
-  local name=$1 in=$2; shift 2
-  rm -f "$W/last"
-  if ! /usr/bin/time -f "%e %M" -o "$W/time" "$F" prune "$@" "$in" -o "$W/last" 2>"$W/log"; then
-    echo "FAILED: prune $* $name: $(tail -2 "$W/log")"; return 1
-  fi
-  local secs kb; read -r secs kb < "$W/time"
-  local dev; dev=$(grep -o 'device code [0-9]* -> [0-9]*' "$W/log" | awk '{print $3, $5}')
-  # readelf's warnings about the output that it does not give about the input
-  local warn; warn=$(comm -13 <(readelf -aW "$in" 2>&1 >/dev/null | sort -u) \
-    <(readelf -aW "$W/last" 2>&1 >/dev/null | sort -u) | head -c 60)
-  local mb='{printf "%.1f", $1/1e6}'
-  row "$name" "$*" "$(stat -c %s "$in" | awk "$mb")" "$(stat -c %s "$W/last" | awk "$mb")" \
-    "$(du -B1 "$W/last" | cut -f1 | awk "$mb")" $dev "$secs" "$((kb / 1024))" "${warn:-clean}"
-  grep -o 'keeps its size: .*(' "$W/log" | head -c 200
-  return 0
-}
+# shellcheck source=bench/prune_measure.sh
+source "$root/bench/prune_measure.sh"
 
 # The toolkit's libraries: three prunes each; the --for 9.0 ones kept for the program.
 for base in cublas cublasLt cusparse cufft; do
