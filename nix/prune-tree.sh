@@ -6,7 +6,8 @@
 # Copies the tree SRC (a store path: a file or a folder) to DST and prunes, in the copy,
 # every ELF file that carries device code to what GPUs of compute capabilities CAPS
 # (`8.9,9.0`) run (`fatpack prune --for`): packed outputs lose the other capabilities' code
-# for real (their store is truncated), ordinary fat binaries have it zeroed (holes). Files
+# (their store is truncated), ordinary fat binaries have it cut out (the file shrinks; where
+# a layout cannot be cut, or for fatbins a library loads itself, it is zeroed: holes). Files
 # are never rewritten in place: each is pruned to a temp file and renamed over the copy.
 # References to SRC inside the copy (RUNPATHs, scripts, pkg-config files, symlinks) are
 # rewritten to DST, so the result does not keep the unpruned package alive; SRC and DST
