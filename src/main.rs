@@ -215,6 +215,27 @@ fn prune(
             r.absent.join(", ")
         );
     }
+    for f in &r.files {
+        eprintln!(
+            "fatpack prune: {}: {} -> {} bytes ({} of {} entries kept){}",
+            f.path,
+            f.size_before,
+            f.size_after,
+            f.report.entries_after,
+            f.report.entries_before,
+            if f.report.in_place.is_some() {
+                ", in place (holes)"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some((version, path)) = &r.wheel {
+        eprintln!(
+            "fatpack prune: wrote {} (version {version})",
+            path.display()
+        );
+    }
     eprintln!(
         "fatpack prune: {}: kept {} of {} entries; device code {} -> {} bytes",
         output.display(),

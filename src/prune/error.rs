@@ -65,6 +65,8 @@ pub enum PruneError {
     },
     #[error("{}: cutting the freed device code out of the file: {message} (a fatpack bug)", path.display())]
     Cut { path: PathBuf, message: String },
+    #[error("{}: {message}", path.display())]
+    Package { path: PathBuf, message: String },
     #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
     Grew(PathBuf),
     #[error(transparent)]

@@ -15,6 +15,7 @@
 mod cut;
 mod elf_inplace;
 mod error;
+mod package;
 mod packed;
 mod selection;
 
@@ -22,6 +23,7 @@ pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
 use error::io_at;
 pub use error::PruneError;
+pub use package::PackageFile;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -47,6 +49,10 @@ pub struct PruneReport {
     /// file: its size is unchanged (they are zeroed and punched out as holes, which copies
     /// and archives do not keep).
     pub in_place: Option<String>,
+    /// A folder or wheel: each file pruned in it, with its own report.
+    pub files: Vec<PackageFile>,
+    /// A wheel: its new version (the capabilities in its local label) and file name.
+    pub wheel: Option<(String, std::path::PathBuf)>,
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
@@ -169,16 +175,20 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
 }
 
 /// Prune `input` into `output`, keeping only `keep`.
+/// A folder or a wheel: every ELF file in it pruned (`package`).
 pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport, PruneError> {
     let same =
         output.exists() && std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok();
     if same {
         return Err(PruneError::OutputIsInput(input.to_path_buf()));
     }
+    if input.is_dir() {
+        return package::prune_tree(input, output, sel);
+    }
     let map = inputs::map_file(input)?;
-    let data: &[u8] = &map;
-    let kind = inputs::sniff(data);
-    let mut report = PruneReport::default();
+    if package::is_wheel(input, &map) {
+        return package::prune_wheel(input, &map, output, sel);
+    }
     let out_dir = output
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -187,6 +197,23 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
         .prefix(".fatpack-prune-")
         .tempfile_in(out_dir)
         .map_err(io_at(out_dir))?;
+    let (report, side) = prune_data(input, &map, sel, &mut tmp, output)?;
+    // The input's permissions (an executable stays executable), then the side file.
+    crate::packed::commit_output(tmp, input, output, side)?;
+    Ok(report)
+}
+
+/// Prunes one file (`input`, whose bytes are `data`) into `tmp`; a packed side-file
+/// output's new store goes beside `output`, and is returned to be committed after it.
+fn prune_data(
+    input: &Path,
+    data: &[u8],
+    sel: &Selection,
+    tmp: &mut tempfile::NamedTempFile,
+    output: &Path,
+) -> Result<(PruneReport, Option<cubin_store::AtomicStoreFile>), PruneError> {
+    let kind = inputs::sniff(data);
+    let mut report = PruneReport::default();
     let shown = input.display().to_string();
     let mut side = None;
     match kind {
@@ -226,12 +253,12 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
             let layout = scanned.sections.iter().find_map(|s| s.elf.clone());
             let cut = match layout.as_deref() {
                 Some(layout) => {
-                    cut::prune_cut(input, data, layout, &scanned, sel, &mut tmp, &mut report)?
+                    cut::prune_cut(input, data, layout, &scanned, sel, tmp, &mut report)?
                 }
                 None => Err(cut::Refused("it has no device sections".into())),
             };
             if let Err(cut::Refused(why)) = cut {
-                elf_inplace::prune_linked(input, data, &scanned, sel, &mut tmp, &mut report)?;
+                elf_inplace::prune_linked(input, data, &scanned, sel, tmp, &mut report)?;
                 report.in_place = Some(why);
             }
         }
@@ -268,9 +295,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     if report.entries_after == 0 {
         return Err(PruneError::NothingLeft(input.to_path_buf()));
     }
-    // The input's permissions (an executable stays executable), then the side file.
-    crate::packed::commit_output(tmp, input, output, side)?;
-    Ok(report)
+    Ok((report, side))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod integrations;
 mod ld_args;
 mod ld_pack;
 mod prune_cut;
+mod prune_package;
 mod prune_tail;
 mod repack;
 mod rewrite;

@@ -1,0 +1,516 @@
+//! `fatpack prune` over a whole package, one build shipped per GPU:
+//!
+//! - a folder (an installed prefix, a Nix output, a conda package's files): copied, every
+//!   ELF file with device code in it pruned, everything else (symlinks too) as it was;
+//! - a Python wheel: every ELF member pruned, `RECORD` rewritten (hashes and sizes), and the
+//!   capabilities recorded in the version's local label, `+cu130` -> `+cu130.sm90`, so that
+//!   the per-GPU wheels of one build can sit side by side in one index and be pinned
+//!   (`torch==2.11.0+cu130.sm90`). A local label is what PyTorch's own CUDA variants
+//!   already use and what every installer understands today; PEP 817's variant properties
+//!   (`nvidia :: sm_arch`) are a draft no installer reads yet.
+//!
+//! The output is built beside its destination and renamed into place only once whole; the
+//! input is never modified.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use super::{io_at, prune_data, PruneError, PruneReport, Selection};
+use crate::inputs::{self, FileKind};
+
+/// One file a package prune rewrote.
+#[derive(Debug)]
+pub struct PackageFile {
+    /// Its path inside the package.
+    pub path: String,
+    pub size_before: u64,
+    pub size_after: u64,
+    pub report: PruneReport,
+}
+
+/// Whether `data` (the file `input`) is a wheel: a zip file named `*.whl`.
+pub(super) fn is_wheel(input: &Path, data: &[u8]) -> bool {
+    input.extension().is_some_and(|e| e == "whl") && data.starts_with(b"PK\x03\x04")
+}
+
+/// Whether `data` is something prune rewrites: an ELF file or archive with device code.
+fn has_device_code(path: &Path, data: &[u8]) -> bool {
+    matches!(
+        inputs::sniff(data),
+        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable | FileKind::Archive
+    ) && inputs::scan_at(path, data, inputs::Depth::Spans)
+        .is_ok_and(|s| s.sections.iter().any(|d| !d.spans.is_empty()))
+}
+
+/// Prunes one member: `Some(new bytes)` if it has device code. `shown` names it in errors.
+fn prune_member(
+    shown: &Path,
+    data: &[u8],
+    sel: &Selection,
+    scratch: &Path,
+    out: &mut PruneReport,
+) -> Result<Option<Vec<u8>>, PruneError> {
+    if !has_device_code(shown, data) {
+        return Ok(None);
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .tempfile_in(scratch)
+        .map_err(io_at(scratch))?;
+    let (report, side) = prune_data(shown, data, sel, &mut tmp, &scratch.join("member"))?;
+    if side.is_some() {
+        return Err(PruneError::Package {
+            path: shown.to_path_buf(),
+            message: "a packed binary with a side-file store; prune it on its own".into(),
+        });
+    }
+    let bytes = std::fs::read(tmp.path()).map_err(io_at(tmp.path()))?;
+    *out = report;
+    Ok(Some(bytes))
+}
+
+/// A folder: copied to `output` (which must not exist) with every ELF file pruned.
+pub(super) fn prune_tree(
+    input: &Path,
+    output: &Path,
+    sel: &Selection,
+) -> Result<PruneReport, PruneError> {
+    if output.symlink_metadata().is_ok() {
+        return Err(PruneError::Package {
+            path: output.to_path_buf(),
+            message: "exists; a pruned folder is written only where nothing is".into(),
+        });
+    }
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let staging = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .tempdir_in(parent)
+        .map_err(io_at(parent))?;
+    let mut report = PruneReport::default();
+    copy_tree(input, input, staging.path(), sel, &mut report)?;
+    let staged = staging.keep();
+    std::fs::rename(&staged, output).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&staged);
+        PruneError::Io(crate::error::IoError {
+            path: output.to_path_buf(),
+            source: e,
+        })
+    })?;
+    Ok(report)
+}
+
+fn copy_tree(
+    root: &Path,
+    dir: &Path,
+    to: &Path,
+    sel: &Selection,
+    report: &mut PruneReport,
+) -> Result<(), PruneError> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io_at(dir))?
+        .collect::<Result<_, _>>()
+        .map_err(io_at(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let from = e.path();
+        let dest = to.join(e.file_name());
+        let meta = from.symlink_metadata().map_err(io_at(&from))?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&from).map_err(io_at(&from))?;
+            std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
+        } else if meta.is_dir() {
+            std::fs::create_dir(&dest).map_err(io_at(&dest))?;
+            copy_tree(root, &from, &dest, sel, report)?;
+            std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
+        } else {
+            let map = inputs::map_file(&from)?;
+            let mut one = PruneReport::default();
+            match prune_member(&from, &map, sel, to, &mut one)? {
+                Some(bytes) => {
+                    std::fs::write(&dest, &bytes).map_err(io_at(&dest))?;
+                    add(report, &from, root, meta.len(), bytes.len() as u64, one);
+                }
+                None => {
+                    std::fs::copy(&from, &dest).map_err(io_at(&dest))?;
+                }
+            }
+            std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds one pruned file to a package's report.
+fn add(
+    report: &mut PruneReport,
+    file: &Path,
+    root: &Path,
+    before: u64,
+    after: u64,
+    one: PruneReport,
+) {
+    report.entries_before += one.entries_before;
+    report.entries_after += one.entries_after;
+    report.bytes_before += one.bytes_before;
+    report.bytes_after += one.bytes_after;
+    for (cap, names) in &one.chosen {
+        for (name, n) in names {
+            *report
+                .chosen
+                .entry(*cap)
+                .or_default()
+                .entry(name.clone())
+                .or_default() += n;
+        }
+    }
+    report.files.push(PackageFile {
+        path: file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string(),
+        size_before: before,
+        size_after: after,
+        report: one,
+    });
+}
+
+/// The local version label that records what a wheel was pruned for.
+fn label(sel: &Selection) -> Option<String> {
+    match sel {
+        Selection::For(caps) => Some(
+            caps.iter()
+                .map(|c| format!("sm{c}"))
+                .collect::<Vec<_>>()
+                .join("."),
+        ),
+        Selection::Keep { targets, .. } => Some(
+            targets
+                .iter()
+                .map(|t| t.to_string().replace('_', ""))
+                .collect::<Vec<_>>()
+                .join("."),
+        ),
+        // Every GPU runs what it ran: the same version.
+        Selection::Dead => None,
+    }
+}
+
+/// `name,sha256=<urlsafe base64, no padding>,size`, as a wheel's RECORD lists a file.
+fn record_line(name: &str, data: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(data);
+    format!(
+        "{},sha256={},{}",
+        csv_field(name),
+        base64_url(&digest),
+        data.len()
+    )
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// URL-safe base64 without padding (RFC 4648 section 5), as PEP 376/427 hash RECORD entries.
+fn base64_url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = c
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..=c.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A wheel's `{name}-{version}.dist-info`, from its members' names.
+fn dist_info(names: &[String]) -> Option<(String, String)> {
+    let dir = names
+        .iter()
+        .find_map(|n| n.strip_suffix(".dist-info/WHEEL"))
+        .filter(|d| !d.contains('/'))?;
+    let (name, version) = dir.split_once('-')?;
+    Some((name.to_string(), version.to_string()))
+}
+
+fn wheel_error(path: &Path, message: impl Into<String>) -> PruneError {
+    PruneError::Package {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// A wheel: every ELF member pruned, RECORD rewritten, the version's local label extended.
+/// `output` is the new wheel, or a folder to write it into under its new name.
+pub(super) fn prune_wheel(
+    input: &Path,
+    data: &[u8],
+    output: &Path,
+    sel: &Selection,
+) -> Result<PruneReport, PruneError> {
+    let bad = |m: String| wheel_error(input, m);
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(data))
+        .map_err(|e| bad(format!("not a readable wheel: {e}")))?;
+    let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+    let Some((dist, version)) = dist_info(&names) else {
+        return Err(bad("no {name}-{version}.dist-info/WHEEL in it".into()));
+    };
+    let new_version = match label(sel) {
+        Some(l) if version.contains('+') => format!("{version}.{l}"),
+        Some(l) => format!("{version}+{l}"),
+        None => version.clone(),
+    };
+    let old_prefix = (
+        format!("{dist}-{version}.dist-info/"),
+        format!("{dist}-{version}.data/"),
+    );
+    let new_prefix = (
+        format!("{dist}-{new_version}.dist-info/"),
+        format!("{dist}-{new_version}.data/"),
+    );
+    let rename = |n: &str| -> String {
+        if let Some(rest) = n.strip_prefix(&old_prefix.0) {
+            format!("{}{rest}", new_prefix.0)
+        } else if let Some(rest) = n.strip_prefix(&old_prefix.1) {
+            format!("{}{rest}", new_prefix.1)
+        } else {
+            n.to_string()
+        }
+    };
+    // The wheel's file name carries its version, and installers check it.
+    let in_name = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let tags = in_name
+        .strip_suffix(".whl")
+        .and_then(|n| n.strip_prefix(&format!("{dist}-{version}-")))
+        .ok_or_else(|| bad(format!("its name does not start with {dist}-{version}-")))?;
+    let wheel_name = format!("{dist}-{new_version}-{tags}.whl");
+    let dest = if output.is_dir() {
+        output.join(&wheel_name)
+    } else if output.file_name().and_then(|n| n.to_str()) == Some(wheel_name.as_str()) {
+        output.to_path_buf()
+    } else {
+        return Err(wheel_error(
+            output,
+            format!("the pruned wheel must be called {wheel_name} (installers check the name against its version); name a folder to get it"),
+        ));
+    };
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let scratch = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .tempdir_in(parent)
+        .map_err(io_at(parent))?;
+    let mut report = PruneReport::default();
+    let mut members: Vec<(String, Vec<u8>, zip::write::SimpleFileOptions)> = Vec::new();
+    let mut record_name = None;
+    for i in 0..zip.len() {
+        let mut f = zip
+            .by_index(i)
+            .map_err(|e| bad(format!("member {i}: {e}")))?;
+        let name = f.name().to_string();
+        let mut bytes = Vec::with_capacity(f.size() as usize);
+        f.read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("{name}: {e}")))?;
+        let mut opts = zip::write::SimpleFileOptions::default()
+            .compression_method(f.compression())
+            .large_file(bytes.len() as u64 >= u32::MAX as u64);
+        if let Some(t) = f.last_modified() {
+            opts = opts.last_modified_time(t);
+        }
+        if let Some(mode) = f.unix_mode() {
+            opts = opts.unix_permissions(mode);
+        }
+        let is_dir = f.is_dir();
+        drop(f);
+        let new_name = rename(&name);
+        if is_dir {
+            members.push((new_name, Vec::new(), opts));
+            continue;
+        }
+        if name == format!("{}RECORD", old_prefix.0) {
+            record_name = Some(new_name.clone());
+            members.push((new_name, Vec::new(), opts));
+            continue;
+        }
+        // Signatures of the old RECORD would not hold.
+        if name.starts_with(&old_prefix.0)
+            && (name.ends_with("RECORD.jws") || name.ends_with("RECORD.p7s"))
+        {
+            continue;
+        }
+        if name == format!("{}METADATA", old_prefix.0) {
+            bytes = set_version(&bytes, &version, &new_version)
+                .ok_or_else(|| bad(format!("{name}: no Version: {version} line")))?;
+        }
+        let shown = input.join(&name);
+        let mut one = PruneReport::default();
+        if let Some(new) = prune_member(&shown, &bytes, sel, scratch.path(), &mut one)? {
+            add(
+                &mut report,
+                Path::new(&name),
+                Path::new(""),
+                bytes.len() as u64,
+                new.len() as u64,
+                one,
+            );
+            bytes = new;
+        }
+        members.push((new_name, bytes, opts));
+    }
+    let Some(record_name) = record_name else {
+        return Err(bad(format!("no {}RECORD in it", old_prefix.0)));
+    };
+    let mut record = String::new();
+    for (name, bytes, _) in &members {
+        if name.ends_with('/') {
+            continue;
+        }
+        match name == &record_name {
+            true => record.push_str(&format!("{},,\n", csv_field(name))),
+            false => record.push_str(&(record_line(name, bytes) + "\n")),
+        }
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .suffix(".whl")
+        .tempfile_in(parent)
+        .map_err(io_at(parent))?;
+    {
+        let mut w = zip::ZipWriter::new(tmp.as_file_mut());
+        for (name, bytes, opts) in &members {
+            let result = if name.ends_with('/') {
+                w.add_directory(name.as_str(), *opts)
+            } else {
+                w.start_file(name.as_str(), *opts)
+            };
+            result.map_err(|e| wheel_error(&dest, e.to_string()))?;
+            let body = if name == &record_name {
+                record.as_bytes()
+            } else {
+                bytes
+            };
+            w.write_all(body).map_err(io_at(&dest))?;
+        }
+        w.finish().map_err(|e| wheel_error(&dest, e.to_string()))?;
+    }
+    // Read back before it is committed: every member where it should be, RECORD true.
+    check_wheel(tmp.path(), &members, &record_name, &record).map_err(|m| wheel_error(&dest, m))?;
+    let perms = std::fs::metadata(input)
+        .map_err(io_at(input))?
+        .permissions();
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(io_at(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
+    tmp.persist(&dest).map_err(|e| {
+        PruneError::Io(crate::error::IoError {
+            path: dest.clone(),
+            source: e.error,
+        })
+    })?;
+    report.wheel = Some((new_version, dest));
+    Ok(report)
+}
+
+/// `METADATA` with its `Version:` line set to `new`.
+fn set_version(metadata: &[u8], old: &str, new: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(metadata).ok()?;
+    let line = format!("Version: {old}");
+    let at = text.lines().position(|l| l.trim_end() == line)?;
+    let out: Vec<String> = text
+        .split_inclusive('\n')
+        .enumerate()
+        .map(|(i, l)| match i == at {
+            true => l.replacen(&line, &format!("Version: {new}"), 1),
+            false => l.to_string(),
+        })
+        .collect();
+    Some(out.concat().into_bytes())
+}
+
+fn check_wheel(
+    path: &Path,
+    members: &[(String, Vec<u8>, zip::write::SimpleFileOptions)],
+    record_name: &str,
+    record: &str,
+) -> Result<(), String> {
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut zip = zip::ZipArchive::new(f).map_err(|e| format!("does not read back: {e}"))?;
+    let want: BTreeMap<&str, &[u8]> = members
+        .iter()
+        .map(|(n, b, _)| {
+            (
+                n.as_str(),
+                if n == record_name {
+                    record.as_bytes()
+                } else {
+                    b.as_slice()
+                },
+            )
+        })
+        .collect();
+    if zip.len() != want.len() {
+        return Err(format!(
+            "reads back {} members, not {}",
+            zip.len(),
+            want.len()
+        ));
+    }
+    for i in 0..zip.len() {
+        let mut m = zip.by_index(i).map_err(|e| e.to_string())?;
+        let mut got = Vec::new();
+        m.read_to_end(&mut got).map_err(|e| e.to_string())?;
+        if want.get(m.name()) != Some(&got.as_slice()) {
+            return Err(format!("{} does not read back as written", m.name()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_hashes_are_urlsafe_base64_without_padding() {
+        // sha256 of "" as pip writes it in RECORD.
+        assert_eq!(
+            record_line("a,b", b""),
+            "\"a,b\",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"
+        );
+        assert_eq!(base64_url(b"\xfb\xff"), "-_8");
+    }
+
+    #[test]
+    fn the_version_gets_a_local_label() {
+        let m = b"Metadata-Version: 2.1\nName: x\nVersion: 2.11.0+cu130\nSummary: s\n";
+        let out = set_version(m, "2.11.0+cu130", "2.11.0+cu130.sm90").unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Metadata-Version: 2.1\nName: x\nVersion: 2.11.0+cu130.sm90\nSummary: s\n"
+        );
+        assert_eq!(
+            label(&Selection::For(vec![80, 90])).as_deref(),
+            Some("sm80.sm90")
+        );
+        assert_eq!(label(&Selection::Dead), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! `fatpack prune` over a whole package: a folder (every ELF with device code pruned,
+//! the rest copied as it was) and a Python wheel (members pruned, RECORD rewritten, the
+//! capability in the version's local label), which pip installs and imports.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::*;
+
+/// A shared library with enough device code for the cut (the fixture kernels and three
+/// copies of the big ones), linked with static cudart: loading it registers its fatbins.
+fn fat_library(dir: &Path) -> PathBuf {
+    let mut objs = fixture_objs()[1..].to_vec();
+    for i in 0..3 {
+        let o = dir.join(format!("big{i}.o"));
+        let (code, _, err) = run(Command::new("objcopy")
+            .args(["--wildcard", "--localize-symbol=_Z*"])
+            .arg(fixture("big_kernels_all.o"))
+            .arg(&o));
+        assert_eq!(code, 0, "{err}");
+        objs.push(o);
+    }
+    let lib = dir.join("libcut.so");
+    let (code, _, err) = gxx(None, &lib, &objs, &cuda_lib(), &["-shared"]);
+    assert_eq!(code, 0, "{err}");
+    lib
+}
+
+fn prune_for(input: &Path, out: &Path) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--for", "9.0"])
+        .arg(input)
+        .arg("-o")
+        .arg(out));
+    (code, err)
+}
+
+fn archs(file: &Path) -> Vec<String> {
+    inspect_json(file)["per_arch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["arch"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_folder_is_copied_with_every_fat_binary_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("prefix");
+    std::fs::create_dir_all(src.join("lib")).unwrap();
+    std::fs::create_dir_all(src.join("bin")).unwrap();
+    let lib = fat_library(dir.path());
+    std::fs::copy(&lib, src.join("lib/libcut.so.1")).unwrap();
+    std::os::unix::fs::symlink("libcut.so.1", src.join("lib/libcut.so")).unwrap();
+    write_executable(&src.join("bin/tool.sh"), "#!/bin/sh\necho tool\n");
+    std::fs::write(src.join("README"), "not an ELF file\n").unwrap();
+    let out = dir.path().join("prefix-sm90");
+    let (code, err) = prune_for(&src, &out);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("lib/libcut.so.1: "), "{err}");
+    let (a, b) = (src.join("lib/libcut.so.1"), out.join("lib/libcut.so.1"));
+    assert!(
+        std::fs::metadata(&b).unwrap().len() < std::fs::metadata(&a).unwrap().len(),
+        "not smaller"
+    );
+    assert!(
+        archs(&b).iter().all(|a| a == "sm_90" || a == "compute_80"),
+        "{:?}",
+        archs(&b)
+    );
+    assert_eq!(
+        std::fs::read_link(out.join("lib/libcut.so")).unwrap(),
+        Path::new("libcut.so.1")
+    );
+    assert_eq!(
+        std::fs::read(out.join("README")).unwrap(),
+        b"not an ELF file\n"
+    );
+    assert_eq!(run(&mut Command::new(out.join("bin/tool.sh"))).1, "tool\n");
+    // A program linked against the pruned prefix runs.
+    let exe = dir.path().join("app");
+    let (code, _, err) = run(Command::new("g++")
+        .arg("-o")
+        .arg(&exe)
+        .arg(fixture("main.o"))
+        .arg(format!("-L{}", out.join("lib").display()))
+        .arg(format!("-Wl,-rpath,{}", out.join("lib").display()))
+        .arg("-lcut")
+        .arg(format!("-L{}", cuda_lib().display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    // An existing output is refused, and left as it was.
+    let (code, err) = prune_for(&src, &out);
+    assert_ne!(code, 0);
+    assert!(err.contains("exists"), "{err}");
+    assert!(out.join("README").exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".fatpack"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Writes a wheel `cutfix-1.0+cu130-py3-none-linux_x86_64.whl` holding `lib` and a module
+/// that loads it, RECORD and all, as a build backend would.
+fn make_wheel(dir: &Path, lib: &Path) -> PathBuf {
+    let wheel = dir.join("cutfix-1.0+cu130-py3-none-linux_x86_64.whl");
+    let script = r#"
+import base64, hashlib, sys, zipfile
+wheel, lib = sys.argv[1], sys.argv[2]
+files = {
+    "cutfix/__init__.py": b"import ctypes, os\nlib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libcut.so'))\n",
+    "cutfix/libcut.so": open(lib, "rb").read(),
+    "cutfix-1.0+cu130.dist-info/METADATA": b"Metadata-Version: 2.1\nName: cutfix\nVersion: 1.0+cu130\n",
+    "cutfix-1.0+cu130.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: py3-none-linux_x86_64\n",
+}
+record = ""
+for name, data in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record += f"{name},sha256={digest},{len(data)}\n"
+record += "cutfix-1.0+cu130.dist-info/RECORD,,\n"
+with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+    for name, data in files.items():
+        info = zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        info.compress_type = zipfile.ZIP_DEFLATED
+        z.writestr(info, data)
+    z.writestr("cutfix-1.0+cu130.dist-info/RECORD", record)
+"#;
+    let (code, _, err) = run(Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&wheel)
+        .arg(lib));
+    assert_eq!(code, 0, "{err}");
+    wheel
+}
+
+#[test]
+fn a_pruned_wheel_installs_with_pip_and_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fat_library(dir.path());
+    let wheel = make_wheel(dir.path(), &lib);
+    let out = dir.path().join("wheels");
+    std::fs::create_dir(&out).unwrap();
+    // A file name that does not carry the new version is refused: pip would reject it.
+    let (code, err) = prune_for(&wheel, &out.join("cutfix.whl"));
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("must be called cutfix-1.0+cu130.sm90-py3-none-linux_x86_64.whl"),
+        "{err}"
+    );
+    let (code, err) = prune_for(&wheel, &out);
+    assert_eq!(code, 0, "{err}");
+    let pruned = out.join("cutfix-1.0+cu130.sm90-py3-none-linux_x86_64.whl");
+    assert!(pruned.exists(), "{err}");
+    assert!(std::fs::metadata(&pruned).unwrap().len() < std::fs::metadata(&wheel).unwrap().len());
+    let names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    // pip installs it into a fresh venv (checking every RECORD hash), it imports, and the
+    // installed library holds only what a 9.0 GPU runs.
+    let venv = dir.path().join("venv");
+    let (code, _, err) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    assert_eq!(code, 0, "{err}");
+    let pip = venv.join("bin/pip");
+    let (code, _, err) = run(Command::new(&pip)
+        .args(["install", "--no-index", "--no-deps", "-q"])
+        .arg(&pruned));
+    assert_eq!(code, 0, "{err}");
+    let (code, out_text, err) = run(Command::new(&pip).arg("check"));
+    assert_eq!(code, 0, "{out_text}{err}");
+    let py = venv.join("bin/python");
+    let (code, out_text, err) = run(Command::new(&py).args([
+        "-c",
+        "import cutfix, importlib.metadata as m; print(m.version('cutfix'), cutfix.__file__)",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out_text.starts_with("1.0+cu130.sm90 "), "{out_text}");
+    let installed =
+        Path::new(out_text.split_whitespace().nth(1).unwrap()).with_file_name("libcut.so");
+    assert!(archs(&installed)
+        .iter()
+        .all(|a| a == "sm_90" || a == "compute_80"));
+    // Same input, same bytes.
+    let again = dir.path().join("again");
+    std::fs::create_dir(&again).unwrap();
+    assert_eq!(prune_for(&wheel, &again).0, 0);
+    assert_eq!(
+        std::fs::read(&pruned).unwrap(),
+        std::fs::read(again.join(pruned.file_name().unwrap())).unwrap()
+    );
+}
