@@ -31,24 +31,27 @@ for base in cublas cublasLt cusparse cufft; do
   mv "$W/last" "$W/p90/$soname"
 done
 
-# torch/lib, a copy: every library with device code pruned for 9.0 where it lies.
-cp -a "$SITE/torch" "$W/site/torch"
-for e in "$SITE"/*; do [ "$(basename "$e")" = torch ] || ln -s "$e" "$W/site/"; done
-lib=$W/site/torch/lib
-measure libtorch_cuda.so "$lib/libtorch_cuda.so" --dead
+# torch/lib: libtorch_cuda.so alone, then the whole torch package pruned for 9.0 as a folder
+# (`fatpack prune --for 9.0 torch -o copy`: every library with device code pruned, the rest
+# copied), into a site folder whose other packages link to the originals.
+lib=$SITE/torch/lib
+measure libtorch_cuda.so "$lib/libtorch_cuda.so" --for 9.0
 measure libtorch_cuda.so "$lib/libtorch_cuda.so" --for 8.0,9.0
-before=0; after=0; start=$(date +%s.%N)
-for f in "$lib"/*.so*; do
+measure libtorch_cuda.so "$lib/libtorch_cuda.so" --dead
+for e in "$SITE"/*; do [ "$(basename "$e")" = torch ] || ln -s "$e" "$W/site/"; done
+/usr/bin/time -f "%e s, peak %M KB" -o "$W/time" "$F" prune --for 9.0 "$SITE/torch" -o "$W/site/torch" 2>"$W/log" \
+  || { tail -3 "$W/log"; exit 1; }
+grep -E '^fatpack prune: lib/' "$W/log" | sed 's/^fatpack prune: /  /'
+tail -1 "$W/log"
+echo "torch folder prune: $(cat "$W/time")"
+plib=$W/site/torch/lib
+echo "torch/lib: $(du -sb --apparent-size "$lib" | cut -f1) -> $(du -sb --apparent-size "$plib" | cut -f1) bytes (apparent), du $(du -sB1 "$lib" | cut -f1) -> $(du -sB1 "$plib" | cut -f1)"
+for f in "$plib"/*.so*; do
   [ -L "$f" ] && continue
-  n=$("$F" inspect --json "$f" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["totals"]["entries"])' 2>/dev/null || echo 0)
-  [ "$n" -gt 0 ] || continue
-  measure "$(basename "$f")" "$f" --for 9.0 || continue
-  before=$((before + $(stat -c %s "$f"))); after=$((after + $(stat -c %s "$W/last")))
-  mv "$W/last" "$f"
+  w=$(comm -13 <(readelf -aW "$lib/$(basename "$f")" 2>&1 >/dev/null | sort -u) <(readelf -aW "$f" 2>&1 >/dev/null | sort -u) | head -c 80)
+  [ -z "$w" ] || echo "  readelf warns about $(basename "$f"): $w"
+  "$F" inspect "$f" >/dev/null 2>&1 || echo "  inspect fails on $(basename "$f")"
 done
-end=$(date +%s.%N)
-echo "torch/lib, libraries with device code: $before -> $after bytes ($(echo "$after $before" | awk '{printf "%.3f", $1/$2}')x), $(echo "$end $start" | awk '{printf "%.1f", $1-$2}') s"
-echo "torch/lib du --apparent-size after: $(du -sb --apparent-size "$lib" | cut -f1), du: $(du -sB1 "$lib" | cut -f1)"
 
 echo "== cuBLAS/cuBLASLt/cuSPARSE/cuFFT program, toolkit libraries vs pruned for 9.0"
 nvcc -O2 -arch=sm_90 -o "$W/cuda_libs" "$here/cuda_libs.cu" -lcublas -lcublasLt -lcusparse -lcufft || exit 1
