@@ -290,26 +290,7 @@ pub(super) fn prune_wheel(
             n.to_string()
         }
     };
-    // The wheel's file name carries its version, and installers check it.
-    let in_name = input
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
-    let tags = in_name
-        .strip_suffix(".whl")
-        .and_then(|n| n.strip_prefix(&format!("{dist}-{version}-")))
-        .ok_or_else(|| bad(format!("its name does not start with {dist}-{version}-")))?;
-    let wheel_name = format!("{dist}-{new_version}-{tags}.whl");
-    let dest = if output.is_dir() {
-        output.join(&wheel_name)
-    } else if output.file_name().and_then(|n| n.to_str()) == Some(wheel_name.as_str()) {
-        output.to_path_buf()
-    } else {
-        return Err(wheel_error(
-            output,
-            format!("the pruned wheel must be called {wheel_name} (installers check the name against its version); name a folder to get it"),
-        ));
-    };
+    let dest = wheel_destination(input, output, &dist, &version, &new_version)?;
     let parent = dest
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -388,6 +369,63 @@ pub(super) fn prune_wheel(
             false => record.push_str(&(record_line(name, bytes) + "\n")),
         }
     }
+    write_wheel(input, &dest, &members, &record_name, &record)?;
+    report.wheel = Some((new_version, dest));
+    Ok(report)
+}
+
+/// Where the pruned wheel goes: `output` itself if it carries the wheel's new name (which
+/// installers check against its version), or that name inside the folder `output`.
+fn wheel_destination(
+    input: &Path,
+    output: &Path,
+    dist: &str,
+    version: &str,
+    new_version: &str,
+) -> Result<std::path::PathBuf, PruneError> {
+    let in_name = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let tags = in_name
+        .strip_suffix(".whl")
+        .and_then(|n| n.strip_prefix(&format!("{dist}-{version}-")))
+        .ok_or_else(|| {
+            wheel_error(
+                input,
+                format!("its name does not start with {dist}-{version}-"),
+            )
+        })?;
+    let wheel_name = format!("{dist}-{new_version}-{tags}.whl");
+    if output.is_dir() {
+        Ok(output.join(&wheel_name))
+    } else if output.file_name().and_then(|n| n.to_str()) == Some(wheel_name.as_str()) {
+        Ok(output.to_path_buf())
+    } else {
+        Err(wheel_error(
+            output,
+            format!(
+                "the pruned wheel must be called {wheel_name} (installers check the name \
+                 against its version); name a folder to get it"
+            ),
+        ))
+    }
+}
+
+type Members = [(String, Vec<u8>, zip::write::SimpleFileOptions)];
+
+/// Writes the wheel beside `dest`, reads it back, and renames it into place.
+fn write_wheel(
+    input: &Path,
+    dest: &Path,
+    members: &Members,
+    record_name: &str,
+    record: &str,
+) -> Result<(), PruneError> {
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
         .prefix(".fatpack-prune-")
         .suffix(".whl")
@@ -395,24 +433,24 @@ pub(super) fn prune_wheel(
         .map_err(io_at(parent))?;
     {
         let mut w = zip::ZipWriter::new(tmp.as_file_mut());
-        for (name, bytes, opts) in &members {
+        for (name, bytes, opts) in members {
             let result = if name.ends_with('/') {
                 w.add_directory(name.as_str(), *opts)
             } else {
                 w.start_file(name.as_str(), *opts)
             };
-            result.map_err(|e| wheel_error(&dest, e.to_string()))?;
-            let body = if name == &record_name {
+            result.map_err(|e| wheel_error(dest, e.to_string()))?;
+            let body = if name == record_name {
                 record.as_bytes()
             } else {
                 bytes
             };
-            w.write_all(body).map_err(io_at(&dest))?;
+            w.write_all(body).map_err(io_at(dest))?;
         }
-        w.finish().map_err(|e| wheel_error(&dest, e.to_string()))?;
+        w.finish().map_err(|e| wheel_error(dest, e.to_string()))?;
     }
     // Read back before it is committed: every member where it should be, RECORD true.
-    check_wheel(tmp.path(), &members, &record_name, &record).map_err(|m| wheel_error(&dest, m))?;
+    check_wheel(tmp.path(), members, record_name, record).map_err(|m| wheel_error(dest, m))?;
     let perms = std::fs::metadata(input)
         .map_err(io_at(input))?
         .permissions();
@@ -420,14 +458,13 @@ pub(super) fn prune_wheel(
         .set_permissions(perms)
         .map_err(io_at(tmp.path()))?;
     tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
-    tmp.persist(&dest).map_err(|e| {
+    tmp.persist(dest).map_err(|e| {
         PruneError::Io(crate::error::IoError {
-            path: dest.clone(),
+            path: dest.to_path_buf(),
             source: e.error,
         })
     })?;
-    report.wheel = Some((new_version, dest));
-    Ok(report)
+    Ok(())
 }
 
 /// `METADATA` with its `Version:` line set to `new`.
@@ -448,7 +485,7 @@ fn set_version(metadata: &[u8], old: &str, new: &str) -> Option<Vec<u8>> {
 
 fn check_wheel(
     path: &Path,
-    members: &[(String, Vec<u8>, zip::write::SimpleFileOptions)],
+    members: &Members,
     record_name: &str,
     record: &str,
 ) -> Result<(), String> {
