@@ -63,20 +63,14 @@ pub fn select(cap: u32, entries: &[EntryId]) -> Option<usize> {
     best.map(|(i, _)| i)
 }
 
-/// Every compute capability a GPU has had (CUDA 13's targets and the older ones), then 999
-/// for any GPU to come, which can only JIT the newest plain PTX. A future minor revision of a
-/// major listed here chooses as the newest listed one does (the highest SASS of its major,
-/// `a` entries only on their own device), so this list decides what any GPU would choose.
-pub const EVERY_CAPABILITY: &[u32] = &[
-    50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121, 999,
-];
-
-/// Which of a module's entries some GPU would load ([`select`] over [`EVERY_CAPABILITY`]);
-/// the others are dead weight: shadowed, for every GPU that could run them, by a better
-/// entry of the same module.
+/// Which of a module's entries some GPU would load ([`select`] for every capability from
+/// 1.0 to 99.9, real or not, so that an entry a future GPU could pick counts as live: a
+/// build with sm_107 SASS is not called dead because 10.7 is missing from some list); the
+/// others are dead weight: shadowed, for every GPU that could run them, by a better entry
+/// of the same module.
 pub fn live(entries: &[EntryId]) -> Vec<bool> {
     let mut live = vec![false; entries.len()];
-    for &cap in EVERY_CAPABILITY {
+    for cap in 10..1000 {
         if let Some(i) = select(cap, entries) {
             live[i] = true;
         }
@@ -201,6 +195,8 @@ mod tests {
         // the f build; sm_90a lives on its own device, compute_90 on 9.x others and beyond.
         assert_eq!(dead, ["compute_80", "sm_120"]);
         assert!(live(&[c("compute_75")]).iter().all(|&l| l));
+        // An arch no list names is still a GPU that would load it.
+        assert_eq!(live(&[c("sm_100f"), c("sm_107")]), [true, true]);
     }
 
     #[test]
