@@ -54,12 +54,49 @@ struct Plan {
     tail: Option<u64>,
     /// Every moved segment and section stays aligned: the shift is a multiple of this.
     align: u64,
+    /// The device sections packed together ([`last_run`]); the others are pruned in place.
+    run: Vec<usize>,
 }
 
-/// The device sections the cut packs together: those registered through wrappers, whose
-/// pointers it can redirect (not fatbins embedded in the program's own data).
-fn movable(scanned: &Scanned) -> impl Iterator<Item = &DeviceSection> {
-    scanned.sections.iter().filter(|d| !d.embedded)
+/// The device sections the cut packs together (`run`, section indices).
+fn movable<'a>(scanned: &'a Scanned, run: &'a [usize]) -> impl Iterator<Item = &'a DeviceSection> {
+    scanned
+        .sections
+        .iter()
+        .filter(|d| run.contains(&d.section_index))
+}
+
+/// The device sections to pack together: those registered through wrappers (not fatbins
+/// embedded in the program's own data), and of those the last run with no other section
+/// between them (libtorch_nvshmem.so has a `.nvHRCE` between two): the ones before it are
+/// pruned where they are.
+fn last_run(layout: &Layout, scanned: &Scanned) -> Vec<usize> {
+    let mut secs: Vec<&DeviceSection> = scanned.sections.iter().filter(|d| !d.embedded).collect();
+    secs.sort_by_key(|d| d.file_offset);
+    let between = |lo: u64, hi: u64| {
+        layout.sections.iter().enumerate().any(|(i, s)| {
+            let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
+            !scanned
+                .sections
+                .iter()
+                .any(|d| d.section_index == i && !d.embedded)
+                && s.sh_type.get(LE) != elf::SHT_NOBITS
+                && size > 0
+                && off < hi
+                && off + size > lo
+        })
+    };
+    let mut start = secs.len();
+    while start > 0 {
+        if start < secs.len() {
+            let (a, b) = (secs[start - 1], secs[start]);
+            if between(a.file_offset + a.section_size, b.file_offset) {
+                break;
+            }
+        }
+        start -= 1;
+    }
+    secs[start..].iter().map(|d| d.section_index).collect()
 }
 
 fn load(p: &Phdr) -> bool {
@@ -73,8 +110,9 @@ fn file_end(p: &Phdr) -> u64 {
 /// Decides where to cut `layout` (a linked ELF file whose device sections are `scanned`).
 fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     let refuse = |m: String| Err(Refused(m));
-    let device: Vec<usize> = movable(scanned).map(|d| d.section_index).collect();
-    let Some(from) = movable(scanned).map(|d| d.file_offset).min() else {
+    let run = last_run(layout, scanned);
+    let device = run.clone();
+    let Some(from) = movable(scanned, &run).map(|d| d.file_offset).min() else {
         let names: Vec<&str> = scanned
             .sections
             .iter()
@@ -85,7 +123,7 @@ fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
             names.join(", ")
         ));
     };
-    let dev_end = movable(scanned)
+    let dev_end = movable(scanned, &run)
         .map(|d| d.file_offset + d.section_size)
         .max()
         .unwrap_or(from);
@@ -163,6 +201,7 @@ fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
         resume,
         tail,
         align,
+        run,
     })
 }
 
@@ -204,7 +243,7 @@ fn compact(
 ) -> Result<Compacted, PruneError> {
     let p = &layout.segments[cut.seg];
     let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
-    let mut secs: Vec<_> = movable(scanned).collect();
+    let mut secs: Vec<_> = movable(scanned, &cut.run).collect();
     secs.sort_by_key(|d| d.file_offset);
     let mut c = Compacted {
         body: Vec::new(),
@@ -301,7 +340,7 @@ pub(super) fn prune_cut(
     };
     let p = &layout.segments[cut.seg];
     let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
-    let containers: std::collections::BTreeSet<u64> = movable(scanned)
+    let containers: std::collections::BTreeSet<u64> = movable(scanned, &cut.run)
         .flat_map(|d| {
             d.spans
                 .iter()
@@ -361,8 +400,13 @@ pub(super) fn prune_cut(
         )));
     }
     move_symbols(layout, &c, &mut r);
-    // Fatbins embedded in the program's data stay where its code expects them.
-    let embedded: Vec<&DeviceSection> = scanned.sections.iter().filter(|d| d.embedded).collect();
+    // Fatbins embedded in the program's data stay where its code expects them, and so do
+    // device sections before the packed run.
+    let embedded: Vec<&DeviceSection> = scanned
+        .sections
+        .iter()
+        .filter(|d| !cut.run.contains(&d.section_index))
+        .collect();
     for d in &embedded {
         r.patched
             .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));

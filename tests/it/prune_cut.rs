@@ -258,12 +258,20 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
             + &c_array("noise", &noise)
             // A fatbin in .nv_fatbin that no wrapper registers (cuSPARSE 12.6 has one at
             // the start of its .nv_fatbin, which its own code loads): it must not move.
+            // Device code before another section (libtorch_nvshmem.so: __nv_relfatbin,
+            // then .nvHRCE, then .nv_fatbin): the cut packs the last run, this stays.
+            + &c_array_in(
+                "relfat",
+                ", section(\"__nv_relfatbin\")",
+                &std::fs::read(fixture("kernels.fatbin")).unwrap(),
+            )
+            + &c_array_in("hrce", ", section(\".nvHRCE\")", &[1, 2, 3, 4])
             + &c_array_in(
                 "pinned",
                 ", section(\".nv_fatbin\")",
                 &std::fs::read(fixture("kernels.fatbin")).unwrap(),
             )
-            + "const unsigned char *blob(int i) { return i == 0 ? blob_all : i == 1 ? blob_120 : i == 2 ? pinned : noise; }\n",
+            + "const unsigned char *blob(int i) { return i == 0 ? blob_all : i == 1 ? blob_120 : i == 2 ? pinned : i == 3 ? relfat : i == 4 ? hrce : noise; }\n",
     )
     .unwrap();
     let blobs = d.join("blobs.o");
@@ -308,7 +316,7 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
     );
     // Dropped in place: kernels.fatbin but its sm_90 entry, and all of the sm_120 one (the
     // pinned container's dropped bytes are freed with the others).
-    let in_place = std::fs::read(fixture("kernels.fatbin")).unwrap().len() as u64 - 8500
+    let in_place = 2 * (std::fs::read(fixture("kernels.fatbin")).unwrap().len() as u64 - 8500)
         + std::fs::read(&only120).unwrap().len() as u64
         - 32;
     let out = prune_and_check(&lib, 4096, in_place, "embedded");
@@ -350,6 +358,21 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         let (off, _) = sec.file_range().unwrap();
         (s.address(), (off + s.address() - sec.address()) as usize)
     };
+    // So is the device code before .nvHRCE, pruned where it is.
+    let relfat = obj
+        .section_by_name("__nv_relfatbin")
+        .expect("__nv_relfatbin");
+    let hrce = obj.section_by_name(".nvHRCE").expect(".nvHRCE");
+    assert!(
+        relfat.address() < hrce.address(),
+        "layout: __nv_relfatbin, .nvHRCE, ..."
+    );
+    assert_eq!(
+        relfat.address(),
+        o.section_by_name("__nv_relfatbin").unwrap().address()
+    );
+    let (fb, _) = fatpack::fatbin::parse_one(relfat.data().unwrap(), 0).unwrap();
+    assert_eq!(fb.entries.len(), 1);
     let (addr, off) = at(&obj, "pinned");
     assert_eq!(addr, at(&o, "pinned").0);
     let (fb, _) = fatpack::fatbin::parse_one(&f[off..], 0).unwrap();
