@@ -12,7 +12,6 @@
 //! The output is built beside its destination and renamed into place only once whole; the
 //! input is never modified.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -201,15 +200,8 @@ fn label(sel: &Selection) -> Option<String> {
 }
 
 /// `name,sha256=<urlsafe base64, no padding>,size`, as a wheel's RECORD lists a file.
-fn record_line(name: &str, data: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(data);
-    format!(
-        "{},sha256={},{}",
-        csv_field(name),
-        base64_url(&digest),
-        data.len()
-    )
+fn record_line(name: &str, digest: &[u8; 32], size: u64) -> String {
+    format!("{},sha256={},{size}", csv_field(name), base64_url(digest))
 }
 
 fn csv_field(s: &str) -> String {
@@ -254,7 +246,9 @@ fn wheel_error(path: &Path, message: impl Into<String>) -> PruneError {
 }
 
 /// A wheel: every ELF member pruned, RECORD rewritten, the version's local label extended.
-/// `output` is the new wheel, or a folder to write it into under its new name.
+/// `output` is the new wheel, or a folder to write it into under its new name. Members are
+/// read, pruned and written one at a time (a torch wheel unpacks to gigabytes); `RECORD`
+/// is written last, from what was written.
 pub(super) fn prune_wheel(
     input: &Path,
     data: &[u8],
@@ -273,23 +267,25 @@ pub(super) fn prune_wheel(
         Some(l) => format!("{version}+{l}"),
         None => version.clone(),
     };
-    let old_prefix = (
-        format!("{dist}-{version}.dist-info/"),
-        format!("{dist}-{version}.data/"),
-    );
-    let new_prefix = (
-        format!("{dist}-{new_version}.dist-info/"),
-        format!("{dist}-{new_version}.data/"),
-    );
+    let renames = [
+        (
+            format!("{dist}-{version}.dist-info/"),
+            format!("{dist}-{new_version}.dist-info/"),
+        ),
+        (
+            format!("{dist}-{version}.data/"),
+            format!("{dist}-{new_version}.data/"),
+        ),
+    ];
     let rename = |n: &str| -> String {
-        if let Some(rest) = n.strip_prefix(&old_prefix.0) {
-            format!("{}{rest}", new_prefix.0)
-        } else if let Some(rest) = n.strip_prefix(&old_prefix.1) {
-            format!("{}{rest}", new_prefix.1)
-        } else {
-            n.to_string()
+        for (old, new) in &renames {
+            if let Some(rest) = n.strip_prefix(old.as_str()) {
+                return format!("{new}{rest}");
+            }
         }
+        n.to_string()
     };
+    let (old_info, record_name) = (&renames[0].0, format!("{}RECORD", renames[0].1));
     let dest = wheel_destination(input, output, &dist, &version, &new_version)?;
     let parent = dest
         .parent()
@@ -299,9 +295,16 @@ pub(super) fn prune_wheel(
         .prefix(".fatpack-prune-")
         .tempdir_in(parent)
         .map_err(io_at(parent))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".fatpack-prune-")
+        .suffix(".whl")
+        .tempfile_in(parent)
+        .map_err(io_at(parent))?;
     let mut report = PruneReport::default();
-    let mut members: Vec<(String, Vec<u8>, zip::write::SimpleFileOptions)> = Vec::new();
-    let mut record_name = None;
+    let mut written: Vec<(String, Option<[u8; 32]>, u64)> = Vec::new();
+    let mut record_opts = None;
+    let zip_error = |e: zip::result::ZipError| wheel_error(&dest, e.to_string());
+    let mut w = zip::ZipWriter::new(tmp.as_file_mut());
     for i in 0..zip.len() {
         let mut f = zip
             .by_index(i)
@@ -310,9 +313,7 @@ pub(super) fn prune_wheel(
         let mut bytes = Vec::with_capacity(f.size() as usize);
         f.read_to_end(&mut bytes)
             .map_err(|e| bad(format!("{name}: {e}")))?;
-        let mut opts = zip::write::SimpleFileOptions::default()
-            .compression_method(f.compression())
-            .large_file(bytes.len() as u64 >= u32::MAX as u64);
+        let mut opts = zip::write::SimpleFileOptions::default().compression_method(f.compression());
         if let Some(t) = f.last_modified() {
             opts = opts.last_modified_time(t);
         }
@@ -323,55 +324,85 @@ pub(super) fn prune_wheel(
         drop(f);
         let new_name = rename(&name);
         if is_dir {
-            members.push((new_name, Vec::new(), opts));
+            w.add_directory(new_name.as_str(), opts)
+                .map_err(zip_error)?;
+            written.push((new_name, None, 0));
             continue;
         }
-        if name == format!("{}RECORD", old_prefix.0) {
-            record_name = Some(new_name.clone());
-            members.push((new_name, Vec::new(), opts));
+        if new_name == record_name {
+            record_opts = Some(opts);
             continue;
         }
         // Signatures of the old RECORD would not hold.
-        if name.starts_with(&old_prefix.0)
+        if name.starts_with(old_info.as_str())
             && (name.ends_with("RECORD.jws") || name.ends_with("RECORD.p7s"))
         {
             continue;
         }
-        if name == format!("{}METADATA", old_prefix.0) {
+        if name == format!("{old_info}METADATA") {
             bytes = set_version(&bytes, &version, &new_version)
                 .ok_or_else(|| bad(format!("{name}: no Version: {version} line")))?;
         }
-        let shown = input.join(&name);
         let mut one = PruneReport::default();
-        if let Some(new) = prune_member(&shown, &bytes, sel, scratch.path(), &mut one)? {
+        if let Some(new) = prune_member(&input.join(&name), &bytes, sel, scratch.path(), &mut one)?
+        {
+            let (before, after) = (bytes.len() as u64, new.len() as u64);
             add(
                 &mut report,
                 Path::new(&name),
                 Path::new(""),
-                bytes.len() as u64,
-                new.len() as u64,
+                before,
+                after,
                 one,
             );
             bytes = new;
         }
-        members.push((new_name, bytes, opts));
+        let opts = opts.large_file(bytes.len() as u64 >= u64::from(u32::MAX));
+        w.start_file(new_name.as_str(), opts).map_err(zip_error)?;
+        w.write_all(&bytes).map_err(io_at(&dest))?;
+        written.push((new_name, Some(sha256(&bytes)), bytes.len() as u64));
     }
-    let Some(record_name) = record_name else {
-        return Err(bad(format!("no {}RECORD in it", old_prefix.0)));
+    let Some(record_opts) = record_opts else {
+        return Err(bad(format!("no {old_info}RECORD in it")));
     };
     let mut record = String::new();
-    for (name, bytes, _) in &members {
-        if name.ends_with('/') {
-            continue;
-        }
-        match name == &record_name {
-            true => record.push_str(&format!("{},,\n", csv_field(name))),
-            false => record.push_str(&(record_line(name, bytes) + "\n")),
+    for (name, digest, size) in &written {
+        if let Some(d) = digest {
+            record.push_str(&(record_line(name, d, *size) + "\n"));
         }
     }
-    write_wheel(input, &dest, &members, &record_name, &record)?;
+    record.push_str(&format!("{},,\n", csv_field(&record_name)));
+    w.start_file(record_name.as_str(), record_opts)
+        .map_err(zip_error)?;
+    w.write_all(record.as_bytes()).map_err(io_at(&dest))?;
+    written.push((
+        record_name,
+        Some(sha256(record.as_bytes())),
+        record.len() as u64,
+    ));
+    w.finish().map_err(zip_error)?;
+    // Read back before it is committed: every member there, with the bytes RECORD says.
+    check_wheel(tmp.path(), &written).map_err(|m| wheel_error(&dest, m))?;
+    let perms = std::fs::metadata(input)
+        .map_err(io_at(input))?
+        .permissions();
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(io_at(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
+    tmp.persist(&dest).map_err(|e| {
+        PruneError::Io(crate::error::IoError {
+            path: dest.clone(),
+            source: e.error,
+        })
+    })?;
     report.wheel = Some((new_version, dest));
     Ok(report)
+}
+
+fn sha256(data: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).into()
 }
 
 /// Where the pruned wheel goes: `output` itself if it carries the wheel's new name (which
@@ -412,61 +443,6 @@ fn wheel_destination(
     }
 }
 
-type Members = [(String, Vec<u8>, zip::write::SimpleFileOptions)];
-
-/// Writes the wheel beside `dest`, reads it back, and renames it into place.
-fn write_wheel(
-    input: &Path,
-    dest: &Path,
-    members: &Members,
-    record_name: &str,
-    record: &str,
-) -> Result<(), PruneError> {
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .suffix(".whl")
-        .tempfile_in(parent)
-        .map_err(io_at(parent))?;
-    {
-        let mut w = zip::ZipWriter::new(tmp.as_file_mut());
-        for (name, bytes, opts) in members {
-            let result = if name.ends_with('/') {
-                w.add_directory(name.as_str(), *opts)
-            } else {
-                w.start_file(name.as_str(), *opts)
-            };
-            result.map_err(|e| wheel_error(dest, e.to_string()))?;
-            let body = if name == record_name {
-                record.as_bytes()
-            } else {
-                bytes
-            };
-            w.write_all(body).map_err(io_at(dest))?;
-        }
-        w.finish().map_err(|e| wheel_error(dest, e.to_string()))?;
-    }
-    // Read back before it is committed: every member where it should be, RECORD true.
-    check_wheel(tmp.path(), members, record_name, record).map_err(|m| wheel_error(dest, m))?;
-    let perms = std::fs::metadata(input)
-        .map_err(io_at(input))?
-        .permissions();
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(io_at(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
-    tmp.persist(dest).map_err(|e| {
-        PruneError::Io(crate::error::IoError {
-            path: dest.to_path_buf(),
-            source: e.error,
-        })
-    })?;
-    Ok(())
-}
-
 /// `METADATA` with its `Version:` line set to `new`.
 fn set_version(metadata: &[u8], old: &str, new: &str) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(metadata).ok()?;
@@ -483,40 +459,25 @@ fn set_version(metadata: &[u8], old: &str, new: &str) -> Option<Vec<u8>> {
     Some(out.concat().into_bytes())
 }
 
-fn check_wheel(
-    path: &Path,
-    members: &Members,
-    record_name: &str,
-    record: &str,
-) -> Result<(), String> {
+fn check_wheel(path: &Path, written: &[(String, Option<[u8; 32]>, u64)]) -> Result<(), String> {
     let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut zip = zip::ZipArchive::new(f).map_err(|e| format!("does not read back: {e}"))?;
-    let want: BTreeMap<&str, &[u8]> = members
-        .iter()
-        .map(|(n, b, _)| {
-            (
-                n.as_str(),
-                if n == record_name {
-                    record.as_bytes()
-                } else {
-                    b.as_slice()
-                },
-            )
-        })
-        .collect();
-    if zip.len() != want.len() {
+    if zip.len() != written.len() {
         return Err(format!(
             "reads back {} members, not {}",
             zip.len(),
-            want.len()
+            written.len()
         ));
     }
-    for i in 0..zip.len() {
+    for (i, (name, digest, size)) in written.iter().enumerate() {
         let mut m = zip.by_index(i).map_err(|e| e.to_string())?;
         let mut got = Vec::new();
         m.read_to_end(&mut got).map_err(|e| e.to_string())?;
-        if want.get(m.name()) != Some(&got.as_slice()) {
-            return Err(format!("{} does not read back as written", m.name()));
+        let same = m.name() == name
+            && got.len() as u64 == *size
+            && digest.map_or(true, |d| sha256(&got) == d);
+        if !same {
+            return Err(format!("{name} does not read back as written"));
         }
     }
     Ok(())
@@ -530,7 +491,7 @@ mod tests {
     fn record_hashes_are_urlsafe_base64_without_padding() {
         // sha256 of "" as pip writes it in RECORD.
         assert_eq!(
-            record_line("a,b", b""),
+            record_line("a,b", &sha256(b""), 0),
             "\"a,b\",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"
         );
         assert_eq!(base64_url(b"\xfb\xff"), "-_8");
