@@ -344,8 +344,9 @@ pub(super) fn prune_wheel(
                 .ok_or_else(|| bad(format!("{name}: no Version: {version} line")))?;
         }
         let mut one = PruneReport::default();
-        if let Some(new) = prune_member(&input.join(&name), &bytes, sel, scratch.path(), &mut one)?
-        {
+        let pruned = prune_member(&input.join(&name), &bytes, sel, scratch.path(), &mut one)?;
+        let changed = pruned.is_some() || name.ends_with("/METADATA");
+        if let Some(new) = pruned {
             let (before, after) = (bytes.len() as u64, new.len() as u64);
             add(
                 &mut report,
@@ -357,9 +358,18 @@ pub(super) fn prune_wheel(
             );
             bytes = new;
         }
-        let opts = opts.large_file(bytes.len() as u64 >= u64::from(u32::MAX));
-        w.start_file(new_name.as_str(), opts).map_err(zip_error)?;
-        w.write_all(&bytes).map_err(io_at(&dest))?;
+        if changed {
+            let opts = opts.large_file(bytes.len() as u64 >= u64::from(u32::MAX));
+            w.start_file(new_name.as_str(), opts).map_err(zip_error)?;
+            w.write_all(&bytes).map_err(io_at(&dest))?;
+        } else {
+            // As it was, compressed bytes and all: only what changed is compressed again.
+            let raw = zip
+                .by_index_raw(i)
+                .map_err(|e| bad(format!("{name}: {e}")))?;
+            w.raw_copy_file_rename(raw, new_name.as_str())
+                .map_err(zip_error)?;
+        }
         written.push((new_name, Some(sha256(&bytes)), bytes.len() as u64));
     }
     let Some(record_opts) = record_opts else {

@@ -45,8 +45,22 @@ fn elflint(file: &Path) -> BTreeSet<String> {
         .arg(file));
     out.lines()
         .chain(err.lines())
-        .map(|l| l.replace(&*file.to_string_lossy(), "FILE"))
+        .map(|l| without_segment_numbers(&l.replace(&*file.to_string_lossy(), "FILE")))
         .collect()
+}
+
+/// `loadable segment [9] is ...` -> `loadable segment [] is ...`: the cut adds a segment, so
+/// the same complaint about the same segment may carry another number.
+fn without_segment_numbers(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("segment [") {
+        let (head, tail) = rest.split_at(at + "segment [".len());
+        out.push_str(head);
+        rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The device bytes a prune dropped, from its report.
