@@ -413,7 +413,7 @@ pub(super) fn prune_cut(
     }
     let (resume, shift) = (r.resume, r.shift);
     let at = move |o: u64| if o >= resume { o - shift } else { o };
-    super::elf_inplace::prune_in_place(
+    let zeroed = super::elf_inplace::prune_in_place(
         input,
         &mut r.out,
         embedded.iter().copied(),
@@ -429,6 +429,7 @@ pub(super) fn prune_cut(
     verify(input, data, layout, &r, &c, containers).map_err(bad)?;
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&r.out).map_err(io_at(&path))?;
+    super::elf_inplace::punch_holes(tmp.as_file(), &zeroed);
     *report = PruneReport {
         absent: std::mem::take(&mut report.absent),
         ..trial

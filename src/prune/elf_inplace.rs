@@ -68,7 +68,7 @@ pub(super) fn prune_in_place<'a>(
 
 /// Give the zeroed ranges back to the filesystem where it supports holes (best effort: the
 /// bytes read as zeros either way).
-fn punch_holes(file: &File, ranges: &[(usize, usize)]) {
+pub(super) fn punch_holes(file: &File, ranges: &[(usize, usize)]) {
     use std::os::unix::io::AsRawFd;
     const PAGE: usize = 4096;
     for &(s, e) in ranges {
