@@ -61,6 +61,19 @@ LD_LIBRARY_PATH=$W/p90 "$W/cuda_libs" "$W/p90.bin" > "$W/p90.txt" || { cat "$W/p
 paste -d'|' "$W/orig.txt" "$W/p90.txt" | sed 's/|/   | pruned: /'
 cmp "$W/orig.bin" "$W/p90.bin" && echo "program results identical ($(stat -c %s "$W/orig.bin") bytes)"
 
+echo "== cuFFT with a load callback, static: libcufft_static.a vs the archive pruned for 9.0"
+if [ -f "$CUDA/lib64/libcufft_static.a" ]; then
+  mkdir -p "$W/static"
+  measure libcufft_static.a "$CUDA/lib64/libcufft_static.a" --for 9.0 && mv "$W/last" "$W/static/libcufft_static.a"
+  nvcc -O2 -arch=sm_90 -rdc=true -o "$W/cb_orig" "$here/cufft_callback.cu" -L"$CUDA/lib64" -lcufft_static -lculibos \
+    && nvcc -O2 -arch=sm_90 -rdc=true -o "$W/cb_p90" "$here/cufft_callback.cu" -L"$W/static" -L"$CUDA/lib64" -lcufft_static -lculibos \
+    && "$W/cb_orig" "$W/cb_orig.bin" && "$W/cb_p90" "$W/cb_p90.bin" \
+    && ls -la "$W/cb_orig" "$W/cb_p90" | awk '{print "  " $5, $NF}' \
+    && cmp "$W/cb_orig.bin" "$W/cb_p90.bin" && echo "callback results identical"
+else
+  echo "no libcufft_static.a in $CUDA/lib64"
+fi
+
 echo "== torch ops, the wheel's torch/lib vs pruned for 9.0"
 python3 "$here/torch_ops.py" "$W/t_orig.pt" || exit 1
 PYTHONPATH=$W/site python3 "$here/torch_ops.py" "$W/t_p90.pt" || exit 1
