@@ -306,22 +306,7 @@ pub(super) fn prune_wheel(
     let zip_error = |e: zip::result::ZipError| wheel_error(&dest, e.to_string());
     let mut w = zip::ZipWriter::new(tmp.as_file_mut());
     for i in 0..zip.len() {
-        let mut f = zip
-            .by_index(i)
-            .map_err(|e| bad(format!("member {i}: {e}")))?;
-        let name = f.name().to_string();
-        let mut bytes = Vec::with_capacity(f.size() as usize);
-        f.read_to_end(&mut bytes)
-            .map_err(|e| bad(format!("{name}: {e}")))?;
-        let mut opts = zip::write::SimpleFileOptions::default().compression_method(f.compression());
-        if let Some(t) = f.last_modified() {
-            opts = opts.last_modified_time(t);
-        }
-        if let Some(mode) = f.unix_mode() {
-            opts = opts.unix_permissions(mode);
-        }
-        let is_dir = f.is_dir();
-        drop(f);
+        let (name, mut bytes, opts, is_dir) = read_member(&mut zip, i).map_err(bad)?;
         let new_name = rename(&name);
         if is_dir {
             w.add_directory(new_name.as_str(), opts)
@@ -375,21 +360,16 @@ pub(super) fn prune_wheel(
     let Some(record_opts) = record_opts else {
         return Err(bad(format!("no {old_info}RECORD in it")));
     };
-    let mut record = String::new();
-    for (name, digest, size) in &written {
-        if let Some(d) = digest {
-            record.push_str(&(record_line(name, d, *size) + "\n"));
-        }
-    }
-    record.push_str(&format!("{},,\n", csv_field(&record_name)));
+    let record = record_of(&written, &record_name);
     w.start_file(record_name.as_str(), record_opts)
         .map_err(zip_error)?;
     w.write_all(record.as_bytes()).map_err(io_at(&dest))?;
-    written.push((
+    let entry = (
         record_name,
         Some(sha256(record.as_bytes())),
         record.len() as u64,
-    ));
+    );
+    written.push(entry);
     w.finish().map_err(zip_error)?;
     // Read back before it is committed: every member there, with the bytes RECORD says.
     check_wheel(tmp.path(), &written).map_err(|m| wheel_error(&dest, m))?;
@@ -408,6 +388,40 @@ pub(super) fn prune_wheel(
     })?;
     report.wheel = Some((new_version, dest));
     Ok(report)
+}
+
+/// Member `i` of a wheel: its name, bytes, the options to write it again with, and whether
+/// it is a folder.
+fn read_member(
+    zip: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>,
+    i: usize,
+) -> Result<(String, Vec<u8>, zip::write::SimpleFileOptions, bool), String> {
+    let mut f = zip.by_index(i).map_err(|e| format!("member {i}: {e}"))?;
+    let name = f.name().to_string();
+    let mut bytes = Vec::with_capacity(f.size() as usize);
+    f.read_to_end(&mut bytes)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let mut opts = zip::write::SimpleFileOptions::default().compression_method(f.compression());
+    if let Some(t) = f.last_modified() {
+        opts = opts.last_modified_time(t);
+    }
+    if let Some(mode) = f.unix_mode() {
+        opts = opts.unix_permissions(mode);
+    }
+    Ok((name, bytes, opts, f.is_dir()))
+}
+
+/// The `RECORD` of the files `written` (folders have no digest and are not listed), itself
+/// listed last without a hash, as PEP 376 has it.
+fn record_of(written: &[(String, Option<[u8; 32]>, u64)], record_name: &str) -> String {
+    let mut record = String::new();
+    for (name, digest, size) in written {
+        if let Some(d) = digest {
+            record.push_str(&(record_line(name, d, *size) + "\n"));
+        }
+    }
+    record.push_str(&format!("{},,\n", csv_field(record_name)));
+    record
 }
 
 fn sha256(data: &[u8]) -> [u8; 32] {
