@@ -53,6 +53,9 @@ impl Item {
     }
 }
 
+/// A module: its name and entries.
+type Module = (String, Vec<Item>);
+
 /// A module's name as a file name: path separators and shell-unfriendly bytes become `_`.
 fn file_stem(origin: &str) -> String {
     origin
@@ -93,14 +96,20 @@ fn store_items(
 }
 
 /// Every module of `path` with its entries, decoded.
-fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
+/// Every module of `path` and its entries, decoded; and how many entries were left out
+/// because they are of a kind fatpack does not run and do not decode (cuFFT's obfuscated
+/// NVVM IR, which cuobjdump cannot read either).
+fn read_modules(path: &Path) -> Result<(Vec<Module>, usize), ExtractError> {
     let map = inputs::map_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
     let store_err = |source| ExtractError::from(crate::error::store_at(path)(source));
     if kind == FileKind::Store {
         let store = cubin_store::Store::parse(data).map_err(store_err)?;
-        return store_items(&store, |e| store.read_entry(e).map_err(store_err));
+        return Ok((
+            store_items(&store, |e| store.read_entry(e).map_err(store_err))?,
+            0,
+        ));
     }
     if let Some(p) = packed::locate(path, data)? {
         let bytes = p.store.bytes();
@@ -112,13 +121,18 @@ fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
             };
             let c = crate::split::SplitContents::open(path, bytes, &p.recorded_digest)
                 .map_err(split_err)?;
-            return store_items(&c.store, |e| c.read_entry(e).map_err(split_err));
+            let items = store_items(&c.store, |e| c.read_entry(e).map_err(split_err))?;
+            return Ok((items, 0));
         }
         let store = cubin_store::Store::parse(bytes).map_err(store_err)?;
-        return store_items(&store, |e| store.read_entry(e).map_err(store_err));
+        return Ok((
+            store_items(&store, |e| store.read_entry(e).map_err(store_err))?,
+            0,
+        ));
     }
     let scanned = inputs::scan_bytes(path, data)?;
     let mut out = Vec::new();
+    let mut skipped = 0;
     if let (Some(info), Some(bytes)) = (&scanned.cubin, &scanned.cubin_bytes) {
         out.push((
             path.display().to_string(),
@@ -135,10 +149,19 @@ fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
         for (index, fb) in sec.containers.iter().enumerate() {
             let mut items = Vec::new();
             for e in &fb.entries {
-                let raw = e.payload().map_err(|err| ExtractError::Entry {
-                    origin: format!("{}#{index}", sec.origin),
-                    message: err.to_string(),
-                })?;
+                let raw = match e.payload() {
+                    Ok(raw) => raw,
+                    Err(_) if matches!(e.kind(), EntryKind::Other(_)) => {
+                        skipped += 1;
+                        continue;
+                    }
+                    Err(err) => {
+                        return Err(ExtractError::Entry {
+                            origin: format!("{}#{index}", sec.origin),
+                            message: err.to_string(),
+                        })
+                    }
+                };
                 items.push(Item {
                     kind: e.kind(),
                     arch: e.header.arch_number,
@@ -150,13 +173,15 @@ fn read_modules(path: &Path) -> Result<Vec<(String, Vec<Item>)>, ExtractError> {
             out.push((format!("{}#{index}", sec.origin), items));
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// What was written, for the report.
 #[derive(Debug, Default)]
 pub struct Extracted {
     pub files: Vec<PathBuf>,
+    /// Entries not written: of kinds fatpack does not run, and not decodable.
+    pub undecodable: usize,
 }
 
 /// Extracts the entries of `input` whose target is in `only` (all when `None`) into `dir`.
@@ -170,7 +195,7 @@ pub fn extract(
         let p = p.to_path_buf();
         move |source| ExtractError::Io(crate::error::IoError { path: p, source })
     };
-    let modules = read_modules(input)?;
+    let (modules, undecodable) = read_modules(input)?;
     // Everything to write, decided (and every fatbin encoded) before a file is touched.
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -234,7 +259,10 @@ pub fn extract(
         let p = tmp.path().join(name);
         std::fs::write(&p, bytes).map_err(io_at(&p))?;
     }
-    let mut out = Extracted::default();
+    let mut out = Extracted {
+        undecodable,
+        ..Extracted::default()
+    };
     for (name, _) in &files {
         let dest = dir.join(name);
         std::fs::rename(tmp.path().join(name), &dest).map_err(io_at(&dest))?;

@@ -183,6 +183,14 @@ fn extract(
     for f in &r.files {
         println!("{}", f.display());
     }
+    if r.undecodable > 0 {
+        eprintln!(
+            "fatpack extract: {}: {} entries of kinds fatpack does not run were not written: \
+             they do not decode (obfuscated NVVM IR, which cuobjdump cannot read either)",
+            input.display(),
+            r.undecodable
+        );
+    }
     Ok(())
 }
 
