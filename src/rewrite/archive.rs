@@ -76,12 +76,18 @@ pub fn write_archive_to(
             longnames.extend_from_slice(b"/\n");
         }
     }
+    // GNU ar pads the long-name table to an even size inside the member (readelf, unlike
+    // ld, finds no member header after an odd-sized one).
+    if longnames.len() & 1 == 1 {
+        longnames.push(b'\n');
+    }
     let symbols = index_symbols(members, &done);
     let nsyms: usize = symbols.iter().map(Vec::len).sum();
     let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
     let padded = |n: usize| n + (n & 1);
     let layout = |word: usize| {
-        let index_size = word + nsyms * word + names_len;
+        // Padded inside the member as well, as GNU ar's index is.
+        let index_size = padded(word + nsyms * word + names_len);
         let mut off = 8 + 60 + padded(index_size);
         if !longnames.is_empty() {
             off += 60 + padded(longnames.len());
@@ -118,15 +124,10 @@ pub fn write_archive_to(
         out.extend_from_slice(n);
         out.push(0);
     }
-    if index_size & 1 == 1 {
-        out.push(b'\n');
-    }
+    out.resize(8 + 60 + index_size, 0);
     if !longnames.is_empty() {
         header(&mut out, "//", longnames.len());
         out.extend_from_slice(&longnames);
-        if longnames.len() & 1 == 1 {
-            out.push(b'\n');
-        }
     }
     let mut written = out.len() as u64;
     sink.write_all(&out)?;

@@ -196,3 +196,31 @@ fn a_pruned_wheel_installs_with_pip_and_imports() {
         std::fs::read(again.join(pruned.file_name().unwrap())).unwrap()
     );
 }
+
+/// A pruned archive whose member names need GNU ar's long-name table (odd in length here)
+/// reads in readelf as in ld (an odd-sized table once left readelf finding no next header).
+#[test]
+fn a_pruned_archive_with_long_member_names_reads_in_readelf_and_ar() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let names = [
+        "a_very_long_member_name_kernels.o",
+        "another_quite_long_member_name.o",
+    ];
+    std::fs::copy(fixture("kernels.o"), d.join(names[0])).unwrap();
+    std::fs::copy(fixture("other.o"), d.join(names[1])).unwrap();
+    let lib = d.join("long.a");
+    let (code, _, err) = run(Command::new("ar")
+        .arg("rcs")
+        .arg(&lib)
+        .args(names.iter().map(|n| d.join(n))));
+    assert_eq!(code, 0, "{err}");
+    let out = d.join("pruned.a");
+    let (code, err) = prune_for(&lib, &out);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, warnings) = run(Command::new("readelf").arg("-aW").arg(&out));
+    assert_eq!((code, warnings.as_str()), (0, ""));
+    let (code, listed, err) = run(Command::new("ar").arg("t").arg(&out));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listed.lines().collect::<Vec<_>>(), names);
+}
