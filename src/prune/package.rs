@@ -42,14 +42,15 @@ fn has_device_code(path: &Path, data: &[u8]) -> bool {
         .is_ok_and(|s| s.sections.iter().any(|d| !d.spans.is_empty()))
 }
 
-/// Prunes one member: `Some(new bytes)` if it has device code. `shown` names it in errors.
+/// Prunes one member into a temp file in `scratch`: `Some(file)` if it has device code
+/// (the file keeps the holes an in-place prune punches). `shown` names it in errors.
 fn prune_member(
     shown: &Path,
     data: &[u8],
     sel: &Selection,
     scratch: &Path,
     out: &mut PruneReport,
-) -> Result<Option<Vec<u8>>, PruneError> {
+) -> Result<Option<tempfile::NamedTempFile>, PruneError> {
     if !has_device_code(shown, data) {
         return Ok(None);
     }
@@ -64,9 +65,8 @@ fn prune_member(
             message: "a packed binary with a side-file store; prune it on its own".into(),
         });
     }
-    let bytes = std::fs::read(tmp.path()).map_err(io_at(tmp.path()))?;
     *out = report;
-    Ok(Some(bytes))
+    Ok(Some(tmp))
 }
 
 /// A folder: copied to `output` (which must not exist) with every ELF file pruned.
@@ -129,9 +129,15 @@ fn copy_tree(
             let map = inputs::map_file(&from)?;
             let mut one = PruneReport::default();
             match prune_member(&from, &map, sel, to, &mut one)? {
-                Some(bytes) => {
-                    std::fs::write(&dest, &bytes).map_err(io_at(&dest))?;
-                    add(report, &from, root, meta.len(), bytes.len() as u64, one);
+                Some(tmp) => {
+                    let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
+                    tmp.persist(&dest).map_err(|e| {
+                        PruneError::Io(crate::error::IoError {
+                            path: dest.clone(),
+                            source: e.error,
+                        })
+                    })?;
+                    add(report, &from, root, meta.len(), after, one);
                 }
                 None => {
                     std::fs::copy(&from, &dest).map_err(io_at(&dest))?;
@@ -331,7 +337,8 @@ pub(super) fn prune_wheel(
         let mut one = PruneReport::default();
         let pruned = prune_member(&input.join(&name), &bytes, sel, scratch.path(), &mut one)?;
         let changed = pruned.is_some() || name.ends_with("/METADATA");
-        if let Some(new) = pruned {
+        if let Some(tmp) = pruned {
+            let new = std::fs::read(tmp.path()).map_err(io_at(tmp.path()))?;
             let (before, after) = (bytes.len() as u64, new.len() as u64);
             add(
                 &mut report,
