@@ -40,10 +40,14 @@ pub(crate) fn device_sections(
     mut layout: Layout,
     depth: Depth,
 ) -> Result<Vec<DeviceSection>, InputError> {
-    let linked = matches!(
-        host_kind(&layout),
-        FileKind::SharedLibrary | FileKind::Executable
-    );
+    // Fatbins in a program's own data: in any linked file, and in relocatable objects when
+    // their device code is read whole (inspect, prune, extract; never a link's scan, which
+    // only rewrites what cudart registers).
+    let linked = match host_kind(&layout) {
+        FileKind::SharedLibrary | FileKind::Executable => true,
+        FileKind::Object => depth == Depth::Full,
+        _ => false,
+    };
     let mut found: Vec<(usize, Option<&'static str>)> = Vec::new();
     for index in 0..layout.sections.len() {
         let name = layout.section_name(index);
@@ -123,8 +127,8 @@ pub(crate) fn device_sections(
     Ok(out)
 }
 
-/// Whether section `index` of a linked file may hold fatbins its program loads itself: a
-/// loaded section of data (not code, not the wrappers) with room for one.
+/// Whether section `index` may hold fatbins its program loads itself: a loaded section of
+/// data (not code, not the wrappers) with room for one.
 fn may_embed(layout: &Layout, index: usize, name: &[u8]) -> bool {
     let s = &layout.sections[index];
     let le = crate::elf::LE;

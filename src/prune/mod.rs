@@ -128,7 +128,7 @@ fn prune_object(
 ) -> Result<Vec<u8>, PruneError> {
     let scanned = inputs::scan_bytes(Path::new(origin), data)?;
     let mut reps = Vec::new();
-    for sec in &scanned.sections {
+    for sec in scanned.sections.iter().filter(|s| !s.embedded) {
         let mut bytes = Vec::new();
         let mut offsets = Vec::new();
         for (index, (fb, &(old, _))) in sec.containers.iter().zip(&sec.spans).enumerate() {
@@ -150,18 +150,40 @@ fn prune_object(
             old_size: sec.section_size,
         });
     }
-    if reps.is_empty() {
-        return Ok(data.to_vec());
-    }
     let layout = scanned.sections.iter().find_map(|s| s.elf.as_deref());
-    let edited = match layout {
-        Some(layout) => replace_sections(data, layout, &reps),
-        None => relocatable(data).and_then(|layout| replace_sections(data, &layout, &reps)),
+    let edited = match (reps.is_empty(), layout) {
+        (true, _) => Ok(data.to_vec()),
+        (false, Some(layout)) => replace_sections(data, layout, &reps),
+        (false, None) => relocatable(data).and_then(|l| replace_sections(data, &l, &reps)),
     };
-    edited.map_err(|source| PruneError::Edit {
+    let mut edited = edited.map_err(|source| PruneError::Edit {
         origin: origin.to_string(),
         source,
-    })
+    })?;
+    // Fatbins in the object's own data (static cuFFT's `.ldata`) are pruned where they are:
+    // its code and relocations point into that data.
+    let embedded: Vec<_> = scanned.sections.iter().filter(|s| s.embedded).collect();
+    if !embedded.is_empty() {
+        let moved = crate::elf::Layout::parse(&edited).map_err(|e| PruneError::Package {
+            path: Path::new(origin).to_path_buf(),
+            message: format!("the pruned object does not read back: {e}"),
+        })?;
+        for sec in embedded {
+            let new_off = moved.sections[sec.section_index]
+                .sh_offset
+                .get(crate::elf::LE);
+            let at = |o: u64| o - sec.file_offset + new_off;
+            elf_inplace::prune_in_place(
+                Path::new(origin),
+                &mut edited,
+                [sec].into_iter(),
+                &at,
+                sel,
+                report,
+            )?;
+        }
+    }
+    Ok(edited)
 }
 
 fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {

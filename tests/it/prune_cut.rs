@@ -295,6 +295,34 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         .arg("-o")
         .arg(&blobs));
     assert_eq!(code, 0, "{err}");
+    // In the relocatable object too (static cuFFT keeps its fatbins in its objects'
+    // `.ldata`): found, and pruned where they are.
+    let blobs90 = d.join("blobs90.o");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--for", "9.0"])
+        .arg(&blobs)
+        .arg("-o")
+        .arg(&blobs90));
+    assert_eq!(code, 0, "{err}");
+    let in_data = |f: &Path| -> Vec<Vec<String>> {
+        inspect_json(f)["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["section"] == ".data" && m["loaded_by"] == "program")
+            .map(|m| {
+                m["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["arch"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(in_data(&blobs).len(), 2);
+    assert_eq!(in_data(&blobs90), [vec!["sm_90".to_string()], vec![]]);
+    assert!(std::fs::metadata(&blobs90).unwrap().len() <= std::fs::metadata(&blobs).unwrap().len());
     let lib = d.join("libcut.so");
     // First, so that the pinned fatbin starts the library's .nv_fatbin.
     let mut objs = vec![blobs];
