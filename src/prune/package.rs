@@ -380,19 +380,8 @@ pub(super) fn prune_wheel(
     w.finish().map_err(zip_error)?;
     // Read back before it is committed: every member there, with the bytes RECORD says.
     check_wheel(tmp.path(), &written).map_err(|m| wheel_error(&dest, m))?;
-    let perms = std::fs::metadata(input)
-        .map_err(io_at(input))?
-        .permissions();
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(io_at(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io_at(tmp.path()))?;
-    tmp.persist(&dest).map_err(|e| {
-        PruneError::Io(crate::error::IoError {
-            path: dest.clone(),
-            source: e.error,
-        })
-    })?;
+    // The input's permissions, flushed, renamed into place.
+    crate::packed::commit_output(tmp, input, &dest, None)?;
     report.wheel = Some((new_version, dest));
     Ok(report)
 }

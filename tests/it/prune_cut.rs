@@ -11,23 +11,6 @@ use std::process::Command;
 use crate::common::*;
 use object::{Object, ObjectSection, ObjectSymbol};
 
-/// `n` copies of the fixture's big kernels (about 200 KB of compressed device code each,
-/// four SASS archs and PTX), their symbols made local so that they link side by side; each
-/// registers its own fatbin.
-fn big_objects(dir: &Path, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let o = dir.join(format!("big{i}.o"));
-            let (code, _, err) = run(Command::new("objcopy")
-                .args(["--wildcard", "--localize-symbol=_Z*"])
-                .arg(fixture("big_kernels_all.o"))
-                .arg(&o));
-            assert_eq!(code, 0, "objcopy: {err}");
-            o
-        })
-        .collect()
-}
-
 /// The allocated sections (name, address, size) other than the device code.
 fn host_sections(file: &Path) -> Vec<(String, u64, u64)> {
     let data = std::fs::read(file).unwrap();
@@ -35,6 +18,24 @@ fn host_sections(file: &Path) -> Vec<(String, u64, u64)> {
     f.sections()
         .filter(|s| s.address() != 0 && s.name() != Ok(".nv_fatbin"))
         .map(|s| (s.name().unwrap().to_string(), s.address(), s.size()))
+        .collect()
+}
+
+/// The archs of each module in `section` that its program loads itself, per `inspect`.
+fn entries_in(file: &Path, section: &str) -> Vec<Vec<String>> {
+    inspect_json(file)["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["section"] == section && m["loaded_by"] == "program")
+        .map(|m| {
+            m["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["arch"].as_str().unwrap().to_string())
+                .collect()
+        })
         .collect()
 }
 
@@ -304,24 +305,11 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         .arg("-o")
         .arg(&blobs90));
     assert_eq!(code, 0, "{err}");
-    let in_data = |f: &Path| -> Vec<Vec<String>> {
-        inspect_json(f)["modules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|m| m["section"] == ".data" && m["loaded_by"] == "program")
-            .map(|m| {
-                m["entries"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|e| e["arch"].as_str().unwrap().to_string())
-                    .collect()
-            })
-            .collect()
-    };
-    assert_eq!(in_data(&blobs).len(), 2);
-    assert_eq!(in_data(&blobs90), [vec!["sm_90".to_string()], vec![]]);
+    assert_eq!(entries_in(&blobs, ".data").len(), 2);
+    assert_eq!(
+        entries_in(&blobs90, ".data"),
+        [vec!["sm_90".to_string()], vec![]]
+    );
     assert!(std::fs::metadata(&blobs90).unwrap().len() <= std::fs::metadata(&blobs).unwrap().len());
     let lib = d.join("libcut.so");
     // First, so that the pinned fatbin starts the library's .nv_fatbin.
@@ -367,19 +355,7 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
         before,
         "the same containers, where they were"
     );
-    let modules = inspect_json(&out)["modules"].as_array().unwrap().clone();
-    let data: Vec<Vec<String>> = modules
-        .iter()
-        .filter(|m| m["section"] == ".data")
-        .map(|m| {
-            m["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["arch"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .collect();
+    let data = entries_in(&out, ".data");
     assert_eq!(data, [vec!["sm_90".to_string()], vec![]]);
     // The arrays stay at their addresses: the program's pointers to them still hold.
     let f = std::fs::read(&out).unwrap();

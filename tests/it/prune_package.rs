@@ -11,15 +11,7 @@ use crate::common::*;
 /// copies of the big ones), linked with static cudart: loading it registers its fatbins.
 fn fat_library(dir: &Path) -> PathBuf {
     let mut objs = fixture_objs()[1..].to_vec();
-    for i in 0..3 {
-        let o = dir.join(format!("big{i}.o"));
-        let (code, _, err) = run(Command::new("objcopy")
-            .args(["--wildcard", "--localize-symbol=_Z*"])
-            .arg(fixture("big_kernels_all.o"))
-            .arg(&o));
-        assert_eq!(code, 0, "{err}");
-        objs.push(o);
-    }
+    objs.extend(big_objects(dir, 3));
     let lib = dir.join("libcut.so");
     let (code, _, err) = gxx(None, &lib, &objs, &cuda_lib(), &["-shared"]);
     assert_eq!(code, 0, "{err}");

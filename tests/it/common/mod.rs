@@ -190,3 +190,20 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// `n` copies of the fixture's big kernels (about 200 KB of compressed device code each,
+/// four SASS archs and PTX), their symbols made local so that they link side by side; each
+/// registers its own fatbin.
+pub fn big_objects(dir: &Path, n: usize) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let o = dir.join(format!("big{i}.o"));
+            let (code, _, err) = run(Command::new("objcopy")
+                .args(["--wildcard", "--localize-symbol=_Z*"])
+                .arg(fixture("big_kernels_all.o"))
+                .arg(&o));
+            assert_eq!(code, 0, "objcopy: {err}");
+            o
+        })
+        .collect()
+}
