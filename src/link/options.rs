@@ -58,7 +58,7 @@ impl PackOptions {
                 )));
             }
         }
-        let verbose = line.fatpack_flag("verbose")
+        let verbose = switch(line, "verbose")?
             || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
             || line
                 .expanded_args()
@@ -92,12 +92,59 @@ impl PackOptions {
         };
         Ok(PackOptions {
             mode,
-            side_file: line.fatpack_flag("side-file"),
-            save_temps: line.fatpack_flag("save-temps"),
-            dry_run: line.fatpack_flag("dry-run"),
+            side_file: switch(line, "side-file")?,
+            save_temps: switch(line, "save-temps")?,
+            dry_run: switch(line, "dry-run")?,
             verbose,
             level,
             reuse_frames: line.fatpack_value("level").is_none(),
         })
+    }
+}
+
+/// An on/off option: `--fatpack-NAME` or `=yes`/`=1`/`=true`/`=on` turn it on,
+/// `=no`/`=0`/`=false`/`=off` off (the last one given wins, as with ld's own options); any
+/// other value is an error, never silently taken for "on".
+fn switch(line: &LinkLine, name: &str) -> Result<bool, LinkError> {
+    let Some(value) = line.fatpack_value(name) else {
+        return Ok(false);
+    };
+    match value.to_str() {
+        Some("" | "yes" | "1" | "true" | "on") => Ok(true),
+        Some("no" | "0" | "false" | "off") => Ok(false),
+        _ => Err(LinkError::Option(format!(
+            "--fatpack-{name}={}: want yes or no (or none, for yes)",
+            value.to_string_lossy()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Result<PackOptions, LinkError> {
+        let mut all = vec!["-o", "out", "a.o"];
+        all.extend_from_slice(args);
+        PackOptions::from_line(&LinkLine::parse(all).unwrap())
+    }
+
+    #[test]
+    fn switches_take_yes_and_no_and_refuse_anything_else() {
+        let o = options(&["--fatpack-side-file", "--fatpack-dry-run=no"]).unwrap();
+        assert!(o.side_file && !o.dry_run && !o.save_temps);
+        for off in ["no", "0", "false", "off"] {
+            let o = options(&[&format!("--fatpack-side-file={off}")]).unwrap();
+            assert!(!o.side_file, "{off}");
+        }
+        let o = options(&["--fatpack-save-temps=no", "--fatpack-save-temps=yes"]).unwrap();
+        assert!(o.save_temps, "the last one wins");
+        let err = options(&["--fatpack-dry-run=maybe"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--fatpack-dry-run=maybe") && err.contains("yes or no"),
+            "{err}"
+        );
     }
 }
