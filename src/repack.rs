@@ -24,8 +24,8 @@ pub enum RepackError {
     NotPacked(PathBuf),
     #[error("{}: is split into packs; repack the packed binary before splitting, or `fatpack join` it first", .0.display())]
     Split(PathBuf),
-    #[error("{}: the output must not be the input (repack never modifies its input)", .0.display())]
-    OutputIsInput(PathBuf),
+    #[error("{}: the output must not be the input: writing it would replace {}, which repack reads (repack never modifies its input)", .0.display(), .1.display())]
+    OutputIsInput(PathBuf, PathBuf),
     #[error(transparent)]
     Store(#[from] crate::error::StoreAt),
     #[error(transparent)]
@@ -115,10 +115,8 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             })
         }
     };
-    if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(output)) {
-        if a == b {
-            return Err(RepackError::OutputIsInput(output.to_path_buf()));
-        }
+    if let Some(read) = crate::error::clobbered_input(input, output) {
+        return Err(RepackError::OutputIsInput(output.to_path_buf(), read));
     }
     let map = map_file(input)?;
     let data: &[u8] = &map;

@@ -23,8 +23,8 @@ pub enum PruneError {
         keep: String,
         has: String,
     },
-    #[error("{}: the output must not be the input (prune never modifies its input)", .0.display())]
-    OutputIsInput(PathBuf),
+    #[error("{}: the output must not be the input: writing it would replace {}, which prune reads (prune never modifies its input)", .0.display(), .1.display())]
+    OutputIsInput(PathBuf, PathBuf),
     #[error("{}: --keep names {missing} but the file has none of them, only {present}", path.display())]
     Absent {
         path: PathBuf,
@@ -33,7 +33,7 @@ pub enum PruneError {
     },
     #[error("{}: --keep leaves no device code at all", .0.display())]
     NothingLeft(PathBuf),
-    #[error("{}: cannot prune a {kind}", path.display())]
+    #[error("{}: prune takes ELF files, archives, fatbins and packed outputs, not this ({kind})", path.display())]
     Unsupported { path: PathBuf, kind: &'static str },
     #[error("{}: not a packed output (no {} slot)", .0.display(), crate::packed::DIGEST_SECTION)]
     NotPacked(PathBuf),

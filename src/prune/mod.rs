@@ -199,10 +199,8 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
 /// Prune `input` into `output`, keeping only `keep`.
 /// A folder or a wheel: every ELF file in it pruned (`package`).
 pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport, PruneError> {
-    let same =
-        output.exists() && std::fs::canonicalize(input).ok() == std::fs::canonicalize(output).ok();
-    if same {
-        return Err(PruneError::OutputIsInput(input.to_path_buf()));
+    if let Some(read) = crate::error::clobbered_input(input, output) {
+        return Err(PruneError::OutputIsInput(output.to_path_buf(), read));
     }
     if input.is_dir() {
         return package::prune_tree(input, output, sel);

@@ -216,3 +216,42 @@ fn a_pruned_archive_with_long_member_names_reads_in_readelf_and_ar() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(listed.lines().collect::<Vec<_>>(), names);
 }
+
+/// An output that is the input's side file (or whose side file is the input) would replace
+/// what the command reads: prune and repack refuse it and leave both files as they were.
+#[test]
+fn an_output_on_the_inputs_side_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = wrapper_dir();
+    let app = dir.path().join("app");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &app,
+        &fixture_objs(),
+        &cuda_lib(),
+        &["-Wl,--fatpack-side-file"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let side = dir.path().join("app.fatpack");
+    let before = (std::fs::read(&app).unwrap(), std::fs::read(&side).unwrap());
+    for args in [
+        vec!["prune", "--for", "9.0"],
+        vec!["repack", "--level", "3"],
+    ] {
+        let (code, _, err) = run(Command::new(fatpack_bin())
+            .args(&args)
+            .arg(&app)
+            .arg("-o")
+            .arg(&side));
+        assert_ne!(code, 0, "{args:?}");
+        assert!(
+            err.contains("must not be the input") && err.contains("app.fatpack, which"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            (std::fs::read(&app).unwrap(), std::fs::read(&side).unwrap()),
+            before,
+            "{args:?}"
+        );
+    }
+}
