@@ -124,7 +124,9 @@ fn read_modules(path: &Path) -> Result<(Vec<Module>, usize), ExtractError> {
             let items = store_items(&c.store, |e| c.read_entry(e).map_err(split_err))?;
             return Ok((items, 0));
         }
-        let store = cubin_store::Store::parse(bytes).map_err(store_err)?;
+        // Only the binary's own store: a side file from another build is refused, never
+        // extracted as this binary's code.
+        let store = p.own_store(path)?;
         return Ok((
             store_items(&store, |e| store.read_entry(e).map_err(store_err))?,
             0,

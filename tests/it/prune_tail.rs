@@ -360,6 +360,17 @@ fn prune_refuses_foreign_stores_bad_slots_and_damaged_entries() {
     assert_ne!(code, 0);
     assert!(err.contains("does not belong to this binary"), "{err}");
     assert!(!out.exists() && !dir.path().join("a-pruned.fatpack").exists());
+    // extract refuses it too: it would write another build's code as this binary's.
+    let into = dir.path().join("extracted");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("extract")
+        .arg(&a)
+        .arg("-o")
+        .arg(&into));
+    assert_ne!(code, 0);
+    assert!(err.contains("does not belong to this binary"), "{err}");
+    let written = std::fs::read_dir(&into).map_or(0, |d| d.count());
+    assert_eq!(written, 0, "extracted a foreign store");
 
     // The slot section's header says offset 0: writing there would clobber the ELF header.
     let c = dir.path().join("c");
