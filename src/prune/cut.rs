@@ -99,6 +99,28 @@ fn last_run(layout: &Layout, scanned: &Scanned) -> Vec<usize> {
     secs[start..].iter().map(|d| d.section_index).collect()
 }
 
+/// The address at which loaded segment `p` maps file offset `off`.
+fn addr_in(p: &Phdr, off: u64) -> u64 {
+    p.p_vaddr.get(LE) + (off - p.p_offset.get(LE))
+}
+
+/// Old file offset -> new one: everything from `resume` on moves down `by` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Shift {
+    resume: u64,
+    by: u64,
+}
+
+impl Shift {
+    fn apply(self, off: u64) -> u64 {
+        if off >= self.resume {
+            off - self.by
+        } else {
+            off
+        }
+    }
+}
+
 fn load(p: &Phdr) -> bool {
     p.p_type.get(LE) == elf::PT_LOAD
 }
@@ -111,7 +133,6 @@ fn file_end(p: &Phdr) -> u64 {
 fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     let refuse = |m: String| Err(Refused(m));
     let run = last_run(layout, scanned);
-    let device = run.clone();
     let Some(from) = movable(scanned, &run).map(|d| d.file_offset).min() else {
         let names: Vec<&str> = scanned
             .sections
@@ -140,7 +161,7 @@ fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     let mut resume = file_end(p);
     for (i, s) in layout.sections.iter().enumerate() {
         let (off, size) = (s.sh_offset.get(LE), s.sh_size.get(LE));
-        if device.contains(&i) || s.sh_type.get(LE) == elf::SHT_NOBITS || size == 0 {
+        if run.contains(&i) || s.sh_type.get(LE) == elf::SHT_NOBITS || size == 0 {
             continue;
         }
         if off < dev_end && off + size > from {
@@ -241,8 +262,7 @@ fn compact(
     sel: &Selection,
     report: &mut PruneReport,
 ) -> Result<Compacted, PruneError> {
-    let p = &layout.segments[cut.seg];
-    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
     let mut secs: Vec<_> = movable(scanned, &cut.run).collect();
     secs.sort_by_key(|d| d.file_offset);
     let mut c = Compacted {
@@ -297,18 +317,12 @@ fn word(buf: &[u8], offset: usize) -> Option<u64> {
 struct Rebuilt {
     out: Vec<u8>,
     patched: Vec<(u64, u64)>,
-    /// Old file offset -> new file offset.
-    resume: u64,
-    shift: u64,
+    shift: Shift,
 }
 
 impl Rebuilt {
     fn new_offset(&self, off: u64) -> u64 {
-        if off >= self.resume {
-            off - self.shift
-        } else {
-            off
-        }
+        self.shift.apply(off)
     }
 
     /// Writes `value` at old file offset `old`, recording it as a deliberate change.
@@ -338,8 +352,7 @@ pub(super) fn prune_cut(
         Ok(cut) => cut,
         Err(r) => return Ok(Err(r)),
     };
-    let p = &layout.segments[cut.seg];
-    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
     let containers: std::collections::BTreeSet<u64> = movable(scanned, &cut.run)
         .flat_map(|d| {
             d.spans
@@ -377,15 +390,17 @@ pub(super) fn prune_cut(
     let mut r = Rebuilt {
         out: Vec::with_capacity(data.len() - shift as usize),
         patched: Vec::new(),
-        resume: cut.resume,
-        shift,
+        shift: Shift {
+            resume: cut.resume,
+            by: shift,
+        },
     };
     r.out.extend_from_slice(&data[..cut.from as usize]);
     r.out.extend_from_slice(&c.body);
     r.out.resize((cut.resume - shift) as usize, 0);
     r.out.extend_from_slice(&data[cut.resume as usize..]);
 
-    let new = cut_headers(layout, &cut, &c, phdrs, shift);
+    let new = cut_headers(layout, &cut, &c, phdrs, r.shift);
     let bad = |m: String| PruneError::Cut {
         path: input.to_path_buf(),
         message: m,
@@ -411,8 +426,8 @@ pub(super) fn prune_cut(
         r.patched
             .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));
     }
-    let (resume, shift) = (r.resume, r.shift);
-    let at = move |o: u64| if o >= resume { o - shift } else { o };
+    let shift = r.shift;
+    let at = move |o: u64| shift.apply(o);
     let zeroed = super::elf_inplace::prune_in_place(
         input,
         &mut r.out,
@@ -443,15 +458,15 @@ fn cut_headers(
     cut: &Plan,
     c: &Compacted,
     phdrs: Option<u64>,
-    shift: u64,
+    shift: Shift,
 ) -> Layout {
-    let moved = |off: u64| if off >= cut.resume { off - shift } else { off };
+    let moved = |off: u64| shift.apply(off);
     let mut new = layout.clone();
     let h = &mut new.header;
     h.e_shoff.set(LE, moved(h.e_shoff.get(LE)));
     h.e_phoff.set(LE, moved(h.e_phoff.get(LE)));
     let p = layout.segments[cut.seg];
-    let addr_of = |off: u64| p.p_vaddr.get(LE) + (off - p.p_offset.get(LE));
+    let addr_of = |off: u64| addr_in(&p, off);
     for (i, s) in new.sections.iter_mut().enumerate() {
         if let Some(&(_, off, size)) = c.sections.iter().find(|n| n.0 == i) {
             s.sh_addr.set(LE, addr_of(off));
@@ -468,7 +483,7 @@ fn cut_headers(
     }
     // The first part keeps the segment's start and ends where the moved part begins in
     // the file (the freed bytes before it load as zeros).
-    let first_len = cut.resume - shift - p.p_offset.get(LE);
+    let first_len = cut.resume - shift.by - p.p_offset.get(LE);
     let p1 = &mut new.segments[cut.seg];
     p1.p_filesz.set(LE, first_len);
     let memsz = p.p_memsz.get(LE);
@@ -503,7 +518,7 @@ fn cut_headers(
         let mut p2 = p;
         p2.p_flags.set(LE, part_flags(tail, p_vaddr + memsz));
         let skipped = tail - p.p_vaddr.get(LE);
-        p2.p_offset.set(LE, cut.resume - shift);
+        p2.p_offset.set(LE, cut.resume - shift.by);
         p2.p_vaddr.set(LE, tail);
         p2.p_paddr.set(LE, p.p_paddr.get(LE) + skipped);
         p2.p_filesz.set(LE, p.p_filesz.get(LE) - skipped);

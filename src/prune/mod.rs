@@ -209,10 +209,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     if package::is_wheel(input, &map) {
         return package::prune_wheel(input, &map, output, sel);
     }
-    let out_dir = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let out_dir = folder_of(output);
     let mut tmp = tempfile::Builder::new()
         .prefix(".fatpack-prune-")
         .tempfile_in(out_dir)
@@ -221,6 +218,13 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     // The input's permissions (an executable stays executable), then the side file.
     crate::packed::commit_output(tmp, input, output, side)?;
     Ok(report)
+}
+
+/// The folder a path names its file in (`.` for a bare name): where its temp file goes.
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// Prunes one file (`input`, whose bytes are `data`) into `tmp`; a packed side-file

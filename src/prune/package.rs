@@ -15,7 +15,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{io_at, prune_data, PruneError, PruneReport, Selection};
+use super::{folder_of, io_at, prune_data, PruneError, PruneReport, Selection};
 use crate::inputs::{self, FileKind};
 
 /// One file a package prune rewrote.
@@ -81,10 +81,7 @@ pub(super) fn prune_tree(
             message: "exists; a pruned folder is written only where nothing is".into(),
         });
     }
-    let parent = output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = folder_of(output);
     let staging = tempfile::Builder::new()
         .prefix(".fatpack-prune-")
         .tempdir_in(parent)
@@ -293,10 +290,7 @@ pub(super) fn prune_wheel(
     };
     let (old_info, record_name) = (&renames[0].0, format!("{}RECORD", renames[0].1));
     let dest = wheel_destination(input, output, &dist, &version, &new_version)?;
-    let parent = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = folder_of(&dest);
     let scratch = tempfile::Builder::new()
         .prefix(".fatpack-prune-")
         .tempdir_in(parent)

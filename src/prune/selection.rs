@@ -67,13 +67,7 @@ impl Selection {
                 targets,
                 allow_empty,
             } => {
-                let keep: Vec<bool> = cands
-                    .iter()
-                    .map(|c| {
-                        EntryId::code(c.kind, c.arch, c.variant)
-                            .is_some_and(|t| targets.contains(&t))
-                    })
-                    .collect();
+                let keep = named(targets, cands);
                 if !allow_empty && !cands.is_empty() && !keep.contains(&true) {
                     return Err(PruneError::Emptied {
                         module: module.to_string(),
@@ -85,17 +79,7 @@ impl Selection {
             }
             Selection::Dead => Ok(drop_dead(cands, chosen)),
             Selection::For(caps) => {
-                let mut keep = vec![false; cands.len()];
-                for &cap in caps {
-                    let name = match select::select(cap, cands) {
-                        Some(i) => {
-                            keep[i] = true;
-                            cands[i].name()
-                        }
-                        None => format!("{NOTHING_RUNS} (has {})", select::list(cands)),
-                    };
-                    *chosen.entry(cap).or_default().entry(name).or_default() += 1;
-                }
+                let mut keep = chosen_for(caps, cands, chosen, true);
                 if !keep.contains(&true) {
                     if let Some(i) = (0..cands.len()).min_by_key(|&i| sizes.get(i).copied()) {
                         keep[i] = true;
@@ -115,26 +99,8 @@ impl Selection {
     pub fn choose_unregistered(&self, cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
         let keep: Vec<bool> = match self {
             Selection::Dead => return drop_dead(cands, chosen),
-            Selection::Keep { targets, .. } => cands
-                .iter()
-                .map(|c| {
-                    EntryId::code(c.kind, c.arch, c.variant).is_some_and(|t| targets.contains(&t))
-                })
-                .collect(),
-            Selection::For(caps) => {
-                let mut keep = vec![false; cands.len()];
-                for &cap in caps {
-                    if let Some(i) = select::select(cap, cands) {
-                        keep[i] = true;
-                        *chosen
-                            .entry(cap)
-                            .or_default()
-                            .entry(cands[i].name())
-                            .or_default() += 1;
-                    }
-                }
-                keep
-            }
+            Selection::Keep { targets, .. } => named(targets, cands),
+            Selection::For(caps) => chosen_for(caps, cands, chosen, false),
         };
         if !keep.contains(&true) {
             let what = format!("{EMPTIED} (had {})", select::list(cands));
@@ -175,6 +141,37 @@ fn join(targets: &BTreeSet<EntryId>) -> String {
 }
 
 /// `9.0: sm_90a (3 modules), compute_90 (1)` for each capability.
+/// `--keep`: the entries `targets` names.
+fn named(targets: &BTreeSet<EntryId>, cands: &[EntryId]) -> Vec<bool> {
+    cands
+        .iter()
+        .map(|c| EntryId::code(c.kind, c.arch, c.variant).is_some_and(|t| targets.contains(&t)))
+        .collect()
+}
+
+/// `--for`: per capability, the entry the runtime would choose, counted in `chosen`; with
+/// `note_nothing`, a capability nothing runs on is counted too.
+fn chosen_for(
+    caps: &[u32],
+    cands: &[EntryId],
+    chosen: &mut Chosen,
+    note_nothing: bool,
+) -> Vec<bool> {
+    let mut keep = vec![false; cands.len()];
+    for &cap in caps {
+        let name = match select::select(cap, cands) {
+            Some(i) => {
+                keep[i] = true;
+                cands[i].name()
+            }
+            None if note_nothing => format!("{NOTHING_RUNS} (has {})", select::list(cands)),
+            None => continue,
+        };
+        *chosen.entry(cap).or_default().entry(name).or_default() += 1;
+    }
+    keep
+}
+
 /// `--dead`: the live entries, counting the dead ones (a module none of whose entries any
 /// GPU runs, say sm_35 SASS alone, is left as it is).
 fn drop_dead(cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
