@@ -43,7 +43,7 @@ pub(crate) fn device_sections(
     // Fatbins in a program's own data: in any linked file, and in relocatable objects when
     // their device code is read whole (inspect, prune, extract; never a link's scan, which
     // only rewrites what cudart registers).
-    let linked = match host_kind(&layout) {
+    let search_data = match host_kind(&layout) {
         FileKind::SharedLibrary | FileKind::Executable => true,
         FileKind::Object => depth == Depth::Full,
         _ => false,
@@ -53,7 +53,7 @@ pub(crate) fn device_sections(
         let name = layout.section_name(index);
         if let Some(d) = DEVICE_SECTIONS.into_iter().find(|d| d.as_bytes() == name) {
             found.push((index, Some(d)));
-        } else if linked && may_embed(&layout, index, name) {
+        } else if search_data && may_embed(&layout, index, name) {
             found.push((index, None));
         }
     }
