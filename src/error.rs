@@ -38,19 +38,3 @@ pub fn store_at(path: &Path) -> impl Fn(cubin_store::StoreError) -> StoreAt + '_
         source,
     }
 }
-
-/// The file of the input that writing `output` would overwrite, if any: `output` itself or
-/// its side file (`<output>.fatpack`, which a packed side-file output also writes) being
-/// the input or the input's side file, each compared as the file it is (symlinks and `..`
-/// resolved). `prune app -o app.fatpack` must not replace the store `app` reads.
-pub fn clobbered_input(input: &Path, output: &Path) -> Option<PathBuf> {
-    let side = crate::packed::side_path;
-    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    let written = [output.to_path_buf(), side(output)];
-    let read = [input.to_path_buf(), side(input)];
-    read.into_iter()
-        .find(|r| written.iter().any(|w| same(w, r)))
-}

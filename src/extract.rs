@@ -31,6 +31,10 @@ pub enum ExtractError {
     Nothing { path: PathBuf, filtered: bool },
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
+    #[error(transparent)]
+    Commit(#[from] crate::commit::CommitError),
+    #[error(transparent)]
+    Split(Box<crate::split::SplitError>),
 }
 
 /// One entry: its identity, its original fatbin header (empty when there is none, e.g. a
@@ -100,7 +104,7 @@ fn store_items(
 /// because they are of a kind fatpack does not run and do not decode (cuFFT's obfuscated
 /// NVVM IR, which cuobjdump cannot read either).
 fn read_modules(path: &Path) -> Result<(Vec<Module>, usize), ExtractError> {
-    let map = inputs::map_file(path)?;
+    let map = inputs::read_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
     let store_err = |source| ExtractError::from(crate::error::store_at(path)(source));
@@ -115,10 +119,8 @@ fn read_modules(path: &Path) -> Result<(Vec<Module>, usize), ExtractError> {
         let bytes = p.store.bytes();
         if fatpack_format::split::is_manifest(bytes) {
             // A split binary: each entry from its pack next to it, checked against the index.
-            let split_err = |e: crate::split::SplitError| ExtractError::Entry {
-                origin: path.display().to_string(),
-                message: e.to_string(),
-            };
+            // Split's errors name the file already.
+            let split_err = |e: crate::split::SplitError| ExtractError::Split(Box::new(e));
             let c = crate::split::SplitContents::open(path, bytes, &p.recorded_digest)
                 .map_err(split_err)?;
             let items = store_items(&c.store, |e| c.read_entry(e).map_err(split_err))?;
@@ -197,6 +199,7 @@ pub fn extract(
         let p = p.to_path_buf();
         move |source| ExtractError::Io(crate::error::IoError { path: p, source })
     };
+    let mut outs = crate::commit::Outputs::new(&[input]);
     let (modules, undecodable) = read_modules(input)?;
     // Everything to write, decided (and every fatbin encoded) before a file is touched.
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
@@ -252,24 +255,30 @@ pub fn extract(
             filtered: only.is_some(),
         });
     }
-    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".fatpack-extract-")
-        .tempdir_in(dir)
-        .map_err(io_at(dir))?;
+    // Two entries can still name one file (a damaged fatbin: two entries of one kind and
+    // arch); each keeps its own.
+    let mut taken = BTreeSet::new();
+    for (name, _) in &mut files {
+        let mut n = 1;
+        let base = name.clone();
+        while !taken.insert(name.clone()) {
+            *name = format!("{n}~{base}");
+            n += 1;
+        }
+    }
+    outs.folder(dir)?;
+    let mut set = Vec::with_capacity(files.len());
     for (name, bytes) in &files {
-        let p = tmp.path().join(name);
-        std::fs::write(&p, bytes).map_err(io_at(&p))?;
-    }
-    let mut out = Extracted {
-        undecodable,
-        ..Extracted::default()
-    };
-    for (name, _) in &files {
         let dest = dir.join(name);
-        std::fs::rename(tmp.path().join(name), &dest).map_err(io_at(&dest))?;
-        out.files.push(dest);
+        let mut t = outs.file(&dest)?;
+        std::io::Write::write_all(t.named(), bytes).map_err(io_at(&dest))?;
+        set.push(t);
     }
+    let out = Extracted {
+        undecodable,
+        files: set.iter().map(|t| t.dest().to_path_buf()).collect(),
+    };
+    outs.commit(set)?;
     Ok(out)
 }
 

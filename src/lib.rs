@@ -7,6 +7,7 @@
 pub use fatpack_format as format;
 /// GPU arch names and targets: fatpack-format's, shared with the runtime and the store.
 pub use fatpack_format::arch;
+pub mod commit;
 pub mod cubin;
 pub mod elf;
 pub mod error;

@@ -13,9 +13,10 @@
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
-use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
+use cubin_store::{NewEntry, Store, StoreWriter, WriteOptions};
 
-use crate::inputs::map_file;
+use crate::commit::{Outputs, Staged};
+use crate::inputs::read_file;
 use crate::packed::{self, side_path, OutputError};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,8 +25,8 @@ pub enum RepackError {
     NotPacked(PathBuf),
     #[error("{}: is split into packs; repack the packed binary before splitting, or `fatpack join` it first", .0.display())]
     Split(PathBuf),
-    #[error("{}: the output must not be the input: writing it would replace {}, which repack reads (repack never modifies its input)", .0.display(), .1.display())]
-    OutputIsInput(PathBuf, PathBuf),
+    #[error(transparent)]
+    Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
     Store(#[from] crate::error::StoreAt),
     #[error(transparent)]
@@ -115,10 +116,9 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             })
         }
     };
-    if let Some(read) = crate::error::clobbered_input(input, output) {
-        return Err(RepackError::OutputIsInput(output.to_path_buf(), read));
-    }
-    let map = map_file(input)?;
+    let outs = Outputs::new(&[input]);
+    outs.check(output)?;
+    let map = read_file(input)?;
     let data: &[u8] = &map;
     let located =
         packed::locate(input, data)?.ok_or_else(|| RepackError::NotPacked(input.to_path_buf()))?;
@@ -142,15 +142,8 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
         })
     })?;
 
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = tempfile::Builder::new()
-        .prefix(".fatpack-repack-")
-        .tempfile_in(&dir)
-        .map_err(io_at(&dir))?;
-    std::fs::write(tmp.path(), data).map_err(io_at(tmp.path()))?;
+    let tmp = outs.file(output)?;
+    std::fs::write(tmp.path(), data).map_err(io_at(output))?;
     let embedded = located.store.is_section();
     let (summary, side) = if embedded {
         let s = packed::append_store(tmp.path(), |w| -> Result<_, RepackError> {
@@ -158,12 +151,7 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
         })?;
         (s, None)
     } else {
-        let w = AtomicStoreFile::create(side_path(output)).map_err(|source| {
-            RepackError::Store(crate::error::StoreAt {
-                path: output.to_path_buf(),
-                source,
-            })
-        })?;
+        let w = outs.file(&side_path(output))?.into_store();
         let (mut w, s) = write_repacked(&store, level, w, input)?;
         w.flush().map_err(io_at(output))?;
         (s, Some(w))
@@ -173,8 +161,11 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
     // Read back: the new store is whole, the binary records it, and it holds what the old
     // one held (same modules and entries, same contents by their digests).
     {
-        let out_map = map_file(tmp.path())?;
-        let side_map = side.as_ref().map(|s| map_file(s.temp_path())).transpose()?;
+        let out_map = read_file(tmp.path())?;
+        let side_map = side
+            .as_ref()
+            .map(|s| read_file(s.temp_path()))
+            .transpose()?;
         let new_bytes = match &side_map {
             Some(m) => &m[..],
             None => packed::section_bytes(&out_map).ok_or_else(|| OutputError::Bad {
@@ -210,7 +201,13 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             })
         })?;
     }
-    packed::commit_output(tmp, input, output, side)?;
+    tmp.permissions_of(input)?;
+    let mut set = Vec::new();
+    if let Some(side) = side {
+        set.push(Staged::from_store(side)?);
+    }
+    set.push(tmp);
+    outs.commit(set)?;
     let stats = store.stats();
     Ok(RepackReport {
         entries: stats.entries,

@@ -49,6 +49,20 @@ impl AtomicStoreFile {
         })
     }
 
+    /// Writes into `tmp` (created by the caller, in `dest`'s folder) instead of a temp file of
+    /// its own.
+    pub fn with_temp(tmp: NamedTempFile, dest: PathBuf) -> Self {
+        AtomicStoreFile {
+            file: BufWriter::with_capacity(1 << 20, tmp),
+            dest,
+        }
+    }
+
+    /// The finished temp file, flushed, for the caller to put in place.
+    pub fn into_temp(self) -> io::Result<NamedTempFile> {
+        self.file.into_inner().map_err(|e| e.into_error())
+    }
+
     /// Where the file will appear on commit.
     pub fn destination(&self) -> &Path {
         &self.dest

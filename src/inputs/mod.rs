@@ -156,6 +156,8 @@ pub enum InputError {
     Malformed { origin: String, message: String },
     #[error("{}: not a regular file (a FIFO, device or directory is never read)", path.display())]
     NotRegular { path: PathBuf },
+    #[error("{}: changed while fatpack read it (another process is writing it); run again when it is finished", path.display())]
+    Changed { path: PathBuf },
     #[error("{}: not an ELF file, archive, fatbin, cubin or fatpack store", path.display())]
     Unrecognized { path: PathBuf },
     #[error(
@@ -188,6 +190,42 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
     // SAFETY: the map is read-only; a concurrent writer truncating an input under us is
     // outside what any linker defends against.
     unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+}
+
+/// The whole of a regular file, read (not mapped): what the commands that rewrite files
+/// (prune, repack, split, join, extract) and inspect work on. A file truncated or grown
+/// while it is read is an error naming it, where a mapped file would kill the process with
+/// SIGBUS.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
+    let len = meta.len();
+    let mut data = Vec::new();
+    data.try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX))
+        .map_err(|_| io(std::io::Error::from(std::io::ErrorKind::OutOfMemory)))?;
+    file.read_to_end(&mut data).map_err(io)?;
+    let now = file.metadata().map_err(io)?;
+    if data.len() as u64 != len || now.len() != len || now.modified().ok() != meta.modified().ok() {
+        return Err(InputError::Changed {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(data)
 }
 
 /// Identify a file by its first bytes.

@@ -213,7 +213,7 @@ fn entry_report(e: &Entry, payload: &[u8]) -> EntryReport {
 /// Inspect the file at `path`, whatever it is.
 pub fn inspect_path(path: &Path) -> Result<FileReport, InspectError> {
     let shown = path.display().to_string();
-    let map = inputs::map_file(path)?;
+    let map = inputs::read_file(path)?;
     let data: &[u8] = &map;
     let kind = inputs::sniff(data);
     if matches!(

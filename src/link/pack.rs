@@ -192,6 +192,21 @@ fn say(opts: &PackOptions, line: &LinkLine, code: i32, what: &str) {
     }
 }
 
+/// An earlier side-file link's `<output>.fatpack`, now that the output keeps its store
+/// inside: left there it would be read as this binary's store by tools and people. Only a
+/// file that is a fatpack store is removed.
+fn remove_stale_side_file(output: &Path) {
+    let side = packed::side_path(output);
+    let mut magic = [0u8; 8];
+    let is_store = std::fs::File::open(&side)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && (magic == cubin_store::MAGIC || fatpack_format::split::is_manifest(&magic));
+    if is_store {
+        let _ = std::fs::remove_file(&side);
+    }
+}
+
 /// The line as given, for the real linker: nothing to pack.
 pub(super) fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
     let argv = line.render(&BTreeMap::new(), &[], &[])?;
@@ -534,7 +549,9 @@ impl Session {
             }
             _ => {}
         }
-        std::fs::rename(tmp_out, output).map_err(io_at("renaming the output to", output))
+        std::fs::rename(tmp_out, output).map_err(io_at("renaming the output to", output))?;
+        remove_stale_side_file(output);
+        Ok(())
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).

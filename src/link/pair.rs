@@ -8,34 +8,12 @@
 //! the instant between the two renames, which the runtime's digest check turns into a clear
 //! error instead of wrong code.
 
-use std::fs::File;
 use std::path::Path;
 
 use cubin_store::AtomicStoreFile;
 
 use super::error::io_at;
 use super::LinkError;
-
-/// An exclusive `flock` on a folder, released when dropped (with the descriptor).
-struct FolderLock(#[allow(dead_code)] File);
-
-impl FolderLock {
-    fn take(dir: &Path) -> Result<FolderLock, LinkError> {
-        use std::os::unix::io::AsRawFd;
-        let f = File::open(dir).map_err(io_at("opening", dir))?;
-        loop {
-            // SAFETY: flock on a descriptor this function owns; no memory is involved.
-            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-            if r == 0 {
-                return Ok(FolderLock(f));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io_at("locking", dir)(e));
-            }
-        }
-    }
-}
 
 /// Puts `side` (the finished store) and `tmp_out` (the finished binary) in place as the pair
 /// `output` + `<output>.fatpack`.
@@ -48,7 +26,8 @@ pub(super) fn commit(
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let _lock = FolderLock::take(dir)?;
+    let _lock =
+        crate::commit::lock::FolderLock::take(dir).map_err(|e| io_at("locking", dir)(e.source))?;
     if output.is_dir() {
         return Err(io_at("renaming the output to", output)(
             std::io::Error::from_raw_os_error(libc::EISDIR),
@@ -58,7 +37,11 @@ pub(super) fn commit(
     // The previous store, kept under a temp name to be put back if the binary cannot move.
     let backup = if side_path.is_file() {
         let b = tempfile::Builder::new()
-            .prefix(".fatpack-old-")
+            .prefix(&format!(
+                "{}{}-",
+                crate::commit::TEMP_PREFIX,
+                std::process::id()
+            ))
             .tempfile_in(dir)
             .map_err(io_at("creating a temp file in", dir))?
             .into_temp_path();

@@ -19,8 +19,8 @@ pub use write::{append_store, finish, mix_build_id, patch_slot, replace_store, O
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 
-/// A file mapped read-only.
-pub type Mapped = memmap2::Mmap;
+/// A file read whole (see [`crate::inputs::read_file`]).
+pub type Mapped = Vec<u8>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -55,34 +55,6 @@ fn bad(path: &Path, message: impl Into<String>) -> OutputError {
         path: path.to_path_buf(),
         message: message.into(),
     }
-}
-
-/// Puts a rewritten packed output in place (prune, repack): the input's permissions, fsync,
-/// rename over `output`, then its new side file, if it has one.
-pub fn commit_output(
-    tmp: tempfile::NamedTempFile,
-    input: &Path,
-    output: &Path,
-    side: Option<cubin_store::AtomicStoreFile>,
-) -> Result<(), OutputError> {
-    let perms = std::fs::metadata(input)
-        .map_err(io_err(input))?
-        .permissions();
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(io_err(tmp.path()))?;
-    tmp.as_file().sync_all().map_err(io_err(tmp.path()))?;
-    tmp.persist(output).map_err(|e| {
-        OutputError::Io(crate::error::IoError {
-            path: output.to_path_buf(),
-            source: e.error,
-        })
-    })?;
-    if let Some(side) = side {
-        let dest = side.destination().to_path_buf();
-        side.commit().map_err(|e| bad(&dest, e.to_string()))?;
-    }
-    Ok(())
 }
 
 /// `<path>.fatpack`: where a side-file output keeps its store.
@@ -178,7 +150,7 @@ pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, Out
         ),
         None => {
             let side = side_path(path);
-            let map = map_file(&side).map_err(|e| bad(path, e.to_string()))?;
+            let map = crate::inputs::read_file(&side).map_err(|e| bad(path, e.to_string()))?;
             StoreBytes::SideFile { path: side, map }
         }
     };

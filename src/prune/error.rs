@@ -23,8 +23,6 @@ pub enum PruneError {
         keep: String,
         has: String,
     },
-    #[error("{}: the output must not be the input: writing it would replace {}, which prune reads (prune never modifies its input)", .0.display(), .1.display())]
-    OutputIsInput(PathBuf, PathBuf),
     #[error("{}: --keep names {missing} but the file has none of them, only {present}", path.display())]
     Absent {
         path: PathBuf,
@@ -71,6 +69,8 @@ pub enum PruneError {
     Grew(PathBuf),
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
+    #[error(transparent)]
+    Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]

@@ -29,6 +29,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::arch::{parse_target_list, EntryId};
+use crate::commit::{Outputs, Staged};
 use crate::fatbin::{self, EntryKind, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
@@ -199,32 +200,26 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
 /// Prune `input` into `output`, keeping only `keep`.
 /// A folder or a wheel: every ELF file in it pruned (`package`).
 pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport, PruneError> {
-    if let Some(read) = crate::error::clobbered_input(input, output) {
-        return Err(PruneError::OutputIsInput(output.to_path_buf(), read));
-    }
+    let outs = Outputs::new(&[input]);
+    outs.check(output)?;
     if input.is_dir() {
-        return package::prune_tree(input, output, sel);
+        return package::prune_tree(input, output, sel, outs);
     }
-    let map = inputs::map_file(input)?;
+    let map = inputs::read_file(input)?;
     if package::is_wheel(input, &map) {
-        return package::prune_wheel(input, &map, output, sel);
+        return package::prune_wheel(input, &map, output, sel, outs);
     }
-    let out_dir = folder_of(output);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .tempfile_in(out_dir)
-        .map_err(io_at(out_dir))?;
-    let (report, side) = prune_data(input, &map, sel, &mut tmp, output)?;
-    // The input's permissions (an executable stays executable), then the side file.
-    crate::packed::commit_output(tmp, input, output, side)?;
+    let mut tmp = outs.file(output)?;
+    let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;
+    // The input's permissions (an executable stays executable); the side file first.
+    tmp.permissions_of(input)?;
+    let mut set = Vec::new();
+    if let Some(side) = side {
+        set.push(Staged::from_store(side)?);
+    }
+    set.push(tmp);
+    outs.commit(set)?;
     Ok(report)
-}
-
-/// The folder a path names its file in (`.` for a bare name): where its temp file goes.
-fn folder_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 /// Prunes one file (`input`, whose bytes are `data`) into `tmp`; a packed side-file
@@ -235,6 +230,7 @@ fn prune_data(
     sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
     output: &Path,
+    outs: &Outputs,
 ) -> Result<(PruneReport, Option<cubin_store::AtomicStoreFile>), PruneError> {
     let kind = inputs::sniff(data);
     let mut report = PruneReport::default();
@@ -244,7 +240,7 @@ fn prune_data(
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable
             if crate::packed::slot_range(data).is_some() =>
         {
-            side = packed::prune_packed(input, data, sel, tmp.path(), output, &mut report)?;
+            side = packed::prune_packed(input, data, sel, tmp.path(), output, outs, &mut report)?;
         }
         FileKind::Object => {
             let scanned = inputs::scan_bytes(input, data)?;

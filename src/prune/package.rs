@@ -15,7 +15,8 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{folder_of, io_at, prune_data, PruneError, PruneReport, Selection};
+use super::{io_at, prune_data, PruneError, PruneReport, Selection};
+use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
 
 /// One file a package prune rewrote.
@@ -49,16 +50,15 @@ fn prune_member(
     data: &[u8],
     sel: &Selection,
     scratch: &Path,
+    outs: &Outputs,
     out: &mut PruneReport,
-) -> Result<Option<tempfile::NamedTempFile>, PruneError> {
+) -> Result<Option<Staged>, PruneError> {
     if !has_device_code(shown, data) {
         return Ok(None);
     }
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .tempfile_in(scratch)
-        .map_err(io_at(scratch))?;
-    let (report, side) = prune_data(shown, data, sel, &mut tmp, &scratch.join("member"))?;
+    let member = scratch.join("member");
+    let mut tmp = outs.file(&member)?;
+    let (report, side) = prune_data(shown, data, sel, tmp.named(), &member, outs)?;
     if side.is_some() {
         return Err(PruneError::Package {
             path: shown.to_path_buf(),
@@ -74,28 +74,12 @@ pub(super) fn prune_tree(
     input: &Path,
     output: &Path,
     sel: &Selection,
+    outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
-    if output.symlink_metadata().is_ok() {
-        return Err(PruneError::Package {
-            path: output.to_path_buf(),
-            message: "exists; a pruned folder is written only where nothing is".into(),
-        });
-    }
-    let parent = folder_of(output);
-    let staging = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .tempdir_in(parent)
-        .map_err(io_at(parent))?;
+    let staging = outs.dir(output)?;
     let mut report = PruneReport::default();
-    copy_tree(input, input, staging.path(), sel, &mut report)?;
-    let staged = staging.keep();
-    std::fs::rename(&staged, output).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&staged);
-        PruneError::Io(crate::error::IoError {
-            path: output.to_path_buf(),
-            source: e,
-        })
-    })?;
+    copy_tree(input, input, staging.path(), sel, &outs, &mut report)?;
+    outs.commit(vec![staging])?;
     Ok(report)
 }
 
@@ -104,6 +88,7 @@ fn copy_tree(
     dir: &Path,
     to: &Path,
     sel: &Selection,
+    outs: &Outputs,
     report: &mut PruneReport,
 ) -> Result<(), PruneError> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -120,20 +105,16 @@ fn copy_tree(
             std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
         } else if meta.is_dir() {
             std::fs::create_dir(&dest).map_err(io_at(&dest))?;
-            copy_tree(root, &from, &dest, sel, report)?;
+            copy_tree(root, &from, &dest, sel, outs, report)?;
             std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
         } else {
-            let map = inputs::map_file(&from)?;
+            let map = inputs::read_file(&from)?;
             let mut one = PruneReport::default();
-            match prune_member(&from, &map, sel, to, &mut one)? {
+            match prune_member(&from, &map, sel, to, outs, &mut one)? {
                 Some(tmp) => {
                     let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
-                    tmp.persist(&dest).map_err(|e| {
-                        PruneError::Io(crate::error::IoError {
-                            path: dest.clone(),
-                            source: e.error,
-                        })
-                    })?;
+                    // Renamed, not copied: the file keeps its holes.
+                    std::fs::rename(tmp.path(), &dest).map_err(io_at(&dest))?;
                     add(report, &from, root, meta.len(), after, one);
                 }
                 None => {
@@ -257,6 +238,7 @@ pub(super) fn prune_wheel(
     data: &[u8],
     output: &Path,
     sel: &Selection,
+    outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let bad = |m: String| wheel_error(input, m);
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(data))
@@ -290,21 +272,13 @@ pub(super) fn prune_wheel(
     };
     let (old_info, record_name) = (&renames[0].0, format!("{}RECORD", renames[0].1));
     let dest = wheel_destination(input, output, &dist, &version, &new_version)?;
-    let parent = folder_of(&dest);
-    let scratch = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .tempdir_in(parent)
-        .map_err(io_at(parent))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".fatpack-prune-")
-        .suffix(".whl")
-        .tempfile_in(parent)
-        .map_err(io_at(parent))?;
+    let scratch = outs.scratch(&dest)?;
+    let mut tmp = outs.file(&dest)?;
     let mut report = PruneReport::default();
     let mut written: Vec<(String, Option<[u8; 32]>, u64)> = Vec::new();
     let mut record_opts = None;
     let zip_error = |e: zip::result::ZipError| wheel_error(&dest, e.to_string());
-    let mut w = zip::ZipWriter::new(tmp.as_file_mut());
+    let mut w = zip::ZipWriter::new(tmp.named().as_file_mut());
     for i in 0..zip.len() {
         let (name, mut bytes, opts, is_dir) = read_member(&mut zip, i).map_err(bad)?;
         let new_name = rename(&name);
@@ -329,7 +303,14 @@ pub(super) fn prune_wheel(
                 .ok_or_else(|| bad(format!("{name}: no Version: {version} line")))?;
         }
         let mut one = PruneReport::default();
-        let pruned = prune_member(&input.join(&name), &bytes, sel, scratch.path(), &mut one)?;
+        let pruned = prune_member(
+            &input.join(&name),
+            &bytes,
+            sel,
+            scratch.path(),
+            &outs,
+            &mut one,
+        )?;
         let changed = pruned.is_some() || name.ends_with("/METADATA");
         if let Some(tmp) = pruned {
             let new = std::fs::read(tmp.path()).map_err(io_at(tmp.path()))?;
@@ -375,7 +356,9 @@ pub(super) fn prune_wheel(
     // Read back before it is committed: every member there, with the bytes RECORD says.
     check_wheel(tmp.path(), &written).map_err(|m| wheel_error(&dest, m))?;
     // The input's permissions, flushed, renamed into place.
-    crate::packed::commit_output(tmp, input, &dest, None)?;
+    tmp.permissions_of(input)?;
+    drop(scratch);
+    outs.commit(vec![tmp])?;
     report.wheel = Some((new_version, dest));
     Ok(report)
 }

@@ -84,17 +84,12 @@ pub(super) fn prune_packed(
     sel: &Selection,
     tmp_path: &Path,
     output_path: &Path,
+    outs: &crate::commit::Outputs,
     report: &mut PruneReport,
 ) -> Result<Option<AtomicStoreFile>, PruneError> {
     let located =
         packed::locate(input, data)?.ok_or_else(|| PruneError::NotPacked(input.to_path_buf()))?;
     let (store_bytes, embedded) = (located.store.bytes(), located.store.is_section());
-    let store_err = |source| {
-        PruneError::Store(crate::error::StoreAt {
-            path: input.to_path_buf(),
-            source,
-        })
-    };
     if fatpack_format::split::is_manifest(store_bytes) {
         return Err(PruneError::Split(input.to_path_buf()));
     }
@@ -111,7 +106,7 @@ pub(super) fn prune_packed(
         })?;
         (s, None)
     } else {
-        let w = AtomicStoreFile::create(side_path(output_path)).map_err(store_err)?;
+        let w = outs.file(&side_path(output_path))?.into_store();
         let (w, summary) = write_pruned(&store, sel, w, report, input)?;
         (summary, Some(w))
     };

@@ -8,14 +8,14 @@ use cubin_store::{EntryView, Store};
 use fatpack_format::split::{check_pack, Manifest};
 
 use super::SplitError;
-use crate::inputs::map_file;
+use crate::inputs::read_file;
 
 pub struct SplitContents<'a> {
     /// The store as the binary records it, without its blobs.
     pub store: Store<'static>,
     pub manifest: Manifest<'a>,
     /// Each pack's path and its mapped bytes, or why it cannot be used.
-    packs: Vec<(PathBuf, Result<memmap2::Mmap, String>)>,
+    packs: Vec<(PathBuf, Result<Vec<u8>, String>)>,
     host: PathBuf,
 }
 
@@ -61,7 +61,7 @@ impl<'a> SplitContents<'a> {
                 let mut p = real.as_os_str().to_owned();
                 p.push(&rec.suffix);
                 let path = PathBuf::from(p);
-                let m = map_file(&path).map_err(|e| match &e {
+                let m = read_file(&path).map_err(|e| match &e {
                     crate::inputs::InputError::Io { source, .. }
                         if source.kind() == std::io::ErrorKind::NotFound =>
                     {

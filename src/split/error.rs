@@ -37,6 +37,8 @@ pub enum SplitError {
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
     #[error(transparent)]
+    Commit(#[from] crate::commit::CommitError),
+    #[error(transparent)]
     Input(#[from] InputError),
     #[error(transparent)]
     Output(#[from] OutputError),

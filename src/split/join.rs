@@ -8,7 +8,8 @@ use cubin_store::{Store, StoreError};
 
 use super::error::io_at;
 use super::{verify_all, SplitContents, SplitError};
-use crate::inputs::map_file;
+use crate::commit::{Outputs, Staged};
+use crate::inputs::read_file;
 use crate::packed::{self, side_path};
 
 #[derive(Debug, Clone)]
@@ -39,7 +40,9 @@ fn assemble<W: Write>(c: &SplitContents<'_>, w: &mut W, host: &Path) -> Result<u
 }
 
 pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
-    let map = map_file(host)?;
+    let outs = Outputs::new(&[host]);
+    outs.check(output)?;
+    let map = read_file(host)?;
     let data: &[u8] = &map;
     let located =
         packed::locate(host, data)?.ok_or_else(|| SplitError::NotPacked(host.to_path_buf()))?;
@@ -51,16 +54,7 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
     let contents = SplitContents::open(host, manifest_bytes, &recorded)?;
     contents.verify_packs()?;
 
-    let dir = match output.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let temp = |shown: &Path| {
-        tempfile::Builder::new()
-            .prefix(".fatpack-join")
-            .tempfile_in(&dir)
-            .map_err(io_at(shown))
-    };
+    let temp = |dest: &Path| outs.file(dest);
     let out_tmp = temp(output)?;
     std::fs::write(out_tmp.path(), data).map_err(io_at(output))?;
     let embedded = located.store.is_section();
@@ -76,7 +70,7 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
         t.as_file()
             .set_permissions(std::fs::Permissions::from_mode(0o644))
             .map_err(io_at(&side))?;
-        let mut w = std::io::BufWriter::new(t.as_file_mut());
+        let mut w = std::io::BufWriter::new(t.named().as_file_mut());
         assemble(&contents, &mut w, host)?;
         w.flush().map_err(io_at(&side))?;
         drop(w);
@@ -85,8 +79,8 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
 
     // The joined store must be whole and the binary's before it replaces anything.
     {
-        let out_map = map_file(out_tmp.path())?;
-        let side_map = side_tmp.as_ref().map(|t| map_file(t.path())).transpose()?;
+        let out_map = read_file(out_tmp.path())?;
+        let side_map = side_tmp.as_ref().map(|t| read_file(t.path())).transpose()?;
         let lost = |what: &str| SplitError::Bad {
             path: output.to_path_buf(),
             message: format!("the joined binary lost its {what}"),
@@ -111,23 +105,11 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
         verify_all(&store, output)?;
     }
 
-    let mode = std::fs::metadata(host).map_err(io_at(host))?.permissions();
-    out_tmp
-        .as_file()
-        .set_permissions(mode)
-        .map_err(io_at(output))?;
-    let side_file = match side_tmp {
-        Some(t) => {
-            t.as_file().sync_all().map_err(io_at(&side))?;
-            t.persist(&side).map_err(|e| io_at(&side)(e.error))?;
-            Some(side)
-        }
-        None => None,
-    };
-    out_tmp.as_file().sync_all().map_err(io_at(output))?;
-    out_tmp
-        .persist(output)
-        .map_err(|e| io_at(output)(e.error))?;
+    out_tmp.permissions_of(host)?;
+    let side_file = side_tmp.as_ref().map(|_| side.clone());
+    let mut set: Vec<Staged> = side_tmp.into_iter().collect();
+    set.push(out_tmp);
+    outs.commit(set)?;
     let len = std::fs::metadata(output).map_err(io_at(output))?.len();
     Ok(JoinReport {
         output: output.to_path_buf(),

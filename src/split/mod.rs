@@ -31,7 +31,8 @@ use fatpack_format::split::{
     pack_header, Manifest, PackKind, PackRecord, Placement, PACK_HEADER_LEN,
 };
 
-use crate::inputs::map_file;
+use crate::commit::{Outputs, Staged};
+use crate::inputs::read_file;
 use crate::packed::{self, side_path};
 
 /// One pack written by split.
@@ -99,7 +100,8 @@ pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitErro
 
 /// Splits the packed binary `input` into `into`/<its name> plus its packs.
 pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
-    let map = map_file(input)?;
+    let mut outs = Outputs::new(&[input]);
+    let map = read_file(input)?;
     let data: &[u8] = &map;
     let located =
         packed::locate(input, data)?.ok_or_else(|| SplitError::NotPacked(input.to_path_buf()))?;
@@ -127,19 +129,15 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
             message: "has no file name".into(),
         })?
         .to_owned();
-    std::fs::create_dir_all(into).map_err(error::io_at(into))?;
     let host_path = into.join(&name);
+    outs.check(&host_path)?;
+    outs.folder(into)?;
     let pack_path = |k: PackKind| {
         let mut s = host_path.clone().into_os_string();
         s.push(k.suffix());
         PathBuf::from(s)
     };
-    let temp = |final_path: &Path| {
-        tempfile::Builder::new()
-            .prefix(".fatpack-split")
-            .tempfile_in(into)
-            .map_err(error::io_at(final_path))
-    };
+    let temp = |final_path: &Path| outs.file(final_path);
 
     // Packs: header, then each blob's stored bytes at an 8-aligned offset.
     let mut placements = vec![Placement { pack: 0, offset: 0 }; store.blob_count()];
@@ -149,7 +147,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     for (pi, &kind) in kinds.iter().enumerate() {
         let path = pack_path(kind);
         let mut tmp = temp(&path)?;
-        let mut w = Hashing::new(std::io::BufWriter::new(tmp.as_file_mut()));
+        let mut w = Hashing::new(std::io::BufWriter::new(tmp.named().as_file_mut()));
         let shown = path.clone();
         let io = error::io_at(&shown);
         w.write_all(&pack_header(pi as u32, &store.digest()))
@@ -181,7 +179,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
             len,
             blobs,
         });
-        pack_files.push((tmp, path));
+        pack_files.push(tmp);
     }
     let skeleton = store.skeleton();
     let manifest = Manifest {
@@ -208,8 +206,10 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     } else {
         let side = side_path(&host_path);
         let mut t = temp(&side)?;
-        t.write_all(&manifest).map_err(error::io_at(&side))?;
-        Some((t, side))
+        t.named()
+            .write_all(&manifest)
+            .map_err(error::io_at(&side))?;
+        Some(t)
     };
 
     // Read back what was written before anything is renamed into place.
@@ -217,13 +217,13 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         &store,
         store_bytes,
         host_tmp.path(),
-        side_tmp.as_ref().map(|(t, _)| t.path()),
+        side_tmp.as_ref().map(|t| t.path()),
         &pack_files,
         &host_path,
     )?;
     let needs = needs(&store, &kinds, &|id| pack_of(id), &name);
 
-    let side_file = commit(pack_files, side_tmp, host_tmp, input, &host_path)?;
+    let side_file = commit(outs, pack_files, side_tmp, host_tmp, input)?;
     let host_len = std::fs::metadata(&host_path)
         .map_err(error::io_at(&host_path))?
         .len();
@@ -267,43 +267,24 @@ fn assign_packs(store: &Store<'_>, input: &Path) -> Result<(Vec<PackKind>, Vec<u
 /// host last (a host never names packs that are not there yet). Packs are data anyone who
 /// may run the binary must read; the host keeps the input's permissions.
 fn commit(
-    pack_files: Vec<(tempfile::NamedTempFile, PathBuf)>,
-    side_tmp: Option<(tempfile::NamedTempFile, PathBuf)>,
-    host_tmp: tempfile::NamedTempFile,
+    outs: Outputs,
+    pack_files: Vec<Staged>,
+    side_tmp: Option<Staged>,
+    host_tmp: Staged,
     input: &Path,
-    host_path: &Path,
 ) -> Result<Option<PathBuf>, SplitError> {
     use std::os::unix::fs::PermissionsExt;
-    let persist = |t: tempfile::NamedTempFile, to: &Path| -> Result<(), SplitError> {
-        t.as_file().sync_all().map_err(error::io_at(to))?;
-        t.persist(to).map_err(|e| error::io_at(to)(e.error))?;
-        Ok(())
-    };
-    let readable = |t: &tempfile::NamedTempFile, path: &Path| {
+    let side_file = side_tmp.as_ref().map(|t| t.dest().to_path_buf());
+    let mut set = pack_files;
+    set.extend(side_tmp);
+    for t in &set {
         t.as_file()
             .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .map_err(error::io_at(path))
-    };
-    for (t, path) in pack_files {
-        readable(&t, &path)?;
-        persist(t, &path)?;
+            .map_err(error::io_at(t.dest()))?;
     }
-    let side_file = match side_tmp {
-        Some((t, side)) => {
-            readable(&t, &side)?;
-            persist(t, &side)?;
-            Some(side)
-        }
-        None => None,
-    };
-    let mode = std::fs::metadata(input)
-        .map_err(error::io_at(input))?
-        .permissions();
-    host_tmp
-        .as_file()
-        .set_permissions(mode)
-        .map_err(error::io_at(host_path))?;
-    persist(host_tmp, host_path)?;
+    host_tmp.permissions_of(input)?;
+    set.push(host_tmp);
+    outs.commit(set)?;
     Ok(side_file)
 }
 
@@ -314,15 +295,15 @@ fn check_written(
     store_bytes: &[u8],
     host: &Path,
     side: Option<&Path>,
-    packs: &[(tempfile::NamedTempFile, PathBuf)],
+    packs: &[Staged],
     shown: &Path,
 ) -> Result<(), SplitError> {
     let bad = |message: String| SplitError::Bad {
         path: shown.to_path_buf(),
         message: format!("written output does not read back: {message}"),
     };
-    let host_map = map_file(host)?;
-    let side_map = side.map(map_file).transpose()?;
+    let host_map = read_file(host)?;
+    let side_map = side.map(read_file).transpose()?;
     let slot = packed::recorded_slot(&host_map).ok_or_else(|| bad("no slot".into()))?;
     let bytes = match &side_map {
         Some(m) => &m[..],
@@ -335,7 +316,7 @@ fn check_written(
     }
     let maps = packs
         .iter()
-        .map(|(t, _)| map_file(t.path()))
+        .map(|t| read_file(t.path()))
         .collect::<Result<Vec<_>, _>>()?;
     for (i, (m, rec)) in maps.iter().zip(&manifest.packs).enumerate() {
         fatpack_format::split::check_pack(m, i as u32, &store.digest(), rec.len)

@@ -1,0 +1,148 @@
+//! No output may be something the command reads: an input itself (under any name: a hard
+//! link, a symlink, `..`), the input's side file or split packs, a folder holding an input
+//! (replacing it would destroy the input) or a folder inside an input folder being read.
+//! Files are compared as the filesystem knows them, by device and inode.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A file or folder as the filesystem knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+fn id_of(p: &Path) -> Option<FileId> {
+    let m = std::fs::metadata(p).ok()?;
+    Some(FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// `path` with symlinks and `..` resolved, also when its last part does not exist yet.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let name = path.file_name()?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(std::fs::canonicalize(parent).ok()?.join(name))
+}
+
+/// The identities of a path and every folder above it.
+fn chain(path: &Path) -> Vec<FileId> {
+    resolved(path)
+        .map(|p| p.ancestors().filter_map(id_of).collect())
+        .unwrap_or_default()
+}
+
+/// What a command reads, by identity.
+#[derive(Debug, Default)]
+pub struct Reads {
+    /// Each file read (as the user named it) and its identity.
+    files: Vec<(PathBuf, FileId)>,
+    /// Each input and the identities of the folders above it.
+    above: Vec<(PathBuf, Vec<FileId>)>,
+}
+
+impl Reads {
+    /// `inputs`, each with the side file and split packs a packed file is read with
+    /// (`<name>.fatpack`, `<name>.<arch>.fatpack`) where they exist.
+    pub fn of(inputs: &[&Path]) -> Reads {
+        let mut r = Reads::default();
+        for &input in inputs {
+            // Packs and side files sit beside the name given and beside the file it links to.
+            let real = std::fs::canonicalize(input).ok();
+            let around = companions(input)
+                .into_iter()
+                .chain(real.iter().flat_map(|r| companions(r)));
+            for p in std::iter::once(input.to_path_buf()).chain(around) {
+                if let Some(id) = id_of(&p) {
+                    r.files.push((p, id));
+                }
+            }
+            r.above.push((input.to_path_buf(), chain(input)));
+        }
+        r
+    }
+
+    /// The input that writing `dest` would replace or remove, if any.
+    pub fn clash(&self, dest: &Path) -> Option<&Path> {
+        // `dest`, or a folder it is in, is read.
+        let dest_chain = chain(dest);
+        if let Some((p, _)) = self.files.iter().find(|(_, id)| dest_chain.contains(id)) {
+            return Some(p);
+        }
+        // An input lies inside `dest` (a folder the output would replace).
+        let dest_id = id_of(dest)?;
+        self.above
+            .iter()
+            .find(|(_, ids)| ids.contains(&dest_id))
+            .map(|(p, _)| p.as_path())
+    }
+}
+
+/// A packed file's side file and split packs: `<name>.fatpack` and `<name>.*.fatpack`.
+fn companions(input: &Path) -> Vec<PathBuf> {
+    let Some(name) = input.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let dir = match input.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let stem = format!("{name}.");
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&stem) && n.ends_with(".fatpack"))
+        })
+        .map(|e| dir.join(e.file_name()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reads;
+
+    #[test]
+    fn outputs_that_are_inputs_clash() {
+        let d = tempfile::tempdir().unwrap();
+        let app = d.path().join("app");
+        std::fs::write(&app, b"x").unwrap();
+        std::fs::write(d.path().join("app.fatpack"), b"s").unwrap();
+        std::fs::write(d.path().join("app.sm_80.fatpack"), b"p").unwrap();
+        std::fs::hard_link(&app, d.path().join("hard")).unwrap();
+        std::os::unix::fs::symlink(&app, d.path().join("soft")).unwrap();
+        let r = Reads::of(&[&app]);
+        for clash in ["app", "app.fatpack", "app.sm_80.fatpack", "hard", "soft"] {
+            assert!(r.clash(&d.path().join(clash)).is_some(), "{clash}");
+        }
+        assert!(r.clash(&d.path().join("sub/../app")).is_some());
+        // A folder holding the input would be replaced with it.
+        assert!(r.clash(d.path()).is_some());
+        for fine in ["other", "app.sm90", "app.fatpack.x"] {
+            assert!(r.clash(&d.path().join(fine)).is_none(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn outputs_inside_an_input_folder_clash() {
+        let d = tempfile::tempdir().unwrap();
+        let tree = d.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        let r = Reads::of(&[&tree]);
+        assert!(r.clash(&tree.join("out")).is_some());
+        assert!(r.clash(&d.path().join("out")).is_none());
+    }
+}

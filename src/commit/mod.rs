@@ -1,0 +1,334 @@
+//! One way every command that writes (link, prune, repack, split, join, extract) puts its
+//! outputs in place, so that none of them can leave a half-changed set, a temp file, or a
+//! destroyed input behind:
+//!
+//! - [`Outputs::new`] records what the command reads ([`alias`]); an output that would
+//!   replace any of it is refused before anything is written.
+//! - Each output is written under a temp name beside its destination,
+//!   `.fatpack-tmp-<pid>-XXXXXX` ([`Outputs::file`], [`Outputs::dir`]): removed on drop, on
+//!   SIGINT/SIGTERM/SIGHUP ([`signals`]), and by the next run in that folder if SIGKILL left
+//!   it (the pid is dead).
+//! - The caller verifies everything it wrote, then [`Outputs::commit`] renames the set in
+//!   the order given (stores and packs first, the binary that records them last), holding a
+//!   lock on each destination folder so that concurrent writers of one output take turns
+//!   ([`lock`]). A rename that fails puts the earlier ones back: the old set or the new set,
+//!   never a mix.
+//! - Output folders the command created are removed again when it fails.
+
+mod alias;
+pub mod lock;
+pub mod signals;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{io_at, IoError};
+
+/// The start of every temp name fatpack gives a file or folder beside an output; the pid
+/// follows.
+pub const TEMP_PREFIX: &str = ".fatpack-tmp-";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error(
+        "{}: the output must not be the input: writing it would replace {}, which this \
+         command reads (fatpack never modifies its inputs)",
+        output.display(),
+        input.display()
+    )]
+    OutputIsInput { output: PathBuf, input: PathBuf },
+    #[error("{}: two outputs of this command would have this name", .0.display())]
+    SameOutputTwice(PathBuf),
+    #[error("{}: is a folder; the output is a file", .0.display())]
+    IsFolder(PathBuf),
+    #[error("{}: exists; a folder output is written only where nothing is", .0.display())]
+    FolderExists(PathBuf),
+    #[error(transparent)]
+    Io(#[from] IoError),
+}
+
+/// The folder a path names its file in (`.` for a bare name).
+pub fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+enum Temp {
+    File(tempfile::NamedTempFile),
+    Dir(tempfile::TempDir),
+}
+
+/// One output written under a temp name, waiting for [`Outputs::commit`]; removed if dropped.
+pub struct Staged {
+    temp: Option<Temp>,
+    path: PathBuf,
+    dest: PathBuf,
+}
+
+impl Staged {
+    /// Where the output is being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where it goes on commit.
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// The temp file (a file output).
+    pub fn named(&mut self) -> &mut tempfile::NamedTempFile {
+        match &mut self.temp {
+            Some(Temp::File(f)) => f,
+            _ => unreachable!("a folder output has no file"),
+        }
+    }
+
+    pub fn as_file(&self) -> &std::fs::File {
+        match &self.temp {
+            Some(Temp::File(f)) => f.as_file(),
+            _ => unreachable!("a folder output has no file"),
+        }
+    }
+
+    /// Gives the file the permissions of `like` (an executable stays executable).
+    pub fn permissions_of(&self, like: &Path) -> Result<(), IoError> {
+        let perms = std::fs::metadata(like).map_err(io_at(like))?.permissions();
+        self.as_file()
+            .set_permissions(perms)
+            .map_err(io_at(&self.dest))
+    }
+
+    /// The temp file as a store writer (a side file).
+    pub fn into_store(mut self) -> cubin_store::AtomicStoreFile {
+        let Some(Temp::File(f)) = self.temp.take() else {
+            unreachable!("a folder output has no file")
+        };
+        // Still registered with the signal handler: the file lives on inside the writer.
+        cubin_store::AtomicStoreFile::with_temp(f, self.dest.clone())
+    }
+
+    /// A store writer's finished file, back in the set.
+    pub fn from_store(store: cubin_store::AtomicStoreFile) -> Result<Staged, IoError> {
+        let dest = store.destination().to_path_buf();
+        let f = store.into_temp().map_err(io_at(&dest))?;
+        Ok(Staged {
+            path: f.path().to_path_buf(),
+            temp: Some(Temp::File(f)),
+            dest,
+        })
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        // The temp removes itself as it drops (after this).
+        signals::forget(&self.path);
+    }
+}
+
+/// The outputs of one command run.
+pub struct Outputs {
+    reads: alias::Reads,
+    swept: std::cell::RefCell<Vec<PathBuf>>,
+    /// Output folders this run created, removed again unless it commits.
+    created: Vec<PathBuf>,
+    committed: bool,
+}
+
+impl Outputs {
+    /// For a command that reads `inputs` (their side files and packs included).
+    pub fn new(inputs: &[&Path]) -> Outputs {
+        signals::install();
+        Outputs {
+            reads: alias::Reads::of(inputs),
+            swept: Default::default(),
+            created: Vec::new(),
+            committed: false,
+        }
+    }
+
+    /// Refuses `dest` if writing it would replace something this command reads.
+    pub fn check(&self, dest: &Path) -> Result<(), CommitError> {
+        match self.reads.clash(dest) {
+            Some(input) => Err(CommitError::OutputIsInput {
+                output: dest.to_path_buf(),
+                input: input.to_path_buf(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates the output folder `dir` (and those above it) if missing; those it created are
+    /// removed again if the command fails.
+    pub fn folder(&mut self, dir: &Path) -> Result<(), CommitError> {
+        self.check(dir)?;
+        let mut missing: Vec<PathBuf> = dir
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+        missing.reverse();
+        self.created.extend(missing);
+        Ok(())
+    }
+
+    fn prepare(&self, dest: &Path) -> Result<&'static str, CommitError> {
+        self.check(dest)?;
+        let dir = folder_of(dest);
+        let mut swept = self.swept.borrow_mut();
+        if !swept.iter().any(|d| d == dir) {
+            signals::sweep(TEMP_PREFIX, dir);
+            swept.push(dir.to_path_buf());
+        }
+        Ok(TEMP_PREFIX)
+    }
+
+    /// A temp file beside `dest` for the output `dest`.
+    pub fn file(&self, dest: &Path) -> Result<Staged, CommitError> {
+        let prefix = self.prepare(dest)?;
+        let dir = folder_of(dest);
+        let mut b = tempfile::Builder::new();
+        let prefix = format!("{prefix}{}-", std::process::id());
+        b.prefix(&prefix);
+        {
+            // What any created file gets: the umask decides.
+            use std::os::unix::fs::PermissionsExt;
+            b.permissions(std::fs::Permissions::from_mode(0o666));
+        }
+        let f = b.tempfile_in(dir).map_err(io_at(dir))?;
+        let path = f.path().to_path_buf();
+        signals::register(&path);
+        Ok(Staged {
+            temp: Some(Temp::File(f)),
+            path,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// A temp folder beside `dest` for the folder output `dest` (which must not exist).
+    pub fn dir(&self, dest: &Path) -> Result<Staged, CommitError> {
+        if dest.symlink_metadata().is_ok() {
+            return Err(CommitError::FolderExists(dest.to_path_buf()));
+        }
+        self.temp_dir(dest)
+    }
+
+    /// A temp folder for work files beside `near` (an output), removed when dropped.
+    pub fn scratch(&self, near: &Path) -> Result<Staged, CommitError> {
+        self.temp_dir(near)
+    }
+
+    fn temp_dir(&self, dest: &Path) -> Result<Staged, CommitError> {
+        let prefix = self.prepare(dest)?;
+        let dir = folder_of(dest);
+        let t = tempfile::Builder::new()
+            .prefix(&format!("{prefix}{}-", std::process::id()))
+            .tempdir_in(dir)
+            .map_err(io_at(dir))?;
+        let path = t.path().to_path_buf();
+        signals::register(&path);
+        Ok(Staged {
+            temp: Some(Temp::Dir(t)),
+            path,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Puts every staged output in place, in the order given (each after those it depends
+    /// on: stores and packs before the binary that records them), or none of them.
+    pub fn commit(mut self, staged: Vec<Staged>) -> Result<(), CommitError> {
+        for (i, s) in staged.iter().enumerate() {
+            if staged[..i].iter().any(|t| t.dest == s.dest) {
+                return Err(CommitError::SameOutputTwice(s.dest.clone()));
+            }
+            // Checked again: an earlier output of this run may have made a folder there.
+            self.check(&s.dest)?;
+            if let Some(Temp::File(f)) = &s.temp {
+                if s.dest.is_dir() {
+                    return Err(CommitError::IsFolder(s.dest.clone()));
+                }
+                f.as_file().sync_all().map_err(io_at(&s.dest))?;
+            }
+        }
+        let mut dirs: Vec<PathBuf> = staged
+            .iter()
+            .map(|s| folder_of(&s.dest).to_path_buf())
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        let _locks = dirs
+            .iter()
+            .map(|d| lock::FolderLock::take(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        rename_all(&self, staged)?;
+        for d in &dirs {
+            // The renames themselves made durable.
+            if let Ok(f) = std::fs::File::open(d) {
+                let _ = f.sync_all();
+            }
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+/// The renames of [`Outputs::commit`]: with more than one output, each existing destination
+/// is first moved aside, to be put back if a later rename fails.
+fn rename_all(outs: &Outputs, mut staged: Vec<Staged>) -> Result<(), CommitError> {
+    let mut aside: Vec<(PathBuf, Staged)> = Vec::new();
+    if staged.len() > 1 {
+        for s in &staged {
+            if s.dest.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+                let b = outs.file(&s.dest)?;
+                std::fs::rename(&s.dest, b.path()).map_err(io_at(&s.dest))?;
+                aside.push((s.dest.clone(), b));
+            }
+        }
+    }
+    let undo = |done: &[PathBuf], aside: &mut Vec<(PathBuf, Staged)>| {
+        for d in done {
+            if d.is_dir() {
+                let _ = std::fs::remove_dir_all(d);
+            } else {
+                let _ = std::fs::remove_file(d);
+            }
+        }
+        for (dest, b) in aside.drain(..) {
+            let _ = std::fs::rename(b.path(), &dest);
+        }
+    };
+    let mut done = Vec::new();
+    for s in &mut staged {
+        if let Err(e) = std::fs::rename(&s.path, &s.dest) {
+            undo(&done, &mut aside);
+            return Err(io_at(&s.dest)(e).into());
+        }
+        done.push(s.dest.clone());
+        // In place: nothing to remove on drop.
+        match s.temp.take() {
+            Some(Temp::File(f)) => {
+                let _ = f.into_temp_path().keep();
+            }
+            Some(Temp::Dir(d)) => {
+                let _ = d.keep();
+            }
+            None => {}
+        }
+    }
+    // `aside` (the previous files) are removed as they drop.
+    Ok(())
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        for d in self.created.iter().rev() {
+            // Only if empty: never what another process put there meanwhile.
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! What a signal leaves behind: nothing. Every temp file and folder fatpack creates beside an
+//! output or in `$TMPDIR` is registered here while it exists; SIGINT, SIGTERM and SIGHUP remove
+//! them (after stopping the real linker, if one runs, with the same signal) and then fatpack
+//! dies of the signal, as an ordinary tool would. SIGXFSZ is caught so that the write that
+//! crossed the file-size limit fails with `EFBIG` instead of killing the process: the error
+//! then names the file and the ordinary error path removes the temps. What SIGKILL leaves
+//! is swept by the next run ([`sweep`]): temp names carry their creator's pid.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+
+/// Paths to remove if a signal ends the process.
+static PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// The real linker's pid while it runs, else 0.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+/// Held while a child is being started: a signal then waits until its pid is known, so that
+/// it is never left running.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+fn paths() -> MutexGuard<'static, Vec<PathBuf>> {
+    PATHS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts the thread that cleans up on a signal (once per process).
+pub fn install() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGXFSZ};
+        let Ok(mut signals) =
+            signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGXFSZ])
+        else {
+            return;
+        };
+        std::thread::spawn(move || {
+            for sig in signals.forever() {
+                if sig == SIGXFSZ {
+                    // The write returns EFBIG; the error path cleans up.
+                    continue;
+                }
+                let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
+                let child = CHILD.load(Ordering::Acquire);
+                if child > 0 {
+                    // SAFETY: a plain syscall; the pid is the child we started.
+                    unsafe { libc::kill(child, sig) };
+                }
+                for p in paths().drain(..) {
+                    remove(&p);
+                }
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+                std::process::exit(128 + sig);
+            }
+        });
+    });
+}
+
+fn remove(p: &Path) {
+    match p.symlink_metadata() {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(p);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(p);
+        }
+        Err(_) => {}
+    }
+}
+
+/// Removes `path` if a signal ends the process before [`forget`] is called for it.
+pub fn register(path: &Path) {
+    install();
+    paths().push(path.to_path_buf());
+}
+
+/// `path` was removed or put in place: a signal no longer concerns it.
+pub fn forget(path: &Path) {
+    let mut v = paths();
+    if let Some(i) = v.iter().rposition(|p| p == path) {
+        v.swap_remove(i);
+    }
+}
+
+/// Runs a child (`start` spawns it) known to the signal handler from its start to its end,
+/// and collects its output.
+pub fn run_child<E>(
+    start: impl FnOnce() -> Result<std::process::Child, E>,
+) -> Result<std::io::Result<std::process::Output>, E> {
+    install();
+    let child = {
+        let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
+        let c = start()?;
+        CHILD.store(i32::try_from(c.id()).unwrap_or(0), Ordering::Release);
+        c
+    };
+    let out = child.wait_with_output();
+    CHILD.store(0, Ordering::Release);
+    Ok(out)
+}
+
+/// Removes `<dir>/<prefix><pid>-*` files and folders whose process no longer exists (left by
+/// SIGKILL or a power cut).
+pub fn sweep(prefix: &str, dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid <= 0 || alive(pid) {
+            continue;
+        }
+        remove(&e.path());
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only asks whether the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
