@@ -119,13 +119,16 @@ fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
     // zstd's decoder, measured on a 2.8 MB cubin (BENCHMARKS.md): the default build decodes
     // at 1.8 GB/s in about 115 KB; zstd-sys `thin` at 0.95 GB/s in 31 KB. These defines
     // (one Huffman decoder, short sequences, no BMI2 dispatch, no error strings) keep its
-    // inlining: 1.4 GB/s in 37 KB.
+    // inlining: 1.4 GB/s in 37 KB. ZSTD_TRACE=0: no weak `ZSTD_trace_decompress_*` hooks,
+    // which a packed output would export as undefined dynamic symbols and call into
+    // whatever library of the process defines them.
     cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cforce-unwind-tables=no");
     let cflags_var = format!("CFLAGS_{}", target.replace('-', "_"));
     let mut cflags = env::var(&cflags_var).unwrap_or_default();
     cflags.push_str(
         " -fno-asynchronous-unwind-tables -fno-unwind-tables -DHUF_FORCE_DECOMPRESS_X1=1 \
-         -DZSTD_FORCE_DECOMPRESS_SEQUENCES_SHORT=1 -DZSTD_STRIP_ERROR_STRINGS=1 -DDYNAMIC_BMI2=0",
+         -DZSTD_FORCE_DECOMPRESS_SEQUENCES_SHORT=1 -DZSTD_STRIP_ERROR_STRINGS=1 -DDYNAMIC_BMI2=0 \
+         -DZSTD_TRACE=0",
     );
     cmd.env(&cflags_var, cflags.trim());
     let status = cmd

@@ -129,6 +129,13 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
                         f.display()
                     ));
                 }
+                // A pack that is there but damaged or another build's is a problem; one that
+                // is not installed is how a machine is given only its GPUs' code.
+                for pk in r.packed.iter().flat_map(|p| &p.packs) {
+                    if pk.state != "ok" && pk.state != fatpack::split::MISSING {
+                        failures.push(format!("{}: pack {}: {}", f.display(), pk.path, pk.state));
+                    }
+                }
                 reports.push(r);
             }
             Err(e) => failures.push(message(&anyhow::Error::new(e))),
@@ -326,7 +333,8 @@ fn message(e: &anyhow::Error) -> String {
             msg.push_str(&c);
         }
     }
-    msg
+    // A temp file's name means nothing to the user: say which output it was.
+    fatpack::commit::user_names(&msg)
 }
 
 fn exit(code: i32) -> ExitCode {

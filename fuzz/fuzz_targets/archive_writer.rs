@@ -1,5 +1,5 @@
 //! The GNU ar writer: any members (names, bytes) give an archive that object's reader reads
-//! back with the same names and bytes, in order.
+//! back with the same names (any bytes, UTF-8 or not) and bytes, in order.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,16 +21,12 @@ fuzz_target!(|data: &[u8]| {
         let Some(body) = data.get(at + 2..at + 2 + dl) else {
             break;
         };
-        // ar names: no '/', no NUL, no newline (GNU ar would not write them either).
-        let name: String = name
+        // Any bytes but '/' (the writer keeps what follows the last one) and NUL: names
+        // need not be UTF-8 (a Latin-1 `k\xb3.o`). A name the format cannot hold (a newline)
+        // must be an error, never a corrupt archive.
+        let name: Vec<u8> = name
             .iter()
-            .map(|&b| {
-                if b.is_ascii_graphic() && b != b'/' {
-                    b as char
-                } else {
-                    '_'
-                }
-            })
+            .map(|&b| if b == b'/' || b == 0 { b'_' } else { b })
             .collect();
         members.push(fatpack::rewrite::archive::Member {
             name,
@@ -38,12 +34,15 @@ fuzz_target!(|data: &[u8]| {
         });
         p = at + 2 + dl;
     }
-    let bytes = fatpack::rewrite::archive::write_archive(&members);
+    let Ok(bytes) = fatpack::rewrite::archive::write_archive(&members) else {
+        assert!(members.iter().any(|m| m.name.contains(&b'\n')));
+        return;
+    };
     let ar = object::read::archive::ArchiveFile::parse(&*bytes).expect("written archive parses");
     let got: Vec<_> = ar.members().map(|m| m.expect("member")).collect();
     assert_eq!(got.len(), members.len());
     for (g, m) in got.iter().zip(&members) {
-        assert_eq!(g.name(), m.name.as_bytes());
+        assert_eq!(g.name(), &m.name[..]);
         assert_eq!(g.data(&*bytes).unwrap(), &m.data[..]);
     }
 });

@@ -46,6 +46,30 @@ pub enum CommitError {
     Io(#[from] IoError),
 }
 
+/// Every temp path of this process and the output it stands for, kept for messages.
+static NAMES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn remember(temp: &Path, dest: &Path) {
+    NAMES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((temp.display().to_string(), dest.display().to_string()));
+}
+
+/// `message` with every temp path fatpack made replaced by the output it was written for:
+/// errors found while checking a temp file name the user's file.
+pub fn user_names(message: &str) -> String {
+    let names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = message.to_string();
+    // Longest first: a temp folder's path is a prefix of the files in it.
+    let mut sorted: Vec<&(String, String)> = names.iter().collect();
+    sorted.sort_by_key(|(t, _)| std::cmp::Reverse(t.len()));
+    for (temp, dest) in sorted {
+        m = m.replace(temp.as_str(), dest);
+    }
+    m
+}
+
 /// The folder a path names its file in (`.` for a bare name).
 pub fn folder_of(path: &Path) -> &Path {
     path.parent()
@@ -200,6 +224,7 @@ impl Outputs {
         let f = b.tempfile_in(dir).map_err(io_at(dir))?;
         let path = f.path().to_path_buf();
         signals::register(&path);
+        remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::File(f)),
             path,
@@ -229,6 +254,7 @@ impl Outputs {
             .map_err(io_at(dir))?;
         let path = t.path().to_path_buf();
         signals::register(&path);
+        remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::Dir(t)),
             path,

@@ -197,6 +197,31 @@ impl Layout {
         Ok(layout)
     }
 
+    /// Why a loaded segment cannot be what the file holds, if one cannot: its file bytes run
+    /// past the end of the file (`file_len` bytes) or exceed its size in memory. The kernel
+    /// would not load such a file, and a rewrite would carry the damage on.
+    pub fn bad_segment(&self, file_len: u64) -> Option<String> {
+        self.segments.iter().enumerate().find_map(|(i, p)| {
+            if p.p_type.get(LE) != elf::PT_LOAD {
+                return None;
+            }
+            let (off, filesz, memsz) = (p.p_offset.get(LE), p.p_filesz.get(LE), p.p_memsz.get(LE));
+            if off.checked_add(filesz).map_or(true, |end| end > file_len) {
+                Some(format!(
+                    "program header {i} (PT_LOAD) holds {filesz:#x} bytes from offset {off:#x}, \
+                     past the end of the file ({file_len:#x} bytes)"
+                ))
+            } else if filesz > memsz {
+                Some(format!(
+                    "program header {i} (PT_LOAD) has more bytes in the file ({filesz:#x}) than \
+                     in memory ({memsz:#x})"
+                ))
+            } else {
+                None
+            }
+        })
+    }
+
     /// The index of the section-name table (`e_shstrndx`, or section 0's `sh_link` when
     /// it is `SHN_XINDEX`).
     pub fn names_index(&self) -> usize {

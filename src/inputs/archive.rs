@@ -1,5 +1,6 @@
 //! Device code inside `ar` archives, regular and thin.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use object::read::archive::ArchiveFile;
@@ -26,7 +27,8 @@ impl std::ops::Deref for MemberBytes<'_> {
 
 /// One archive member, and where its bytes are on disk.
 pub struct Member<'a> {
-    pub name: String,
+    /// The name as the archive has it (bytes: not always UTF-8).
+    pub name: Vec<u8>,
     /// `archive(member)`, for messages and module names.
     pub origin: String,
     pub bytes: MemberBytes<'a>,
@@ -52,12 +54,19 @@ pub fn members<'a>(
     let mut released_to = 0u64;
     for member in archive.members() {
         let member = member.map_err(|e| malformed(format!("bad archive member: {e}")))?;
-        let name = String::from_utf8_lossy(member.name()).into_owned();
+        let raw_name = member.name().to_vec();
+        let name = String::from_utf8_lossy(&raw_name).into_owned();
         let origin = format!("{shown}({name})");
         let (bytes, file, range) = if member.is_thin() {
             // Thin members name their file relative to the archive's directory.
-            let member_path = path.parent().unwrap_or(Path::new(".")).join(&name);
-            let map = maps.get(&member_path)?;
+            let member_path = path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(std::ffi::OsStr::from_bytes(&raw_name));
+            let map = maps.get(&member_path).map_err(|e| InputError::Malformed {
+                origin: origin.clone(),
+                message: format!("the thin archive's member file: {e}"),
+            })?;
             let len = map.len() as u64;
             (MemberBytes::Mapped(map), member_path, (0, len))
         } else {
@@ -77,7 +86,7 @@ pub fn members<'a>(
             )
         };
         out.push(Member {
-            name,
+            name: raw_name,
             origin,
             bytes,
             file,

@@ -158,8 +158,8 @@ pub enum InputError {
     NotRegular { path: PathBuf },
     #[error("{}: changed while fatpack read it (another process is writing it); run again when it is finished", path.display())]
     Changed { path: PathBuf },
-    #[error("{}: not an ELF file, archive, fatbin, cubin or fatpack store", path.display())]
-    Unrecognized { path: PathBuf },
+    #[error("{}: {what}", path.display())]
+    Unrecognized { path: PathBuf, what: String },
     #[error(
         "{}: a pack of a split binary (`fatpack split`): its entries are described by the \
          binary, so inspect or extract the binary next to it",
@@ -226,6 +226,22 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
         });
     }
     Ok(data)
+}
+
+/// Why a file [`sniff`] calls [`FileKind::Other`] is not one fatpack reads, in the user's
+/// words.
+pub fn why_other(data: &[u8]) -> String {
+    if magic::magic(data) != magic::Magic::Elf {
+        return "not an ELF file, archive, fatbin, cubin or fatpack store".into();
+    }
+    match crate::elf::Layout::parse(data) {
+        Err(e) => format!("a damaged ELF file: {e}"),
+        Ok(l) => format!(
+            "an ELF file of type {} (a core dump or unknown), where fatpack reads relocatable \
+             objects, executables and shared libraries",
+            l.file_type()
+        ),
+    }
 }
 
 /// Identify a file by its first bytes.
@@ -408,6 +424,7 @@ fn scan_with(
         FileKind::Other => {
             return Err(InputError::Unrecognized {
                 path: path.to_path_buf(),
+                what: why_other(data),
             })
         }
     }

@@ -128,6 +128,21 @@ impl Packed<'_> {
 /// The store and recorded digest of `data` (the bytes of the file at `path`); `None` if the
 /// file was not packed by `fatpack ld` (no digest slot).
 pub fn locate<'a>(path: &Path, data: &'a [u8]) -> Result<Option<Packed<'a>>, OutputError> {
+    // An ELF file of a type fatpack does not write (a core dump, a damaged e_type) is not a
+    // packed output, whatever sections it has: rewriting it would give a file no tool reads.
+    if data.starts_with(b"\x7fELF") {
+        match crate::inputs::classify(data) {
+            (crate::inputs::FileKind::Other, _) => {
+                return Err(bad(path, crate::inputs::why_other(data)))
+            }
+            (_, Some(l)) => {
+                if let Some(why) = l.bad_segment(data.len() as u64) {
+                    return Err(bad(path, format!("a damaged ELF file: {why}")));
+                }
+            }
+            _ => {}
+        }
+    }
     let Some(range) = slot_range(data) else {
         return Ok(None);
     };

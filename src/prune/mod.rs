@@ -232,7 +232,13 @@ fn prune_data(
     output: &Path,
     outs: &Outputs,
 ) -> Result<(PruneReport, Option<cubin_store::AtomicStoreFile>), PruneError> {
-    let kind = inputs::sniff(data);
+    let (kind, layout) = inputs::classify(data);
+    if let Some(why) = layout.and_then(|l| l.bad_segment(data.len() as u64)) {
+        return Err(PruneError::Input(inputs::InputError::Malformed {
+            origin: input.display().to_string(),
+            message: format!("a damaged ELF file: {why}"),
+        }));
+    }
     let mut report = PruneReport::default();
     let shown = input.display().to_string();
     let mut side = None;
@@ -246,7 +252,7 @@ fn prune_data(
             let scanned = inputs::scan_bytes(input, data)?;
             report.absent = sel.check_present(input, &present_in(&scanned))?;
             let bytes = prune_object(&shown, data, sel, &mut report)?;
-            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(output))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let scanned = inputs::scan_bytes(input, data)?;
@@ -264,8 +270,8 @@ fn prune_data(
                     data: std::borrow::Cow::Owned(pruned),
                 });
             }
-            std::io::Write::write_all(tmp.as_file_mut(), &archive::write_archive(&members))
-                .map_err(io_at(tmp.path()))?;
+            let bytes = archive::write_archive(&members).map_err(io_at(input))?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(output))?;
         }
         FileKind::SharedLibrary | FileKind::Executable => {
             let scanned = inputs::scan_bytes(input, data)?;
@@ -303,7 +309,13 @@ fn prune_data(
                     &mut report,
                 )?);
             }
-            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(tmp.path()))?;
+            std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(output))?;
+        }
+        FileKind::Other => {
+            return Err(PruneError::Input(inputs::InputError::Unrecognized {
+                path: input.to_path_buf(),
+                what: inputs::why_other(data),
+            }))
         }
         other => {
             return Err(PruneError::Unsupported {

@@ -43,22 +43,22 @@ fn has_device_code(path: &Path, data: &[u8]) -> bool {
         .is_ok_and(|s| s.sections.iter().any(|d| !d.spans.is_empty()))
 }
 
-/// Prunes one member into a temp file in `scratch`: `Some(file)` if it has device code
-/// (the file keeps the holes an in-place prune punches). `shown` names it in errors.
+/// Prunes one member into a temp file beside `dest` (where it will go): `Some(file)` if it
+/// has device code (the file keeps the holes an in-place prune punches). `shown` names it
+/// in errors.
 fn prune_member(
     shown: &Path,
     data: &[u8],
     sel: &Selection,
-    scratch: &Path,
+    dest: &Path,
     outs: &Outputs,
     out: &mut PruneReport,
 ) -> Result<Option<Staged>, PruneError> {
     if !has_device_code(shown, data) {
         return Ok(None);
     }
-    let member = scratch.join("member");
-    let mut tmp = outs.file(&member)?;
-    let (report, side) = prune_data(shown, data, sel, tmp.named(), &member, outs)?;
+    let mut tmp = outs.file(dest)?;
+    let (report, side) = prune_data(shown, data, sel, tmp.named(), dest, outs)?;
     if side.is_some() {
         return Err(PruneError::Package {
             path: shown.to_path_buf(),
@@ -110,7 +110,7 @@ fn copy_tree(
         } else {
             let map = inputs::read_file(&from)?;
             let mut one = PruneReport::default();
-            match prune_member(&from, &map, sel, to, outs, &mut one)? {
+            match prune_member(&from, &map, sel, &dest, outs, &mut one)? {
                 Some(tmp) => {
                     let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
                     // Renamed, not copied: the file keeps its holes.
@@ -303,14 +303,9 @@ pub(super) fn prune_wheel(
                 .ok_or_else(|| bad(format!("{name}: no Version: {version} line")))?;
         }
         let mut one = PruneReport::default();
-        let pruned = prune_member(
-            &input.join(&name),
-            &bytes,
-            sel,
-            scratch.path(),
-            &outs,
-            &mut one,
-        )?;
+        let shown = input.join(&name);
+        let at = scratch.path().join(shown.file_name().unwrap_or_default());
+        let pruned = prune_member(&shown, &bytes, sel, &at, &outs, &mut one)?;
         let changed = pruned.is_some() || name.ends_with("/METADATA");
         if let Some(tmp) = pruned {
             let new = std::fs::read(tmp.path()).map_err(io_at(tmp.path()))?;

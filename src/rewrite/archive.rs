@@ -9,7 +9,8 @@ use object::{Object, ObjectSymbol};
 
 /// One member to write: its bytes borrowed from the input where they do not change.
 pub struct Member<'a> {
-    pub name: String,
+    /// The name as the input archive has it: bytes, which need not be UTF-8.
+    pub name: Vec<u8>,
     pub data: Cow<'a, [u8]>,
 }
 
@@ -36,21 +37,35 @@ fn defined_globals(data: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn header(out: &mut Vec<u8>, name: &str, size: usize) {
-    let mut h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644);
-    if name.starts_with('/') && (name == "/" || name == "//" || name == "/SYM64/") {
-        // Index members carry mode 0 in GNU ar output.
-        h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 0);
+/// A member header: 60 bytes, or an error if the name or size does not fit its field.
+fn header(out: &mut Vec<u8>, name: &[u8], size: usize) -> io::Result<()> {
+    // Index members carry mode 0 in GNU ar output.
+    let mode = if matches!(name, b"/" | b"//" | b"/SYM64/") {
+        0
+    } else {
+        644
+    };
+    let rest = format!("{:<12}{:<6}{:<6}{mode:<8}{size:<10}`\n", 0, 0, 0);
+    if name.len() > 16 || rest.len() != 44 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "archive member {} ({size} bytes) does not fit an ar header",
+                String::from_utf8_lossy(name)
+            ),
+        ));
     }
-    debug_assert_eq!(h.len(), 60);
-    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(name);
+    out.resize(out.len() + 16 - name.len(), b' ');
+    out.extend_from_slice(rest.as_bytes());
+    Ok(())
 }
 
 /// Encode an archive of `members`, with a GNU symbol index (64-bit when offsets need it).
-pub fn write_archive(members: &[Member]) -> Vec<u8> {
+pub fn write_archive(members: &[Member]) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    write_archive_to(members, &mut out, |_| {}).expect("writing to memory");
-    out
+    write_archive_to(members, &mut out, |_| {})?;
+    Ok(out)
 }
 
 /// [`write_archive`], streamed to `out`: the index first, then each member as it is, so a
@@ -67,12 +82,21 @@ pub fn write_archive_to(
     let mut longnames = Vec::new();
     let mut header_names = Vec::with_capacity(members.len());
     for m in members {
-        let base = m.name.rsplit('/').next().unwrap_or(&m.name);
+        let base = m.name.rsplit(|&b| b == b'/').next().unwrap_or(&m.name);
+        if base.contains(&b'\n') || base.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "archive member name {:?} cannot be written in an ar archive",
+                    String::from_utf8_lossy(&m.name)
+                ),
+            ));
+        }
         if base.len() <= 15 {
-            header_names.push(format!("{base}/"));
+            header_names.push([base, b"/"].concat());
         } else {
-            header_names.push(format!("/{}", longnames.len()));
-            longnames.extend_from_slice(base.as_bytes());
+            header_names.push(format!("/{}", longnames.len()).into_bytes());
+            longnames.extend_from_slice(base);
             longnames.extend_from_slice(b"/\n");
         }
     }
@@ -106,7 +130,7 @@ pub fn write_archive_to(
     }
     let mut out: Vec<u8> = Vec::with_capacity(index_size + longnames.len() + 256);
     out.extend_from_slice(b"!<arch>\n");
-    header(&mut out, if wide { "/SYM64/" } else { "/" }, index_size);
+    header(&mut out, if wide { b"/SYM64/" } else { b"/" }, index_size)?;
     let put = |out: &mut Vec<u8>, v: u64| {
         if wide {
             out.extend_from_slice(&v.to_be_bytes());
@@ -126,7 +150,7 @@ pub fn write_archive_to(
     }
     out.resize(8 + 60 + index_size, 0);
     if !longnames.is_empty() {
-        header(&mut out, "//", longnames.len());
+        header(&mut out, b"//", longnames.len())?;
         out.extend_from_slice(&longnames);
     }
     let mut written = out.len() as u64;
@@ -134,7 +158,7 @@ pub fn write_archive_to(
     for (i, ((m, hn), &off)) in members.iter().zip(&header_names).zip(&offsets).enumerate() {
         debug_assert_eq!(written, off);
         let mut h = Vec::with_capacity(60);
-        header(&mut h, hn, m.data.len());
+        header(&mut h, hn, m.data.len())?;
         sink.write_all(&h)?;
         sink.write_all(&m.data)?;
         if m.data.len() & 1 == 1 {
@@ -160,7 +184,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, n)| Member {
-                name: (*n).to_string(),
+                name: n.as_bytes().to_vec(),
                 data: Cow::Owned(vec![b'x'; 10 + i]),
             })
             .collect();
@@ -168,7 +192,7 @@ mod tests {
         let mut streamed = Vec::new();
         write_archive_to(&members, &mut streamed, |i| calls.lock().unwrap().push(i)).unwrap();
         assert_eq!(calls.into_inner().unwrap(), [0, 1, 2, 0, 1, 2]);
-        assert_eq!(streamed, write_archive(&members));
+        assert_eq!(streamed, write_archive(&members).unwrap());
         assert!(streamed.starts_with(b"!<arch>\n"));
     }
 
@@ -182,7 +206,7 @@ mod tests {
             .collect();
         let members: Vec<Member> = (0..500)
             .map(|i| Member {
-                name: format!("m{i}.o"),
+                name: format!("m{i}.o").into_bytes(),
                 data: Cow::Borrowed(&objs[i % 3][..]),
             })
             .collect();

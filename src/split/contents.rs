@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use cubin_store::{EntryView, Store};
 use fatpack_format::split::{check_pack, Manifest};
 
+/// A pack's state when it is not installed: normal, not a problem.
+pub const MISSING: &str = "is missing";
+
 use super::SplitError;
 use crate::inputs::read_file;
 
@@ -65,7 +68,7 @@ impl<'a> SplitContents<'a> {
                     crate::inputs::InputError::Io { source, .. }
                         if source.kind() == std::io::ErrorKind::NotFound =>
                     {
-                        "is missing".to_string()
+                        MISSING.to_string()
                     }
                     _ => e.to_string(),
                 });
@@ -84,7 +87,8 @@ impl<'a> SplitContents<'a> {
         })
     }
 
-    /// Packs that are missing or not this binary's, with the reason.
+    /// Packs that are missing or not this binary's, with the reason ([`MISSING`] for one that
+    /// is not there: a machine is given only its GPUs' packs).
     pub fn unusable(&self) -> Vec<(&Path, &str)> {
         self.packs
             .iter()

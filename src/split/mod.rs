@@ -15,7 +15,7 @@ mod contents;
 mod error;
 mod join;
 
-pub use contents::SplitContents;
+pub use contents::{SplitContents, MISSING};
 pub use error::SplitError;
 pub use join::{join, JoinReport};
 

@@ -23,3 +23,4 @@ mod runtime_nvcc;
 mod runtime_safety;
 mod runtime_shared;
 mod split;
+mod writers;

@@ -77,12 +77,12 @@ fn rewritten_objects_and_archive_link_with_the_real_linker() {
     for name in ["kernels.o", "other.o"] {
         let (bytes, _) = rewrite(name);
         members.push(archive::Member {
-            name: name.to_string(),
+            name: name.as_bytes().to_vec(),
             data: bytes.into(),
         });
     }
     let lib = dir.path().join("libpacked.a");
-    std::fs::write(&lib, archive::write_archive(&members)).unwrap();
+    std::fs::write(&lib, archive::write_archive(&members).unwrap()).unwrap();
     let (main, _) = rewrite("main.o");
     let main_o = dir.path().join("main.o");
     std::fs::write(&main_o, main).unwrap();
