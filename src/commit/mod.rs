@@ -49,7 +49,8 @@ pub enum CommitError {
 /// Every temp path of this process and the output it stands for, kept for messages.
 static NAMES: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
 
-fn remember(temp: &Path, dest: &Path) {
+/// Messages about `temp` are about `dest` ([`user_names`]).
+pub fn remember(temp: &Path, dest: &Path) {
     NAMES
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -385,6 +385,9 @@ impl Session {
         };
         let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, &out_dir)?;
         let tmp_out = tmp_dir.path().join("out");
+        // An error about the temp output (disk full while the store is mapped) is about the
+        // user's output.
+        crate::commit::remember(&tmp_out, &self.line.output);
         let copies: Vec<(PathBuf, PathBuf)> = planned
             .iter()
             .map(|p| (r.replace[&p.id].clone(), p.path.clone()))

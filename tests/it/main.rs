@@ -2,6 +2,7 @@
 //! Each module exercises the `fatpack` binary or library from the outside, on real nvcc 13
 //! output (tests/fixtures) and real linkers.
 
+mod campaign;
 mod common;
 mod rt_harness;
 

@@ -63,7 +63,8 @@ fn split_app(dir: &Path) -> PathBuf {
 /// A packed program of the fixture and `extra` big objects linked by `fatpack ld`
 /// (`--fatpack-side-file` when `side`), built once per shape.
 fn packed(extra: usize, side: bool) -> PathBuf {
-    static BUILT: OnceLock<std::sync::Mutex<Vec<((usize, bool), PathBuf)>>> = OnceLock::new();
+    type Built = std::sync::Mutex<Vec<((usize, bool), PathBuf)>>;
+    static BUILT: OnceLock<Built> = OnceLock::new();
     let m = BUILT.get_or_init(Default::default);
     let mut built = m.lock().unwrap();
     if let Some((_, p)) = built.iter().find(|(k, _)| *k == (extra, side)) {
@@ -221,7 +222,11 @@ fn extract_writes_every_entry_or_nothing() {
     let names = listing(&x);
     assert_eq!(names.len(), count, "{names:?}");
     assert!(leftovers(&x).is_empty(), "{:?}", leftovers(&x));
-    assert!(leftovers(dir.path()).is_empty(), "{:?}", leftovers(dir.path()));
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
 }
 
 /// Item 5: extract refuses a store of another build (side file) and a split binary's
