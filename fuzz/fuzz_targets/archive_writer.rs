@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         p = at + 2 + dl;
     }
     let Ok(bytes) = fatpack::rewrite::archive::write_archive(&members) else {
-        assert!(members.iter().any(|m| m.name.contains(&b'\n')));
+        assert!(members.iter().any(|m| m.name.contains(&b'\n') || m.name.is_empty()));
         return;
     };
     let ar = object::read::archive::ArchiveFile::parse(&*bytes).expect("written archive parses");

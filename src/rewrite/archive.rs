@@ -83,7 +83,8 @@ pub fn write_archive_to(
     let mut header_names = Vec::with_capacity(members.len());
     for m in members {
         let base = m.name.rsplit(|&b| b == b'/').next().unwrap_or(&m.name);
-        if base.contains(&b'\n') || base.is_empty() {
+        // A newline ends a long name and NUL cannot be in a file name: neither reads back.
+        if base.contains(&b'\n') || base.contains(&0) || base.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(

@@ -473,6 +473,36 @@ fn signals_leave_no_temp_files_and_the_next_run_sweeps_sigkills() {
     );
 }
 
+/// Item 8, SIGXFSZ: an output past the file-size limit (`ulimit -f`) is an error naming it,
+/// with nothing left; not a core dump and a temp file.
+#[test]
+fn a_file_size_limit_is_an_error_that_leaves_nothing() {
+    let big = packed(12, false);
+    let dir = tempfile::tempdir().unwrap();
+    for cmd in [
+        "repack {in} -o {dir}/o",
+        "split {in} --into {dir}/s",
+        "prune --keep sm_90 {in} -o {dir}/o",
+    ] {
+        let cmd = cmd
+            .replace("{in}", &big.display().to_string())
+            .replace("{dir}", &dir.path().display().to_string());
+        // 64 blocks of 512 bytes: the binary alone is larger.
+        let (code, _, err) = run(Command::new("bash").arg("-c").arg(format!(
+            "ulimit -f 64; exec {} {cmd}",
+            fatpack_bin().display()
+        )));
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(err.contains("File too large"), "{cmd}: {err}");
+        assert!(!err.contains(".fatpack-tmp"), "{cmd}: {err}");
+        assert!(
+            listing(dir.path()).is_empty(),
+            "{cmd}: {:?}",
+            listing(dir.path())
+        );
+    }
+}
+
 /// Item 9: concurrent writers of one output take turns: the binary and its side file, or a
 /// host and its packs, always come from one writer.
 #[test]
