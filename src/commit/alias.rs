@@ -128,6 +128,7 @@ mod tests {
         for clash in ["app", "app.fatpack", "app.sm_80.fatpack", "hard", "soft"] {
             assert!(r.clash(&d.path().join(clash)).is_some(), "{clash}");
         }
+        std::fs::create_dir(d.path().join("sub")).unwrap();
         assert!(r.clash(&d.path().join("sub/../app")).is_some());
         // A folder holding the input would be replaced with it.
         assert!(r.clash(d.path()).is_some());

@@ -86,6 +86,8 @@ enum Temp {
 /// One output written under a temp name, waiting for [`Outputs::commit`]; removed if dropped.
 pub struct Staged {
     temp: Option<Temp>,
+    /// A folder's descriptor, holding its `flock` ([`signals::hold`]).
+    _held: Option<std::fs::File>,
     path: PathBuf,
     dest: PathBuf,
 }
@@ -140,6 +142,7 @@ impl Staged {
         Ok(Staged {
             path: f.path().to_path_buf(),
             temp: Some(Temp::File(f)),
+            _held: None,
             dest,
         })
     }
@@ -223,11 +226,13 @@ impl Outputs {
             b.permissions(std::fs::Permissions::from_mode(0o666));
         }
         let f = b.tempfile_in(dir).map_err(io_at(dir))?;
+        signals::hold(f.as_file());
         let path = f.path().to_path_buf();
         signals::register(&path);
         remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::File(f)),
+            _held: None,
             path,
             dest: dest.to_path_buf(),
         })
@@ -254,10 +259,13 @@ impl Outputs {
             .tempdir_in(dir)
             .map_err(io_at(dir))?;
         let path = t.path().to_path_buf();
+        let held = std::fs::File::open(&path).map_err(io_at(dir))?;
+        signals::hold(&held);
         signals::register(&path);
         remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::Dir(t)),
+            _held: Some(held),
             path,
             dest: dest.to_path_buf(),
         })

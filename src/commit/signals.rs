@@ -4,7 +4,10 @@
 //! dies of the signal, as an ordinary tool would. SIGXFSZ is caught so that the write that
 //! crossed the file-size limit fails with `EFBIG` instead of killing the process: the error
 //! then names the file and the ordinary error path removes the temps. What SIGKILL leaves
-//! is swept by the next run ([`sweep`]): temp names carry their creator's pid.
+//! is swept by the next run ([`sweep`]): temp names carry their creator's pid, and each
+//! temp is held with a shared `flock` while it lives, so that a process in another pid
+//! namespace (a container sharing the folder), whose pid looks dead from here, keeps its
+//! files.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -97,8 +100,61 @@ pub fn run_child<E>(
     Ok(out)
 }
 
+/// Takes a shared `flock` on `f`, held until it is closed: the temp it names is in use.
+pub fn hold(f: &std::fs::File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a descriptor the caller owns; no memory is involved. Failure (a
+    // filesystem without locks) only means the pid alone protects the file.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+}
+
+/// Whether some process holds `path` ([`hold`]).
+fn held(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    else {
+        return false;
+    };
+    // SAFETY: as in `hold`.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// A temp folder `<dir>/<prefix><pid>-XXXXXX`, held, registered, removed on drop.
+pub struct TempFolder {
+    dir: tempfile::TempDir,
+    _held: std::fs::File,
+}
+
+impl TempFolder {
+    pub fn new(prefix: &str, dir: &Path) -> std::io::Result<TempFolder> {
+        sweep(prefix, dir);
+        let t = tempfile::Builder::new()
+            .prefix(&format!("{prefix}{}-", std::process::id()))
+            .tempdir_in(dir)?;
+        let f = std::fs::File::open(t.path())?;
+        hold(&f);
+        register(t.path());
+        Ok(TempFolder { dir: t, _held: f })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        forget(self.dir.path());
+    }
+}
+
 /// Removes `<dir>/<prefix><pid>-*` files and folders whose process no longer exists (left by
-/// SIGKILL or a power cut).
+/// SIGKILL or a power cut) and that no process holds.
 pub fn sweep(prefix: &str, dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -111,7 +167,7 @@ pub fn sweep(prefix: &str, dir: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        if pid <= 0 || alive(pid) {
+        if pid <= 0 || alive(pid) || held(&e.path()) {
             continue;
         }
         remove(&e.path());
@@ -122,4 +178,32 @@ fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only asks whether the process exists.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A temp of a dead pid is swept unless a process (in another pid namespace, say)
+    /// still holds it.
+    #[test]
+    fn sweep_removes_dead_temps_nobody_holds() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let held_path = d.path().join(format!(".t-{dead}-held"));
+        let free_path = d.path().join(format!(".t-{dead}-free"));
+        std::fs::write(&held_path, b"x").unwrap();
+        std::fs::create_dir(&free_path).unwrap();
+        let live = d.path().join(format!(".t-{}-mine", std::process::id()));
+        std::fs::write(&live, b"x").unwrap();
+        let f = std::fs::File::open(&held_path).unwrap();
+        hold(&f);
+        sweep(".t-", d.path());
+        assert!(held_path.exists() && live.exists() && !free_path.exists());
+        drop(f);
+        sweep(".t-", d.path());
+        assert!(!held_path.exists() && live.exists());
+    }
 }

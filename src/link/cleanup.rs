@@ -15,14 +15,8 @@ pub(super) const WORK_PREFIX: &str = "fatpack-ld-";
 pub(super) const OUT_PREFIX: &str = crate::commit::TEMP_PREFIX;
 
 /// A temp folder `<dir>/<prefix><pid>-XXXXXX`, removed on drop or on a signal.
-pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<tempfile::TempDir, LinkError> {
-    signals::sweep(prefix, dir);
-    let t = tempfile::Builder::new()
-        .prefix(&format!("{prefix}{}-", std::process::id()))
-        .tempdir_in(dir)
-        .map_err(io_at("creating a temp dir in", dir))?;
-    signals::register(t.path());
-    Ok(t)
+pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<signals::TempFolder, LinkError> {
+    signals::TempFolder::new(prefix, dir).map_err(io_at("creating a temp dir in", dir))
 }
 
 /// Runs the real linker (`start` spawns it), known to the signal handler from its start to

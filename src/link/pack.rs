@@ -67,7 +67,7 @@ struct RuntimeFiles {
 /// The real link's output: a temp file beside the real one (renamed into place at the
 /// end), in its own folder.
 struct Linked {
-    _dir: tempfile::TempDir,
+    _dir: crate::commit::signals::TempFolder,
     out: PathBuf,
 }
 
@@ -172,7 +172,7 @@ pub(super) fn saved_temps(output: &Path) -> PathBuf {
 
 /// The folder of a link's own files.
 enum Work {
-    Temp(tempfile::TempDir),
+    Temp(crate::commit::signals::TempFolder),
     Kept(PathBuf),
 }
 
