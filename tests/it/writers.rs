@@ -284,6 +284,14 @@ fn inspect_fails_on_a_damaged_pack_but_not_on_a_missing_one() {
         assert!(err.contains("app.sm_90.fatpack"), "{what}: {err}");
         let (code, _, _) = fp!(&"inspect", &"--json", &host);
         assert_eq!(code, 1, "{what} --json");
+        // join names the bad pack, not its own output.
+        let joined = dir.path().join("joined");
+        let (code, _, err) = fp!(&"join", &host, &"-o", &joined);
+        assert_eq!(code, 1, "{what}: {err}");
+        assert!(
+            err.contains("app.sm_90.fatpack") && !err.contains("joined"),
+            "{err}"
+        );
     }
 }
 
