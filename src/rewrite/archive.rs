@@ -197,6 +197,32 @@ mod tests {
         assert!(streamed.starts_with(b"!<arch>\n"));
     }
 
+    /// Member names are bytes: a Latin-1 name keeps its bytes; a name no archive can hold
+    /// (NUL, newline: found by the `archive_names` fuzz target) is an error, never an
+    /// archive that reads back with other names.
+    #[test]
+    fn names_are_bytes_and_unwritable_names_are_errors() {
+        let member = |name: &[u8]| Member {
+            name: name.to_vec(),
+            data: Cow::Owned(vec![b'x'; 3]),
+        };
+        let ok = write_archive(&[member(b"k\xb3.o"), member(b"a_long_name_\xff\xfe.o")]).unwrap();
+        let ar = object::read::archive::ArchiveFile::parse(&*ok).unwrap();
+        let names: Vec<Vec<u8>> = ar.members().map(|m| m.unwrap().name().to_vec()).collect();
+        assert_eq!(
+            names,
+            [b"k\xb3.o".to_vec(), b"a_long_name_\xff\xfe.o".to_vec()]
+        );
+        for bad in [
+            &b"a\0b.o"[..],
+            b"two\nlines.o",
+            b"dir/",
+            b"\0\0\x07\0\0\0\x36\0\0\0\x60\0\0\0\0\x70",
+        ] {
+            assert!(write_archive(&[member(bad)]).is_err(), "{bad:?}");
+        }
+    }
+
     /// The index of a large archive is read on several threads, in member order.
     #[test]
     fn index_symbols_on_threads_match_one_at_a_time() {
