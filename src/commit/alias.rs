@@ -44,10 +44,8 @@ fn chain(path: &Path) -> Vec<FileId> {
 /// What a command reads, by identity.
 #[derive(Debug, Default)]
 pub struct Reads {
-    /// Each file read (as the user named it) and its identity.
+    /// Each file or folder read (as the user named it) and its identity.
     files: Vec<(PathBuf, FileId)>,
-    /// Each input and the identities of the folders above it.
-    above: Vec<(PathBuf, Vec<FileId>)>,
 }
 
 impl Reads {
@@ -66,23 +64,19 @@ impl Reads {
                     r.files.push((p, id));
                 }
             }
-            r.above.push((input.to_path_buf(), chain(input)));
         }
         r
     }
 
-    /// The input that writing `dest` would replace or remove, if any.
+    /// The input that writing `dest` would replace, or write into, if any: `dest` or a
+    /// folder it is in is read. (The other way round, an input inside `dest`, cannot be
+    /// replaced: a file output never replaces a folder, and a folder output is only written
+    /// where nothing is.)
     pub fn clash(&self, dest: &Path) -> Option<&Path> {
-        // `dest`, or a folder it is in, is read.
         let dest_chain = chain(dest);
-        if let Some((p, _)) = self.files.iter().find(|(_, id)| dest_chain.contains(id)) {
-            return Some(p);
-        }
-        // An input lies inside `dest` (a folder the output would replace).
-        let dest_id = id_of(dest)?;
-        self.above
+        self.files
             .iter()
-            .find(|(_, ids)| ids.contains(&dest_id))
+            .find(|(_, id)| dest_chain.contains(id))
             .map(|(p, _)| p.as_path())
     }
 }
@@ -130,8 +124,8 @@ mod tests {
         }
         std::fs::create_dir(d.path().join("sub")).unwrap();
         assert!(r.clash(&d.path().join("sub/../app")).is_some());
-        // A folder holding the input would be replaced with it.
-        assert!(r.clash(d.path()).is_some());
+        // Writing into the input's folder is fine.
+        assert!(r.clash(d.path()).is_none());
         for fine in ["other", "app.sm90", "app.fatpack.x"] {
             assert!(r.clash(&d.path().join(fine)).is_none(), "{fine}");
         }

@@ -155,6 +155,12 @@ fn a_pruned_wheel_installs_with_pip_and_imports() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
+    // Into the wheel's own folder: written beside it, the input untouched.
+    let before = std::fs::read(&wheel).unwrap();
+    let (code, err) = prune_for(&wheel, dir.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(dir.path().join(pruned.file_name().unwrap()).exists());
+    assert!(std::fs::read(&wheel).unwrap() == before);
     // pip installs it into a fresh venv (checking every RECORD hash), it imports, and the
     // installed library holds only what a 9.0 GPU runs.
     let venv = dir.path().join("venv");
