@@ -42,8 +42,39 @@ pub enum CommitError {
     IsFolder(PathBuf),
     #[error("{}: exists; a folder output is written only where nothing is", .0.display())]
     FolderExists(PathBuf),
+    #[error(
+        "{}: the output fatpack wrote does not hold together ({why}); nothing was written. \
+         The input has damage fatpack did not detect, or this is a fatpack bug",
+        dest.display()
+    )]
+    Unsound { dest: PathBuf, why: String },
     #[error(transparent)]
     Io(#[from] IoError),
+}
+
+/// The check every ELF output passes before it is put in place, whoever wrote it: its
+/// headers read and each loaded segment lies within the file. (Each writer also reads back
+/// what it wrote in its own terms.)
+fn check_written(s: &Staged) -> Result<(), CommitError> {
+    let Some(Temp::File(f)) = &s.temp else {
+        return Ok(());
+    };
+    let f = f.as_file();
+    let mut magic = [0u8; 4];
+    if std::os::unix::fs::FileExt::read_exact_at(f, &mut magic, 0).is_err() || &magic != b"\x7fELF"
+    {
+        return Ok(());
+    }
+    let unsound = |why: String| CommitError::Unsound {
+        dest: s.dest.clone(),
+        why,
+    };
+    let len = f.metadata().map_err(io_at(&s.dest))?.len();
+    let layout = crate::elf::Layout::read(f).map_err(|e| unsound(e.to_string()))?;
+    match layout.bad_segment(len) {
+        Some(why) => Err(unsound(why)),
+        None => Ok(()),
+    }
 }
 
 /// Every temp path of this process and the output it stands for, kept for messages.
@@ -286,6 +317,7 @@ impl Outputs {
                 }
                 f.as_file().sync_all().map_err(io_at(&s.dest))?;
             }
+            check_written(s)?;
         }
         let mut dirs: Vec<PathBuf> = staged
             .iter()

@@ -126,6 +126,38 @@ fn a_segment_past_the_end_of_the_file_is_refused_not_a_panic() {
     }
 }
 
+/// Found by the campaign: a packed binary whose store section has stray flags
+/// (`sh_flags` 0x5d, its ALLOC bit lost) prunes and splits into a file whose store segment runs past its end.
+/// Whatever a writer makes is checked before it is put in place: refused, nothing written.
+#[test]
+fn an_output_that_does_not_hold_together_is_never_put_in_place() {
+    use object::{Object, ObjectSection};
+    let dir = tempfile::tempdir().unwrap();
+    let app = copy_fixture("packed_exe", dir.path(), "app");
+    let mut b = std::fs::read(&app).unwrap();
+    let index = object::File::parse(&*b)
+        .unwrap()
+        .section_by_name(".fatpack")
+        .unwrap()
+        .index()
+        .0;
+    let shoff = u64::from_le_bytes(b[0x28..0x30].try_into().unwrap()) as usize;
+    b[shoff + 64 * index + 8] = 0x5d;
+    std::fs::write(&app, &b).unwrap();
+    for (cmd, flag) in [("prune", "-o"), ("split", "--into")] {
+        let mut a = vec![os(cmd)];
+        if cmd == "prune" {
+            a.extend([os("--for"), os("9.0")]);
+        }
+        let out = dir.path().join("out");
+        a.extend([app.as_os_str(), os(flag), out.as_os_str()]);
+        let (code, _, err) = fp(&a);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(err.contains("does not hold together"), "{cmd}: {err}");
+        assert_eq!(listing(dir.path()), ["app"], "{cmd}");
+    }
+}
+
 /// Item 2: archive member names are bytes, not always UTF-8: a Latin-1 `k\xb3.o` keeps its
 /// name through prune, and `ar` reads the output.
 #[test]
