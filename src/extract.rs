@@ -199,7 +199,7 @@ pub fn extract(
         let p = p.to_path_buf();
         move |source| ExtractError::Io(crate::error::IoError { path: p, source })
     };
-    let mut outs = crate::commit::Outputs::new(&[input]);
+    let mut outs = crate::commit::Outputs::new(&[input]).verbatim();
     let (modules, undecodable) = read_modules(input)?;
     // Everything to write, decided (and every fatbin encoded) before a file is touched.
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();

@@ -11,8 +11,8 @@
 //! - The caller verifies everything it wrote, then [`Outputs::commit`] renames the set in
 //!   the order given (stores and packs first, the binary that records them last), holding a
 //!   lock on each destination folder so that concurrent writers of one output take turns
-//!   ([`lock`]). A rename that fails puts the earlier ones back: the old set or the new set,
-//!   never a mix.
+//!   ([`lock`]). Each rename replaces its file atomically (a reader sees the old file or the
+//!   new one); a rename that fails puts the earlier ones back: the old set or the new set.
 //! - Output folders the command created are removed again when it fails.
 
 mod alias;
@@ -71,11 +71,6 @@ fn check_written(s: &Staged) -> Result<(), CommitError> {
     };
     let len = f.metadata().map_err(io_at(&s.dest))?.len();
     let layout = crate::elf::Layout::read(f).map_err(|e| unsound(e.to_string()))?;
-    if layout.machine() == object::elf::EM_CUDA {
-        // A cubin `extract` writes as the input holds it: device code is not fatpack's to
-        // judge, cuobjdump is.
-        return Ok(());
-    }
     match layout.bad_segment(len) {
         Some(why) => Err(unsound(why)),
         None => Ok(()),
@@ -198,6 +193,9 @@ pub struct Outputs {
     /// Output folders this run created, removed again unless it commits.
     created: Vec<PathBuf>,
     committed: bool,
+    /// Outputs are the input's own bytes (extract's entries), not files fatpack made: not
+    /// judged by [`check_written`].
+    verbatim: bool,
 }
 
 impl Outputs {
@@ -209,7 +207,15 @@ impl Outputs {
             swept: Default::default(),
             created: Vec::new(),
             committed: false,
+            verbatim: false,
         }
+    }
+
+    /// For a command whose outputs are bytes of its input as they are (`extract`: a
+    /// damaged cubin is written as the input holds it, for cuobjdump to judge).
+    pub fn verbatim(mut self) -> Outputs {
+        self.verbatim = true;
+        self
     }
 
     /// Refuses `dest` if writing it would replace something this command reads.
@@ -322,7 +328,9 @@ impl Outputs {
                 }
                 f.as_file().sync_all().map_err(io_at(&s.dest))?;
             }
-            check_written(s)?;
+            if !self.verbatim {
+                check_written(s)?;
+            }
         }
         let mut dirs: Vec<PathBuf> = staged
             .iter()
@@ -347,28 +355,34 @@ impl Outputs {
 }
 
 /// The renames of [`Outputs::commit`]: with more than one output, each existing destination
-/// is first moved aside, to be put back if a later rename fails.
+/// first gets a second name, to be put back if a later rename fails.
 fn rename_all(outs: &Outputs, mut staged: Vec<Staged>) -> Result<(), CommitError> {
+    // A second name for each file about to be replaced (a hard link, or a copy where the
+    // filesystem has none): the destination itself never disappears, so a reader opening
+    // it meanwhile gets the old file or the new one.
     let mut aside: Vec<(PathBuf, Staged)> = Vec::new();
     if staged.len() > 1 {
         for s in &staged {
             if s.dest.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
                 let b = outs.file(&s.dest)?;
-                std::fs::rename(&s.dest, b.path()).map_err(io_at(&s.dest))?;
+                let _ = std::fs::remove_file(b.path());
+                if std::fs::hard_link(&s.dest, b.path()).is_err() {
+                    std::fs::copy(&s.dest, b.path()).map_err(io_at(&s.dest))?;
+                }
                 aside.push((s.dest.clone(), b));
             }
         }
     }
     let undo = |done: &[PathBuf], aside: &mut Vec<(PathBuf, Staged)>| {
         for d in done {
-            if d.is_dir() {
+            if let Some(i) = aside.iter().position(|(dest, _)| dest == d) {
+                let (dest, b) = aside.swap_remove(i);
+                let _ = std::fs::rename(b.path(), &dest);
+            } else if d.is_dir() {
                 let _ = std::fs::remove_dir_all(d);
             } else {
                 let _ = std::fs::remove_file(d);
             }
-        }
-        for (dest, b) in aside.drain(..) {
-            let _ = std::fs::rename(b.path(), &dest);
         }
     };
     let mut done = Vec::new();

@@ -106,11 +106,12 @@ pub fn join(host: &Path, output: &Path) -> Result<JoinReport, SplitError> {
     }
 
     out_tmp.permissions_of(host)?;
+    // Measured before the commit: once in place, another writer may replace it.
+    let len = out_tmp.as_file().metadata().map_err(io_at(output))?.len();
     let side_file = side_tmp.as_ref().map(|_| side.clone());
     let mut set: Vec<Staged> = side_tmp.into_iter().collect();
     set.push(out_tmp);
     outs.commit(set)?;
-    let len = std::fs::metadata(output).map_err(io_at(output))?.len();
     Ok(JoinReport {
         output: output.to_path_buf(),
         side_file,

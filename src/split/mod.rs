@@ -223,10 +223,13 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     )?;
     let needs = needs(&store, &kinds, &|id| pack_of(id), &name);
 
-    let side_file = commit(outs, pack_files, side_tmp, host_tmp, input)?;
-    let host_len = std::fs::metadata(&host_path)
+    // Measured before the commit: once in place, another writer may replace it.
+    let host_len = host_tmp
+        .as_file()
+        .metadata()
         .map_err(error::io_at(&host_path))?
         .len();
+    let side_file = commit(outs, pack_files, side_tmp, host_tmp, input)?;
     Ok(SplitReport {
         host: host_path,
         side_file,
