@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use cubin_store::{NewEntry, Store, StoreWriter, WriteOptions};
 
-use crate::commit::{Outputs, Staged};
+use crate::commit::Outputs;
 use crate::inputs::read_file;
 use crate::packed::{self, side_path, OutputError};
 
@@ -201,13 +201,7 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
             })
         })?;
     }
-    tmp.permissions_of(input)?;
-    let mut set = Vec::new();
-    if let Some(side) = side {
-        set.push(Staged::from_store(side)?);
-    }
-    set.push(tmp);
-    outs.commit(set)?;
+    outs.commit_binary(tmp, input, side)?;
     let stats = store.stats();
     Ok(RepackReport {
         entries: stats.entries,

@@ -313,6 +313,23 @@ impl Outputs {
         })
     }
 
+    /// A rewritten binary put in place with the permissions of `like` (an executable stays
+    /// executable), after its new side file if it has one (prune, repack).
+    pub fn commit_binary(
+        self,
+        binary: Staged,
+        like: &Path,
+        side: Option<cubin_store::AtomicStoreFile>,
+    ) -> Result<(), CommitError> {
+        binary.permissions_of(like)?;
+        let mut set = Vec::new();
+        if let Some(side) = side {
+            set.push(Staged::from_store(side)?);
+        }
+        set.push(binary);
+        self.commit(set)
+    }
+
     /// Puts every staged output in place, in the order given (each after those it depends
     /// on: stores and packs before the binary that records them), or none of them.
     pub fn commit(mut self, staged: Vec<Staged>) -> Result<(), CommitError> {

@@ -29,7 +29,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::arch::{parse_target_list, EntryId};
-use crate::commit::{Outputs, Staged};
+use crate::commit::Outputs;
 use crate::fatbin::{self, EntryKind, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
@@ -211,14 +211,7 @@ pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport
     }
     let mut tmp = outs.file(output)?;
     let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;
-    // The input's permissions (an executable stays executable); the side file first.
-    tmp.permissions_of(input)?;
-    let mut set = Vec::new();
-    if let Some(side) = side {
-        set.push(Staged::from_store(side)?);
-    }
-    set.push(tmp);
-    outs.commit(set)?;
+    outs.commit_binary(tmp, input, side)?;
     Ok(report)
 }
 

@@ -126,9 +126,10 @@ fn a_segment_past_the_end_of_the_file_is_refused_not_a_panic() {
     }
 }
 
-/// Found by the campaign: a packed binary whose store section has stray flags
-/// (`sh_flags` 0x5d, its ALLOC bit lost) prunes and splits into a file whose store segment runs past its end.
-/// Whatever a writer makes is checked before it is put in place: refused, nothing written.
+/// Found by the campaign: a packed binary whose store section has stray flags (`sh_flags`
+/// 0x5d, its ALLOC bit lost) prunes and splits into a file whose store segment runs past its
+/// end. Whatever a writer makes is checked before it is put in place: refused, nothing
+/// written.
 #[test]
 fn an_output_that_does_not_hold_together_is_never_put_in_place() {
     use object::{Object, ObjectSection};
