@@ -4,7 +4,7 @@
 # goes through `fatpack ld`. Sources and compile results are unchanged.
 #
 # What it does (fatpackSetupLinker, a plain bash function):
-#   - makes a folder with ld, ld.bfd, ld.gold, ld.lld linked to fatpack
+#   - makes a folder with ld, ld.bfd, ld.gold, ld.lld, ld.mold linked to fatpack
 #     ($NIX_BUILD_TOP/fatpack-wrap in a Nix build, a fresh temp folder elsewhere);
 #   - adds -B<folder> to NIX_CFLAGS_COMPILE_BEFORE. The driver looks for its linker in the
 #     -B folders in order, and nixpkgs' cc-wrapper puts its own -B<cc-wrapper>/bin/ (which
@@ -14,7 +14,7 @@
 #   - adds -Wl,<flag> to NIX_CFLAGS_LINK (link steps only) for each entry of fatpackFlags;
 #   - exports FATPACK_REAL_LD: the ld on PATH (the bintools wrapper, in Nix) found before
 #     anything else, unless FATPACK_REAL_LD is already set. Set it to "" to have fatpack
-#     look up the real linker per name instead (-fuse-ld=gold/lld keeps gold/lld then).
+#     look up the real linker per name instead (-fuse-ld=gold/lld/mold keeps gold/lld/mold then).
 #
 # Settings (derivation attributes or environment):
 #   dontUseFatpack=1     do nothing
@@ -62,7 +62,7 @@ fatpackSetupLinker() {
     fi
     mkdir -p "$dir" || return 1
     local name
-    for name in ld ld.bfd ld.gold ld.lld; do
+    for name in ld ld.bfd ld.gold ld.lld ld.mold; do
         ln -sfn "$bin" "$dir/$name" || return 1
     done
 

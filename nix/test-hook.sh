@@ -84,7 +84,7 @@ t_sets_up() {
     local d="${fatpackWrapDir:?fatpackWrapDir not set}"
     [ -d "$d" ] || fail "no wrapper dir $d"
     case "$d" in "$TMPDIR"/fatpack-wrap.*) ;; *) fail "wrapper dir $d not under TMPDIR" ;; esac
-    for n in ld ld.bfd ld.gold ld.lld; do
+    for n in ld ld.bfd ld.gold ld.lld ld.mold; do
         [ -L "$d/$n" ] || fail "$d/$n is not a symlink"
         eq "$(readlink -f "$d/$n")" "$fatpack" "$n target"
     done

@@ -3,7 +3,15 @@
 # them on PATH. No GPU needed. Pins: ../shared/cuda-toolchain.md (versions must match exactly).
 _fp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _fp_venv="${FATPACK_CUDA_VENV:-$_fp_root/.cuda}"
-_fp_home="$_fp_venv/lib/python3.11/site-packages/nvidia/cu13"
+# Whatever python3 made the venv (3.11 on Debian 12, 3.12 on Ubuntu 24.04 and Fedora 40).
+_fp_cu13() {
+    local site
+    for site in "$_fp_venv"/lib/python3*/site-packages; do
+        [ -d "$site" ] && { echo "$site/nvidia/cu13"; return; }
+    done
+    echo "$_fp_venv/lib/python3/site-packages/nvidia/cu13"
+}
+_fp_home="$(_fp_cu13)"
 if [ ! -x "$_fp_home/bin/nvcc" ] || [ ! -x "$_fp_home/bin/cuobjdump" ] || [ ! -x "$_fp_home/bin/nvdisasm" ]; then
     echo "installing CUDA 13.0 nvcc from PyPI into $_fp_venv ..." >&2
     python3 -m venv "$_fp_venv" &&
@@ -12,6 +20,9 @@ if [ ! -x "$_fp_home/bin/nvcc" ] || [ ! -x "$_fp_home/bin/cuobjdump" ] || [ ! -x
         nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 &&
     "$_fp_venv/bin/pip" install -q --disable-pip-version-check --no-deps nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51 ||
     { echo "CUDA toolchain install failed" >&2; return 1 2>/dev/null || exit 1; }
+    _fp_home="$(_fp_cu13)"
+    [ -x "$_fp_home/bin/nvcc" ] ||
+        { echo "CUDA toolchain installed but no nvcc under $_fp_home" >&2; return 1 2>/dev/null || exit 1; }
 fi
 # The wheel's nvcc.profile expects lib64; linking through nvcc needs -L$CUDA_HOME/lib.
 [ -e "$_fp_home/lib64" ] || ln -s lib "$_fp_home/lib64"
@@ -20,3 +31,4 @@ fi
 export CUDA_HOME="$_fp_home"
 export PATH="$CUDA_HOME/bin:$PATH"
 unset _fp_root _fp_venv _fp_home
+unset -f _fp_cu13

@@ -41,7 +41,7 @@ version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]; 
 
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
-    variants=(toolchain flags rdc)
+    variants=(toolchain flags rdc mold)
     if command -v ninja >/dev/null; then variants+=(ninja); fi
     if version_ge "$cmake_version" 3.29; then variants+=(linker-type); fi
 fi
@@ -116,20 +116,25 @@ for v in "${variants[@]}"; do
         ninja)
             command -v ninja >/dev/null || { echo "run.sh: ninja not installed" >&2; exit 1; }
             args+=(-G Ninja "-DCMAKE_TOOLCHAIN_FILE=$here/fatpack-toolchain.cmake" "-DFATPACK=$fatpack") ;;
+        mold)
+            # -fuse-ld=mold through the toolchain file: the driver finds ld.mold in its folder.
+            command -v ld.mold >/dev/null || { echo "run.sh: mold not installed" >&2; exit 1; }
+            args+=("-DCMAKE_TOOLCHAIN_FILE=$here/fatpack-toolchain.cmake" "-DFATPACK=$fatpack"
+                   -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=mold -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=mold) ;;
         rdc)
             args+=("-DCMAKE_TOOLCHAIN_FILE=$here/fatpack-toolchain.cmake" "-DFATPACK=$fatpack"
                    -DCMAKE_CUDA_SEPARABLE_COMPILATION=ON)
             so_mods=4 exe_mods=2 ;;   # + the cmake_device_link.o of each target
         flags)
             mkdir -p "$wrap"
-            for n in ld ld.bfd ld.gold ld.lld; do ln -sf "$fatpack" "$wrap/$n"; done
+            for n in ld ld.bfd ld.gold ld.lld ld.mold; do ln -sf "$fatpack" "$wrap/$n"; done
             args+=("-DCMAKE_EXE_LINKER_FLAGS=-B$wrap -Wl,--fatpack-side-file"
                    "-DCMAKE_SHARED_LINKER_FLAGS=-B$wrap -Wl,--fatpack-side-file")
             store=side ;;
         linker-type)
             version_ge "$cmake_version" 3.29 || { echo "run.sh: linker-type needs cmake >= 3.29" >&2; exit 1; }
             mkdir -p "$wrap"
-            for n in ld ld.bfd ld.gold ld.lld; do ln -sf "$fatpack" "$wrap/$n"; done
+            for n in ld ld.bfd ld.gold ld.lld ld.mold; do ln -sf "$fatpack" "$wrap/$n"; done
             args+=(-DCMAKE_LINKER_TYPE=FATPACK "-DCMAKE_CXX_USING_LINKER_FATPACK=-B$wrap"
                    "-DCMAKE_CUDA_USING_LINKER_FATPACK=-B$wrap") ;;
         *) echo "run.sh: unknown variant $v" >&2; exit 2 ;;
@@ -150,6 +155,12 @@ for v in "${variants[@]}"; do
     links="$(grep -E -- '-o (lib)?vecops(_demo|\.so)( |$)' "$b.build.log" | grep -v -- ' -c ' | grep -v -- '-dlink' || true)"
     if [ "$(grep -c -- ' -B/' <<<"$links")" != 2 ]; then
         printf '%s\n' "$links" >&2; echo "FAIL: $v: the link lines do not use fatpack (-B)" >&2; exit 1
+    fi
+    if [ "$v" = mold ]; then
+        # Linked by mold (through fatpack as ld.mold), not by whatever ld came first.
+        for f in "$b/libvecops.so" "$b/vecops_demo"; do
+            readelf -p .comment "$f" | grep -q mold || { echo "FAIL: $v: $f not linked by mold" >&2; exit 1; }
+        done
     fi
     check_packed "$b/libvecops.so" "$so_mods" "$store" || { echo "FAIL: $v: libvecops.so" >&2; exit 1; }
     check_packed "$b/vecops_demo" "$exe_mods" "$store" || { echo "FAIL: $v: vecops_demo" >&2; exit 1; }

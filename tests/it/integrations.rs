@@ -50,7 +50,8 @@ fn cmake_example_links_through_fatpack() {
     eprintln!("{out}");
     assert!(out.contains("== cmake example: all"), "{out}");
     // The default variants, whatever else was added (ninja, linker-type).
-    for v in ["toolchain", "flags", "rdc"] {
+    tool("ld.mold", "apt-get install mold");
+    for v in ["toolchain", "flags", "rdc", "mold"] {
         assert!(
             out.contains(&format!("  {v}: packed .so + executable")),
             "variant {v} missing:\n{out}"

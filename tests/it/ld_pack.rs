@@ -337,10 +337,7 @@ fn gold_and_lld_link_packed_outputs_too() {
         ),
         ("mold", vec!["-fuse-ld=mold"], ["-p", ".comment"], "mold"),
     ] {
-        assert!(
-            Path::new(&format!("/usr/bin/ld.{name}")).exists(),
-            "ld.{name} not found: apt-get install binutils lld mold (.ci/run does)"
-        );
+        crate::common::tool(&format!("ld.{name}"), "apt-get install binutils lld mold");
         let exe = dir.path().join(format!("app-{name}"));
         let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &flags);
         assert_eq!(code, 0, "{name}: {err}");

@@ -237,10 +237,7 @@ fn tail_mode_puts_the_fatbin_after_bss_with_gnu_ld() {
 #[test]
 fn tail_mode_with_lld_and_a_clear_refusal_with_gold_and_mold() {
     cuda_lib();
-    assert!(
-        Path::new("/usr/bin/ld.lld").exists(),
-        "ld.lld not found: apt-get install lld (.ci/run does)"
-    );
+    crate::common::tool("ld.lld", "apt-get install lld");
     let (_d, exe, code, err) = tail_link(&["-fuse-ld=lld"]);
     assert_eq!(code, 0, "{err}");
     check_tail_layout(&exe);
@@ -249,10 +246,7 @@ fn tail_mode_with_lld_and_a_clear_refusal_with_gold_and_mold() {
     assert_ne!(code, 0);
     assert!(err.contains("gold does not support INSERT"), "{err}");
     assert!(!exe.exists());
-    assert!(
-        Path::new("/usr/bin/ld.mold").exists(),
-        "ld.mold not found: apt-get install mold (.ci/run does)"
-    );
+    crate::common::tool("ld.mold", "apt-get install mold");
     let (_d, exe, code, err) = tail_link(&["-fuse-ld=mold"]);
     assert_ne!(code, 0);
     assert!(

@@ -12,14 +12,28 @@ pub fn fixture(name: &str) -> PathBuf {
     fixtures().join(name)
 }
 
+/// `.cuda/lib/python3.*/site-packages/nvidia/cu13` (scripts/cuda-env.sh's venv), whatever
+/// python3 made it.
+fn venv_cu13() -> Option<PathBuf> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cuda/lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(lib)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path().join("site-packages/nvidia/cu13"))
+        .filter(|p| p.is_dir())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
 /// A CUDA tool (the repo's `.cuda` venv first, then PATH); a missing one fails the test:
 /// scripts/test.sh installs the toolchain (scripts/cuda-env.sh).
 pub fn cuda_tool(name: &str) -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/bin")
-        .join(name);
-    if venv.exists() {
-        return venv;
+    if let Some(venv) = venv_cu13().map(|c| c.join("bin").join(name)) {
+        if venv.exists() {
+            return venv;
+        }
     }
     if let Ok(path) = std::env::var("PATH") {
         for dir in std::env::split_paths(&path) {
@@ -83,12 +97,10 @@ pub fn wrapper_dir() -> tempfile::TempDir {
 /// `$CUDA_HOME/lib` with cudart, from the repo's `.cuda` venv or CUDA_HOME.
 /// `$CUDA_HOME/lib` with cudart; missing, the test fails (see [`cuda_tool`]).
 pub fn cuda_lib() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".cuda/lib/python3.11/site-packages/nvidia/cu13/lib");
     let cand = std::env::var_os("CUDA_HOME")
         .map(|h| PathBuf::from(h).join("lib"))
         .into_iter()
-        .chain([venv]);
+        .chain(venv_cu13().map(|c| c.join("lib")));
     for c in cand {
         if c.join("libcudart_static.a").exists() {
             return c;
