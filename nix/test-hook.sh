@@ -210,6 +210,20 @@ t_link_plain() { # the hook's flags on a plain g++ link line, as the cc-wrapper 
     is_packed app section
 }
 
+t_link_mold() { # -fuse-ld=mold goes through fatpack too (ld.mold in the folder)
+    command -v ld.mold >/dev/null || fail "ld.mold not installed (apt-get install mold)"
+    export NIX_CFLAGS_LINK="-L$CUDA_HOME/lib"
+    # Real linker per name: mold itself links.
+    export FATPACK_REAL_LD=""
+    # shellcheck disable=SC1090
+    source "$hook"
+    # shellcheck disable=SC2086
+    g++ $NIX_CFLAGS_COMPILE_BEFORE -fuse-ld=mold -o app "${objs[@]}" "${libs[@]}" $NIX_CFLAGS_LINK
+    is_packed app section
+    readelf -p .comment app | grep -q mold || fail "app was not linked by mold"
+    eq "$(./app)" "fixture main ok" "app output"
+}
+
 t_survives_fixup() { # what stdenv's fixupPhase does to outputs: strip -S, patchelf
     export NIX_CFLAGS_LINK="-L$CUDA_HOME/lib"
     # shellcheck disable=SC1090
@@ -297,6 +311,7 @@ case_ nix-build-top t_nix_build_top
 case_ stdenv-post-hook t_stdenv_post_hook
 case_ missing-fatpack t_missing_fatpack
 case_ link-plain t_link_plain
+case_ link-mold t_link_mold
 case_ survives-fixup t_survives_fixup
 case_ link-through-cc-wrapper t_link_through_cc_wrapper
 case_ link-only-flags-lose t_link_only_flags_lose_to_cc_wrapper

@@ -77,6 +77,7 @@ fn nix_setup_hook() {
         "opt-out",
         "flags-string",
         "link-plain",
+        "link-mold",
         "link-through-cc-wrapper",
     ] {
         assert!(
