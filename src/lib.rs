@@ -23,5 +23,6 @@ pub mod prune;
 pub mod ptx;
 pub mod repack;
 pub mod rewrite;
+pub mod run;
 pub mod split;
 pub mod store;

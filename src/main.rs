@@ -104,8 +104,20 @@ enum Command {
         #[arg(long)]
         fatbin: bool,
     },
+    /// Run a build with fatpack as the linker of every compiler driver in it:
+    /// `fatpack run -- make -j8`, `fatpack run -- cmake --build build`.
+    Run {
+        /// The command and its arguments.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            required = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Link like `ld`, packing all device code into a store (takes ordinary ld arguments;
-    /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold` or `ld.lld`).
+    /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold`, `ld.lld` or `ld.mold`).
     Ld {
         /// Arguments for the linker, plus `--fatpack-side-file`, `--fatpack-verbose`,
         /// `--fatpack-level=N`.
@@ -392,6 +404,15 @@ fn main() -> ExitCode {
             json,
         } => inspect(&files, kernels, json),
         Command::Ld { args } => return ld(None, args),
+        Command::Run { command } => {
+            return match fatpack::run::run(&command) {
+                Ok(code) => exit(code),
+                Err(e) => {
+                    eprintln!("fatpack: error: {}", message(&anyhow::Error::new(e)));
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Prune {
             keep,
             for_gpus,

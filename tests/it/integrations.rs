@@ -51,7 +51,7 @@ fn cmake_example_links_through_fatpack() {
     assert!(out.contains("== cmake example: all"), "{out}");
     // The default variants, whatever else was added (ninja, linker-type).
     tool("ld.mold", "apt-get install mold");
-    for v in ["toolchain", "flags", "rdc", "mold"] {
+    for v in ["toolchain", "flags", "rdc", "mold", "run"] {
         assert!(
             out.contains(&format!("  {v}: packed .so + executable")),
             "variant {v} missing:\n{out}"

@@ -19,6 +19,7 @@ mod prune_package;
 mod prune_tail;
 mod repack;
 mod rewrite;
+mod run_cli;
 mod runtime_fake;
 mod runtime_nvcc;
 mod runtime_safety;

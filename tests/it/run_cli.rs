@@ -1,0 +1,56 @@
+//! `fatpack run -- COMMAND`: every link a compiler driver does in the command goes through
+//! fatpack (`-fuse-ld=mold` too), the command's exit code comes back, and the wrapper folder
+//! is gone afterwards.
+
+use std::process::Command;
+
+use crate::common::{cuda_lib, fatpack_bin, fixture_objs, inspect_json, run, tool};
+
+#[test]
+fn a_make_build_under_fatpack_run_links_through_fatpack() {
+    tool("make", "apt-get install make");
+    tool("ld.mold", "apt-get install mold");
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let objs: Vec<String> = fixture_objs()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let link = format!(
+        "-L{} -lcudart_static -ldl -lpthread -lrt",
+        cuda_lib().display()
+    );
+    std::fs::write(
+        dir.path().join("Makefile"),
+        format!(
+            "all: app app_mold\napp:\n\tg++ -o $@ {o} {link}\napp_mold:\n\tg++ -fuse-ld=mold -o $@ {o} {link}\n",
+            o = objs.join(" ")
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["run", "--", "make", "-s", "-j2"])
+        .current_dir(dir.path())
+        .env("TMPDIR", tmp.path()));
+    assert_eq!(code, 0, "{err}");
+    for exe in ["app", "app_mold"] {
+        let r = inspect_json(&dir.path().join(exe));
+        assert_eq!(r["packed"]["digest_matches"], true, "{exe}");
+        assert_eq!(
+            run(&mut Command::new(dir.path().join(exe))).1,
+            "fixture main ok\n"
+        );
+    }
+    let (_, comment, _) = run(Command::new("readelf")
+        .args(["-p", ".comment"])
+        .arg(dir.path().join("app_mold")));
+    assert!(comment.contains("mold"), "{comment}");
+    // The wrapper folder is gone.
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    // The command's exit code, and a clear error for a command that does not exist.
+    let (code, _, _) = run(Command::new(fatpack_bin()).args(["run", "--", "sh", "-c", "exit 7"]));
+    assert_eq!(code, 7);
+    let (code, _, err) = run(Command::new(fatpack_bin()).args(["run", "--", "/no/such/tool"]));
+    assert_eq!(code, 1);
+    assert!(err.contains("/no/such/tool: No such file"), "{err}");
+}
