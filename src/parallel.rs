@@ -3,12 +3,34 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// `f` of every item, on up to one thread per CPU, in `items`' order. A panic in `f` is
+/// How many threads fatpack's parallel steps use: one per CPU, or `FATPACK_THREADS` when it
+/// is set to a number of at least 1 (parallel links under `make -j` or a build farm's
+/// scheduler should not each take every CPU). Outputs never depend on it.
+pub fn threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(v) = std::env::var_os("FATPACK_THREADS") else {
+        return cpus;
+    };
+    match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
+        Some(n) if n >= 1 => n,
+        _ => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "fatpack: warning: FATPACK_THREADS={} is not a number of threads (1 or \
+                     more); using one per CPU ({cpus})",
+                    v.to_string_lossy()
+                )
+            });
+            cpus
+        }
+    }
+}
+
+/// `f` of every item, on up to [`threads`] threads, in `items`' order. A panic in `f` is
 /// passed on (it is a bug, not an input error).
 pub fn map_ordered<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len());
+    let threads = threads().min(items.len());
     if threads <= 1 {
         return items.iter().map(f).collect();
     }

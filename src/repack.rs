@@ -100,7 +100,8 @@ fn write_repacked<W: Write + Seek>(
                 });
             }
         }
-        w.add_entries(batch, 0).map_err(store_err)?;
+        w.add_entries(batch, crate::parallel::threads())
+            .map_err(store_err)?;
         i = j;
     }
     w.finish().map_err(store_err)

@@ -62,7 +62,7 @@ fn write_pruned<W: Write + Seek>(
             })
             .collect();
         for (r, (e, _)) in w
-            .add_entries(batch, 0)
+            .add_entries(batch, crate::parallel::threads())
             .map_err(store_err)?
             .iter()
             .zip(&kept)

@@ -106,7 +106,7 @@ fn add_modules<W: Write + Seek>(
                     .flatten(),
             })
             .collect();
-        w.add_entries(batch, 0)?;
+        w.add_entries(batch, crate::parallel::threads())?;
         for m in &modules[i..j] {
             maps.release(&m.file, m.file_offset, m.len);
         }

@@ -54,3 +54,32 @@ fn a_make_build_under_fatpack_run_links_through_fatpack() {
     assert_eq!(code, 1);
     assert!(err.contains("/no/such/tool: No such file"), "{err}");
 }
+
+/// `FATPACK_THREADS` caps the threads of a link's parallel steps; the output does not
+/// depend on it.
+#[test]
+fn fatpack_threads_changes_no_byte_of_a_link() {
+    let w = crate::common::wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let mut objs = fixture_objs();
+    objs.extend(crate::common::big_objects(dir.path(), 4));
+    let mut outs = Vec::new();
+    for threads in ["1", "3", ""] {
+        let exe = dir.path().join(format!("app{threads}"));
+        let mut c = Command::new("g++");
+        c.arg(format!("-B{}", w.path().display()))
+            .arg("-o")
+            .arg(&exe)
+            .args(&objs)
+            .arg(format!("-L{}", cuda_lib().display()))
+            .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"])
+            .env("FATPACK_THREADS", threads);
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 0, "{err}");
+        if threads.is_empty() {
+            assert!(err.contains("FATPACK_THREADS= is not a number"), "{err}");
+        }
+        outs.push(std::fs::read(&exe).unwrap());
+    }
+    assert!(outs.windows(2).all(|p| p[0] == p[1]));
+}
