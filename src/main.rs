@@ -10,7 +10,11 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[command(
     name = "fatpack",
     version,
-    about = "Capability-aware fat-binary packager and linker wrapper for CUDA"
+    about = "Capability-aware fat-binary packager and linker wrapper for CUDA",
+    max_term_width = 80,
+    after_help = "Exit status: 0 on success, 1 on an error (the message names the file and \
+                  what is wrong; nothing is written), 2 on a usage error. `fatpack ld` and \
+                  `fatpack run` exit with the real linker's or the command's own status."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -19,7 +23,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show the device code inside objects, archives, libraries, executables, fatbins, cubins and stores.
+    /// Show the device code inside any file
+    ///
+    /// Objects, archives, shared libraries, executables, fatbins, cubins, stores, packed and
+    /// split outputs. Exits 1 when something it reports is wrong (a store or pack that is not
+    /// the binary's).
     Inspect {
         /// Files to inspect.
         #[arg(required = true)]
@@ -31,18 +39,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Keep only some archs: in a packed output (its store), or in an ordinary object,
-    /// archive, shared library, executable or fatbin (its fatbins), without relinking.
-    #[command(group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])))]
+    /// Keep only the archs some GPUs run, without relinking
+    ///
+    /// In a packed output (its store), or in any object, archive, shared library,
+    /// executable or fatbin (its fatbins); a folder or a wheel has each of its files pruned.
+    #[command(
+        group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])),
+        override_usage = "fatpack prune <--for <CAPS>|--keep <ARCHS>|--dead> [OPTIONS]\n       \
+                          <INPUT> --output <OUTPUT>"
+    )]
     Prune {
         /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
-        /// `80-real;90-virtual`.
-        #[arg(long)]
+        /// `80-real;90-virtual`. --arch is nvprune's and cuobjdump's word for it.
+        #[arg(long, value_name = "ARCHS", visible_alias = "arch")]
         keep: Option<String>,
         /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
         /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
         /// included).
-        #[arg(long = "for", id = "for_gpus")]
+        #[arg(long = "for", id = "for_gpus", value_name = "CAPS")]
         for_gpus: Option<String>,
         /// Drop only the entries no GPU would ever load (shadowed in their module by a better
         /// one for every GPU that could run them): every GPU keeps running what it ran.
@@ -58,8 +72,9 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Compress a packed output's store again at another zstd level, without relinking (a
-    /// release build: link fast, then repack at 19).
+    /// Compress a packed output's store again, without relinking
+    ///
+    /// At another zstd level: a release build links fast, then repacks at 19.
     Repack {
         /// The packed binary (never modified).
         input: PathBuf,
@@ -70,18 +85,20 @@ enum Command {
         #[arg(long, default_value_t = 19, allow_negative_numbers = true)]
         level: i32,
     },
-    /// Split a packed output into a host binary plus one pack file per GPU architecture (and
-    /// one for PTX), written into DIR; each machine then needs only its GPUs' packs, found
-    /// next to the binary at run time.
+    /// Split a packed output into a host binary and one pack per GPU architecture
+    ///
+    /// Written into DIR (and one pack for PTX); each machine then needs only its GPUs'
+    /// packs, found next to the binary at run time.
     Split {
         /// The packed binary (never modified).
         input: PathBuf,
         /// The folder to write the host binary and its packs into (made if missing).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         into: PathBuf,
     },
-    /// Join a split binary and its packs (next to it) back into one packed binary, the same
-    /// bytes as before the split.
+    /// Join a split binary and its packs back into one packed binary
+    ///
+    /// The packs are found next to it; the result is the same bytes as before the split.
     Join {
         /// The split host binary (never modified).
         input: PathBuf,
@@ -89,23 +106,29 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Write the device code of any file fatpack reads (packed outputs and stores included)
-    /// as `.cubin`/`.ptx` files, or `.fatbin` files, that cuobjdump and nvdisasm read.
+    /// Write device code as files cuobjdump and nvdisasm read
+    ///
+    /// From any file fatpack reads (packed outputs and stores included): one `.cubin` or
+    /// `.ptx` per entry, or with --fatbin one `.fatbin` per module.
     Extract {
         /// The file to read (never modified).
         input: PathBuf,
         /// The folder to write into (made if missing).
-        #[arg(short, long)]
+        #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
-        /// Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`.
-        #[arg(long)]
+        /// Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep
+        /// is prune's word for it.
+        #[arg(long, value_name = "ARCHS", visible_alias = "keep")]
         arch: Option<String>,
         /// One uncompressed fatbin per module instead of one file per entry.
         #[arg(long)]
         fatbin: bool,
     },
-    /// Run a build with fatpack as the linker of every compiler driver in it:
-    /// `fatpack run -- make -j8`, `fatpack run -- cmake --build build`.
+    /// Run a build with fatpack as the linker of every compiler driver in it
+    ///
+    /// `fatpack run -- make -j8`, `fatpack run -- cmake --build build`: gcc, g++, clang and
+    /// nvcc find fatpack's `ld`, `ld.bfd`, `ld.gold`, `ld.lld` and `ld.mold` first
+    /// (COMPILER_PATH), with nothing in the build changed.
     Run {
         /// The command and its arguments.
         #[arg(
@@ -116,12 +139,25 @@ enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
-    /// Link like `ld`, packing all device code into a store (takes ordinary ld arguments;
-    /// also runs when fatpack is invoked as `ld`, `ld.bfd`, `ld.gold`, `ld.lld` or `ld.mold`).
+    /// Link like `ld`, packing all device code into a store
+    ///
+    /// Takes ordinary ld arguments; also runs when fatpack is invoked as `ld`, `ld.bfd`,
+    /// `ld.gold`, `ld.lld` or `ld.mold`. Its own options, never passed on:
+    /// `--fatpack-side-file` (the store in `<output>.fatpack`), `--fatpack-level=N` (zstd
+    /// level), `--fatpack-mode=tail` (no store, no runtime: the fatbin after .bss),
+    /// `--fatpack-verbose` (what was packed, time and memory per step), `--fatpack-dry-run`
+    /// (print the rewrite and the real linker's line, write nothing), `--fatpack-save-temps`
+    /// (keep the rewritten inputs in `<output>.fatpack-temps/`). On/off options take no
+    /// value or yes/no. Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS (a
+    /// thread cap), FATPACK_VERBOSE=1.
     Ld {
-        /// Arguments for the linker, plus `--fatpack-side-file`, `--fatpack-verbose`,
-        /// `--fatpack-level=N`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        /// Arguments for the linker, plus the `--fatpack-*` options above.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            num_args = 0..,
+            value_name = "LD_ARGS"
+        )]
         args: Vec<std::ffi::OsString>,
     },
 }

@@ -83,3 +83,59 @@ fn fatpack_threads_changes_no_byte_of_a_link() {
     }
     assert!(outs.windows(2).all(|p| p[0] == p[1]));
 }
+
+/// Help fits 80 columns everywhere, names real values, and documents the exit codes; the
+/// CUDA tools' `--arch` spelling works for prune and prune's `--keep` for extract; a usage
+/// error exits 2.
+#[test]
+fn help_fits_80_columns_and_spellings_match_the_cuda_tools() {
+    let mut pages = vec![vec!["--help"]];
+    for c in [
+        "inspect", "prune", "repack", "split", "join", "extract", "run", "ld",
+    ] {
+        pages.push(vec!["help", c]);
+    }
+    for args in &pages {
+        let (code, out, err) = run(Command::new(fatpack_bin()).args(args));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        for line in out.lines() {
+            assert!(line.chars().count() <= 80, "{args:?}: {line}");
+        }
+        assert!(
+            !out.contains("for_gpus") && !out.contains("<INTO>"),
+            "{out}"
+        );
+    }
+    let (_, top, _) = run(Command::new(fatpack_bin()).arg("--help"));
+    assert!(
+        top.contains("Exit status: 0") && top.contains("2 on a usage error"),
+        "{top}"
+    );
+    let (_, ld, _) = run(Command::new(fatpack_bin()).args(["help", "ld"]));
+    for opt in [
+        "side-file",
+        "level",
+        "mode",
+        "verbose",
+        "dry-run",
+        "save-temps",
+    ] {
+        assert!(ld.contains(&format!("--fatpack-{opt}")), "{opt}: {ld}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let k = crate::common::fixture("kernels.o");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--arch", "sm_90"])
+        .arg(&k)
+        .arg("-o")
+        .arg(dir.path().join("k.o")));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .args(["extract", "--keep", "sm_90"])
+        .arg(&k)
+        .arg("-o")
+        .arg(dir.path().join("x")));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, _) = run(Command::new(fatpack_bin()).args(["prune", "--no-such-flag"]));
+    assert_eq!(code, 2);
+}
