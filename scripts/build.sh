@@ -4,4 +4,6 @@
 # `cargo install --path .`, without installing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q -p fatpack
+# Progress shown: a first build takes minutes (the runtime is built too).
+echo "build.sh: cargo build --release (target/release/fatpack)" >&2
+cargo build --release --locked -p fatpack

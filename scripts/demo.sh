@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 source scripts/cuda-env.sh
 bash scripts/build.sh
 f=tests/fixtures/nvcc13
-out="$(mktemp -d)"
+# Everything the demo makes, kept to look at afterwards (git ignores it).
+out="$PWD/demo-out"
+rm -rf "$out" && mkdir -p "$out"
 mkdir -p "$out/wrap" && ln -sf "$PWD/target/release/fatpack" "$out/wrap/ld"
 echo "== linking $f/{main,kernels,other}.o through fatpack ld (g++ -B$out/wrap)"
 g++ -B"$out/wrap" -Wl,--fatpack-verbose -o "$out/app" $f/main.o $f/kernels.o $f/other.o \
@@ -27,3 +29,4 @@ ls -l "$out/split"
 "$out/split/app"
 ./target/release/fatpack join "$out/split/app" -o "$out/joined"
 cmp "$out/app" "$out/joined" && echo "joined: the same bytes as $out/app"
+echo "== done: the outputs are in $out"
