@@ -45,6 +45,10 @@ for v in "${variants[@]}"; do
         cp "$here/vadd.cu" "$here/Makefile" "$work/"
         make -s -C "$work" FATPACK_WRAP="$work/wrap" CUDA_HOME="$CUDA_HOME" >/dev/null
         check make "$work/vadd"
+        # The same Makefile with no FATPACK_WRAP, under `fatpack run`.
+        make -s -C "$work" clean
+        "$fatpack" run -- make -s -C "$work" CUDA_HOME="$CUDA_HOME" >/dev/null
+        check "make under fatpack run" "$work/vadd"
         ;;
     meson)
         tools
