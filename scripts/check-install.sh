@@ -56,4 +56,11 @@ echo "wheel: $(basename "$wheel") ($(stat -c %s "$wheel") bytes)"
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check --no-index "$wheel"
 check "$work/venv/bin/fatpack" wheel
+# The man page and completions come with it, under the environment's share/.
+for f in share/man/man1/fatpack.1 share/bash-completion/completions/fatpack \
+    share/zsh/site-functions/_fatpack share/fish/vendor_completions.d/fatpack.fish; do
+    [ -s "$work/venv/$f" ] || { echo "check-install: the wheel did not install $f" >&2; exit 1; }
+done
+MANPATH="$work/venv/share/man" man -w fatpack >/dev/null 2>&1 ||
+    { command -v man >/dev/null && { echo "check-install: man does not find fatpack" >&2; exit 1; }; }
 echo "check-install: all three install paths link and run the fixtures"

@@ -207,7 +207,7 @@ pub fn extract(
     for (origin, items) in &modules {
         let chosen: Vec<&Item> = items
             .iter()
-            .filter(|i| only.map_or(true, |o| i.target().is_some_and(|t| o.contains(&t))))
+            .filter(|i| only.is_none_or(|o| i.target().is_some_and(|t| o.contains(&t))))
             .collect();
         if chosen.is_empty() {
             continue;

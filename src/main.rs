@@ -139,6 +139,20 @@ enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
+    /// Print the man page (roff) to standard output
+    ///
+    /// The wheel installs it as share/man/man1/fatpack.1; after `cargo install`:
+    /// `fatpack man > ~/.local/share/man/man1/fatpack.1`.
+    Man,
+    /// Print shell completions to standard output
+    ///
+    /// bash: `fatpack completions bash > ~/.local/share/bash-completion/completions/fatpack`
+    /// (the wheel installs bash, zsh and fish completions).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
     /// Link like `ld`, packing all device code into a store
     ///
     /// Takes ordinary ld arguments; also runs when fatpack is invoked as `ld`, `ld.bfd`,
@@ -440,6 +454,29 @@ fn main() -> ExitCode {
             json,
         } => inspect(&files, kernels, json),
         Command::Ld { args } => return ld(None, args),
+        Command::Man => {
+            let page = clap_mangen::Man::new(Cli::command());
+            let mut out = Vec::new();
+            return match page.render(&mut out).and_then(|()| {
+                use std::io::Write;
+                std::io::stdout().write_all(&out)
+            }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("fatpack: error: writing the man page: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "fatpack",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
         Command::Run { command } => {
             return match fatpack::run::run(&command) {
                 Ok(code) => exit(code),

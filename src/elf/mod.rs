@@ -206,7 +206,7 @@ impl Layout {
                 return None;
             }
             let (off, filesz, memsz) = (p.p_offset.get(LE), p.p_filesz.get(LE), p.p_memsz.get(LE));
-            if off.checked_add(filesz).map_or(true, |end| end > file_len) {
+            if off.checked_add(filesz).is_none_or(|end| end > file_len) {
                 Some(format!(
                     "program header {i} (PT_LOAD) holds {filesz:#x} bytes from offset {off:#x}, \
                      past the end of the file ({file_len:#x} bytes)"

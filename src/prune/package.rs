@@ -467,7 +467,7 @@ fn check_wheel(path: &Path, written: &[(String, Option<[u8; 32]>, u64)]) -> Resu
         m.read_to_end(&mut got).map_err(|e| e.to_string())?;
         let same = m.name() == name
             && got.len() as u64 == *size
-            && digest.map_or(true, |d| sha256(&got) == d);
+            && digest.is_none_or(|d| sha256(&got) == d);
         if !same {
             return Err(format!("{name} does not read back as written"));
         }

@@ -95,7 +95,10 @@ fn build_systems_link_through_fatpack() {
     let out = run_script("examples/build-systems/run.sh", &[], &lib, None);
     eprintln!("{out}");
     assert!(out.contains("  make: packed, runs"), "{out}");
-    assert!(out.contains("  make under fatpack run: packed, runs"), "{out}");
+    assert!(
+        out.contains("  make under fatpack run: packed, runs"),
+        "{out}"
+    );
     assert!(out.contains("  meson: packed, runs"), "{out}");
     assert!(
         out.contains("  cmake-depfile: packed, incremental"),

@@ -139,3 +139,36 @@ fn help_fits_80_columns_and_spellings_match_the_cuda_tools() {
     let (code, _, _) = run(Command::new(fatpack_bin()).args(["prune", "--no-such-flag"]));
     assert_eq!(code, 2);
 }
+
+/// The man page and completions the wheel installs (wheel-data/) are what this fatpack
+/// prints; FATPACK_BLESS=1 writes them again.
+#[test]
+fn the_wheels_man_page_and_completions_are_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wheel-data/data/share");
+    for (args, file) in [
+        (vec!["man"], "man/man1/fatpack.1"),
+        (
+            vec!["completions", "bash"],
+            "bash-completion/completions/fatpack",
+        ),
+        (vec!["completions", "zsh"], "zsh/site-functions/_fatpack"),
+        (
+            vec!["completions", "fish"],
+            "fish/vendor_completions.d/fatpack.fish",
+        ),
+    ] {
+        let out = Command::new(fatpack_bin()).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+        let path = root.join(file);
+        if std::env::var_os("FATPACK_BLESS").is_some() {
+            std::fs::write(&path, &out.stdout).unwrap();
+        }
+        assert!(
+            std::fs::read(&path).ok().as_deref() == Some(&out.stdout[..]),
+            "{} is not what `fatpack {}` prints: run the tests with FATPACK_BLESS=1",
+            path.display(),
+            args.join(" ")
+        );
+    }
+}

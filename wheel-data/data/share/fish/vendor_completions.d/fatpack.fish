@@ -1,0 +1,74 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_fatpack_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_fatpack_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_fatpack_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_fatpack_using_subcommand
+    set -l cmd (__fish_fatpack_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c fatpack -n "__fish_fatpack_needs_command" -s h -l help -d 'Print help'
+complete -c fatpack -n "__fish_fatpack_needs_command" -s V -l version -d 'Print version'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "inspect" -d 'Show the device code inside any file'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "run" -d 'Run a build with fatpack as the linker of every compiler driver in it'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "man" -d 'Print the man page (roff) to standard output'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "completions" -d 'Print shell completions to standard output'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l kernels -d 'List kernel names (demangled) under each entry'
+complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l json -d 'Print JSON (an array with one report per file) instead of a table'
+complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, per module, what the runtime would run on GPUs of these compute capabilities: `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT included)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'Where to write the result' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l dead -d 'Drop only the entries no GPU would ever load (shadowed in their module by a better one for every GPU that could run them): every GPU keeps running what it ran'
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l allow-empty -d 'With --keep: allow a module to be left with no entry at all (by default that is refused: its kernels could not run anywhere)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'Where to write the result' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l level -d 'zstd level, 1-22 (negative: the fast modes)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The folder to write the host binary and its packs into (made if missing)' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand split" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s o -l output -d 'Where to write the joined binary' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s o -l output -d 'The folder to write into (made if missing)' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l arch -l keep -d 'Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep is prune\'s word for it' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l fatbin -d 'One uncompressed fatbin per module instead of one file per entry'
+complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "inspect" -d 'Show the device code inside any file'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "run" -d 'Run a build with fatpack as the linker of every compiler driver in it'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "man" -d 'Print the man page (roff) to standard output'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "completions" -d 'Print shell completions to standard output'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
