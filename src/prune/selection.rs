@@ -185,30 +185,98 @@ fn drop_dead(cands: &[EntryId], chosen: &mut Chosen) -> Vec<bool> {
     live
 }
 
+/// The report of what was kept, one line per capability, and one more per capability for
+/// the modules it runs nothing of: those are summed, with every arch they have, instead of
+/// one clause per combination of archs (static cuBLAS has dozens: a line of several KB).
 pub fn describe(chosen: &Chosen) -> Vec<String> {
-    chosen
-        .iter()
-        .map(|(cap, names)| {
-            let parts: Vec<String> = names
-                .iter()
-                .map(|(n, k)| format!("{n} ({k} module{})", if *k == 1 { "" } else { "s" }))
-                .collect();
-            match cap {
-                // Modules none of the capabilities runs.
-                0 => format!("for none of them: {}", parts.join(", ")),
-                &DEAD => format!(
-                    "dead entries (no GPU would load them) dropped from: {}",
-                    parts.join(", ")
-                ),
-                _ => format!("for {}: {}", capability_string(*cap), parts.join(", ")),
+    let plural = |k: usize| if k == 1 { "" } else { "s" };
+    let mut lines = Vec::new();
+    for (cap, names) in chosen {
+        let mut parts = Vec::new();
+        // Modules summed per kind of note ("nothing runs", "smallest kept"), with their archs.
+        let mut notes: Vec<(&str, usize, Vec<String>)> = Vec::new();
+        for (n, k) in names {
+            let note = [NOTHING_RUNS, SMALLEST_KEPT]
+                .into_iter()
+                .find(|p| n.starts_with(p));
+            match note {
+                Some(note) => {
+                    let archs = n[note.len()..]
+                        .trim_matches(|c: char| c == ' ' || c == '(' || c == ')')
+                        .trim_start_matches("has ")
+                        .split(", ")
+                        .filter(|a| !a.is_empty())
+                        .map(str::to_string);
+                    match notes.iter_mut().find(|(m, ..)| *m == note) {
+                        Some((_, count, all)) => {
+                            *count += k;
+                            all.extend(archs);
+                        }
+                        None => notes.push((note, *k, archs.collect())),
+                    }
+                }
+                None => parts.push(format!("{n} ({k} module{})", plural(*k))),
             }
-        })
-        .collect()
+        }
+        let head = match cap {
+            // Modules none of the capabilities runs.
+            0 => "for none of them".to_string(),
+            &DEAD => "dead entries (no GPU would load them) dropped from".to_string(),
+            _ => format!("for {}", capability_string(*cap)),
+        };
+        if !parts.is_empty() {
+            lines.push(format!("{head}: {}", parts.join(", ")));
+        }
+        for (note, count, mut archs) in notes {
+            let key = |a: &String| (fatpack_format::arch::EntryId::parse(a), a.clone());
+            archs.sort_by_key(key);
+            archs.dedup();
+            // Nothing runs: the archs those modules have; smallest kept: the entries kept.
+            let what = if note == NOTHING_RUNS {
+                "their archs: "
+            } else {
+                ""
+            };
+            lines.push(format!(
+                "{head}: {note}: {count} module{} ({what}{})",
+                plural(count),
+                archs.join(", ")
+            ));
+        }
+    }
+    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Static cuBLAS for 9.0: dozens of "nothing runs" clauses become one summed line.
+    #[test]
+    fn the_report_sums_the_modules_nothing_runs_in() {
+        let mut chosen = Chosen::new();
+        let for90 = chosen.entry(90).or_default();
+        for90.insert("sm_90".into(), 74);
+        for (has, k) in [
+            ("sm_100", 780),
+            ("sm_100, compute_120, sm_120", 139),
+            ("sm_75", 6),
+        ] {
+            for90.insert(format!("{NOTHING_RUNS} (has {has})"), k);
+        }
+        let lines = describe(&chosen);
+        assert_eq!(
+            lines,
+            [
+                "for 9.0: sm_90 (74 modules)".to_string(),
+                format!(
+                    "for 9.0: {NOTHING_RUNS}: 925 modules (their archs: sm_75, sm_100, \
+                     sm_120, compute_120)"
+                ),
+            ]
+        );
+        assert!(lines.iter().all(|l| l.len() < 120));
+    }
 
     #[test]
     fn a_container_the_program_loads_is_emptied_where_nothing_runs() {

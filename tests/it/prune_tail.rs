@@ -306,7 +306,7 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
         "{err}"
     );
     assert!(
-        err.contains("none of them: only its smallest entry kept (compute_90a)"),
+        err.contains("none of them: only its smallest entry kept: 1 module (compute_90a)"),
         "{err}"
     );
     assert_eq!(archs(&out), ["compute_90a"]);
