@@ -244,7 +244,8 @@ impl Outputs {
         Ok(())
     }
 
-    fn prepare(&self, dest: &Path) -> Result<&'static str, CommitError> {
+    /// Checks `dest` and sweeps its folder (once); the prefix of this process's temp names.
+    fn prepare(&self, dest: &Path) -> Result<String, CommitError> {
         self.check(dest)?;
         let dir = folder_of(dest);
         let mut swept = self.swept.borrow_mut();
@@ -252,7 +253,7 @@ impl Outputs {
             signals::sweep(TEMP_PREFIX, dir);
             swept.push(dir.to_path_buf());
         }
-        Ok(TEMP_PREFIX)
+        Ok(format!("{TEMP_PREFIX}{}-", std::process::id()))
     }
 
     /// A temp file beside `dest` for the output `dest`.
@@ -260,7 +261,6 @@ impl Outputs {
         let prefix = self.prepare(dest)?;
         let dir = folder_of(dest);
         let mut b = tempfile::Builder::new();
-        let prefix = format!("{prefix}{}-", std::process::id());
         b.prefix(&prefix);
         {
             // What any created file gets: the umask decides.
@@ -297,7 +297,7 @@ impl Outputs {
         let prefix = self.prepare(dest)?;
         let dir = folder_of(dest);
         let t = tempfile::Builder::new()
-            .prefix(&format!("{prefix}{}-", std::process::id()))
+            .prefix(&prefix)
             .tempdir_in(dir)
             .map_err(io_at(dir))?;
         let path = t.path().to_path_buf();

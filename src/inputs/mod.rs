@@ -170,40 +170,25 @@ pub enum InputError {
 
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
 pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |source| InputError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    // O_NONBLOCK: opening a FIFO (say, a thin-archive member) must not wait for a writer;
-    // only regular files are read at all. The flag does not matter to mmap.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
-    if !file.metadata().map_err(io)?.is_file() {
-        return Err(InputError::NotRegular {
-            path: path.to_path_buf(),
-        });
-    }
+    let (file, _) = open_regular(path)?;
     // SAFETY: the map is read-only; a concurrent writer truncating an input under us is
     // outside what any linker defends against.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
-/// The whole of a regular file, read (not mapped): what the commands that rewrite files
-/// (prune, repack, split, join, extract) and inspect work on. A file truncated or grown
-/// while it is read is an error naming it, where a mapped file would kill the process with
-/// SIGBUS.
-pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
-    use std::io::Read;
+/// `path` opened for reading, with its metadata, if it is a regular file. O_NONBLOCK: opening
+/// a FIFO (say, a thin-archive member) must not wait for a writer; only regular files are
+/// read at all. The flag does not matter to reads or maps of a regular file.
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), InputError> {
     use std::os::unix::fs::OpenOptionsExt;
     let io = |source| InputError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
@@ -214,6 +199,20 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
             path: path.to_path_buf(),
         });
     }
+    Ok((file, meta))
+}
+
+/// The whole of a regular file, read (not mapped): what the commands that rewrite files
+/// (prune, repack, split, join, extract) and inspect work on. A file truncated or grown
+/// while it is read is an error naming it, where a mapped file would kill the process with
+/// SIGBUS.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, InputError> {
+    use std::io::Read;
+    let io = |source| InputError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let (mut file, meta) = open_regular(path)?;
     let len = meta.len();
     let mut data = Vec::new();
     data.try_reserve_exact(usize::try_from(len).unwrap_or(usize::MAX))

@@ -45,6 +45,31 @@ fn listing(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `fatpack CMD` on `input` writing `dir/out` (prune `--for 9.0`, split `--into`, inspect
+/// nothing) must exit 1 saying each of `want`, with nothing but the input left in `dir`.
+fn refused(cmds: &[&str], input: &Path, dir: &Path, want: &[&str]) {
+    let out = dir.join("out");
+    for &cmd in cmds {
+        let mut a: Vec<&std::ffi::OsStr> = vec![os(cmd)];
+        if cmd == "prune" {
+            a.extend([os("--for"), os("9.0")]);
+        }
+        a.push(input.as_os_str());
+        match cmd {
+            "inspect" => {}
+            "split" => a.extend([os("--into"), out.as_os_str()]),
+            _ => a.extend([os("-o"), out.as_os_str()]),
+        }
+        let (code, _, err) = fp(&a);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{cmd}: {err}");
+        }
+        let name = input.file_name().unwrap().to_string_lossy();
+        assert_eq!(listing(dir), [name.as_ref()], "{cmd}");
+    }
+}
+
 fn copy_fixture(name: &str, dir: &Path, to: &str) -> PathBuf {
     let p = dir.join(to);
     std::fs::copy(fixture(name), &p).unwrap();
@@ -102,28 +127,12 @@ fn a_segment_past_the_end_of_the_file_is_refused_not_a_panic() {
     let at = phoff + last_load * 56 + 32;
     b[at..at + 8].copy_from_slice(&0xffff_ffffu64.to_le_bytes());
     std::fs::write(&t, &b).unwrap();
-    for args in [
-        vec!["prune", "--for", "9.0"],
-        vec!["repack"],
-        vec!["split"],
-        vec!["inspect"],
-    ] {
-        let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
-        a.push(t.as_os_str());
-        let out = dir.path().join("out");
-        if args[0] == "split" {
-            a.extend([os("--into"), out.as_os_str()]);
-        } else if args[0] != "inspect" {
-            a.extend([os("-o"), out.as_os_str()]);
-        }
-        let (code, _, err) = fp(&a);
-        assert_eq!(code, 1, "{args:?}: {err}");
-        assert!(
-            err.contains("t: a damaged ELF file") && err.contains("past the end"),
-            "{err}"
-        );
-        assert_eq!(listing(dir.path()), ["t"], "{args:?}");
-    }
+    refused(
+        &["prune", "repack", "split", "inspect"],
+        &t,
+        dir.path(),
+        &["t: a damaged ELF file", "past the end"],
+    );
 }
 
 /// Found by the campaign: a packed binary whose store section has stray flags (`sh_flags`
@@ -145,18 +154,12 @@ fn an_output_that_does_not_hold_together_is_never_put_in_place() {
     let shoff = u64::from_le_bytes(b[0x28..0x30].try_into().unwrap()) as usize;
     b[shoff + 64 * index + 8] = 0x5d;
     std::fs::write(&app, &b).unwrap();
-    for (cmd, flag) in [("prune", "-o"), ("split", "--into")] {
-        let mut a = vec![os(cmd)];
-        if cmd == "prune" {
-            a.extend([os("--for"), os("9.0")]);
-        }
-        let out = dir.path().join("out");
-        a.extend([app.as_os_str(), os(flag), out.as_os_str()]);
-        let (code, _, err) = fp(&a);
-        assert_eq!(code, 1, "{cmd}: {err}");
-        assert!(err.contains("does not hold together"), "{cmd}: {err}");
-        assert_eq!(listing(dir.path()), ["app"], "{cmd}");
-    }
+    refused(
+        &["prune", "split"],
+        &app,
+        dir.path(),
+        &["does not hold together"],
+    );
 }
 
 /// Item 2: archive member names are bytes, not always UTF-8: a Latin-1 `k\xb3.o` keeps its
@@ -206,28 +209,12 @@ fn elf_files_of_an_unknown_type_are_refused_by_every_command() {
     let mut b = std::fs::read(&e).unwrap();
     b[16] = 4;
     std::fs::write(&e, &b).unwrap();
-    let out = dir.path().join("out");
-    for (cmd, flag) in [
-        ("inspect", None),
-        ("prune", Some("-o")),
-        ("repack", Some("-o")),
-        ("split", Some("--into")),
-        ("extract", Some("-o")),
-        ("join", Some("-o")),
-    ] {
-        let mut a: Vec<&std::ffi::OsStr> = vec![os(cmd)];
-        if cmd == "prune" {
-            a.extend([os("--for"), os("9.0")]);
-        }
-        a.push(e.as_os_str());
-        if let Some(f) = flag {
-            a.extend([os(f), out.as_os_str()]);
-        }
-        let (code, _, err) = fp(&a);
-        assert_eq!(code, 1, "{cmd}: {err}");
-        assert!(err.contains("e: an ELF file of type 4"), "{cmd}: {err}");
-        assert_eq!(listing(dir.path()), ["e"], "{cmd}");
-    }
+    refused(
+        &["inspect", "prune", "repack", "split", "extract", "join"],
+        &e,
+        dir.path(),
+        &["e: an ELF file of type 4"],
+    );
 }
 
 /// Item 4: two entries that name one file (a PTX entry relabelled SASS of the same arch):
