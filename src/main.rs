@@ -161,9 +161,10 @@ enum Command {
     /// level), `--fatpack-mode=tail` (no store, no runtime: the fatbin after .bss),
     /// `--fatpack-verbose` (what was packed, time and memory per step), `--fatpack-dry-run`
     /// (print the rewrite and the real linker's line, write nothing), `--fatpack-save-temps`
-    /// (keep the rewritten inputs in `<output>.fatpack-temps/`). On/off options take no
-    /// value or yes/no. Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS (a
-    /// thread cap), FATPACK_VERBOSE=1.
+    /// (keep the rewritten inputs in `<output>.fatpack-temps/`), `--fatpack-threads=N` (at
+    /// most N threads; under a make jobserver, only the job slots it grants). On/off
+    /// options take no value or yes/no. Environment: FATPACK_REAL_LD (the real linker),
+    /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1.
     Ld {
         /// Arguments for the linker, plus the `--fatpack-*` options above.
         #[arg(
@@ -414,6 +415,8 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
 }
 
 fn main() -> ExitCode {
+    // Before anything opens a file: the jobserver's descriptors must still be make's.
+    fatpack::parallel::init_jobserver();
     let mut argv = std::env::args_os();
     let argv0 = argv.next();
     // Invoked through an `ld` link (gcc -B<dir>, -fuse-ld): be the linker.

@@ -1,12 +1,47 @@
 //! One way to spread independent work over the CPUs: scoped threads taking items from a
 //! shared counter, results in item order (so output never depends on the thread count).
+//!
+//! How many threads a step gets is [`workers`]'s answer: at most [`threads`] (one per CPU,
+//! `--fatpack-threads`, `FATPACK_THREADS`), and, under a GNU make jobserver, only as many
+//! more than one as the jobserver grants at that moment: parallel links under `make -j8`
+//! share eight CPUs instead of each taking all of them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
-/// How many threads fatpack's parallel steps use: one per CPU, or `FATPACK_THREADS` when it
-/// is set to a number of at least 1 (parallel links under `make -j` or a build farm's
-/// scheduler should not each take every CPU). Outputs never depend on it.
+/// `--fatpack-threads=N` of the link being run (0: not given).
+static THREADS_OPTION: AtomicUsize = AtomicUsize::new(0);
+
+/// The jobserver named in `MAKEFLAGS`, if this process was given one it can use.
+static JOBSERVER: OnceLock<Option<jobserver::Client>> = OnceLock::new();
+
+/// Takes the GNU make jobserver from the environment (`MAKEFLAGS=... --jobserver-auth=R,W`
+/// or `fifo:PATH`). Call it first thing in `main`, before any file is opened: the pipe form
+/// names file descriptors, which must still be make's when they are checked.
+pub fn init_jobserver() {
+    JOBSERVER.get_or_init(|| {
+        // SAFETY: called at the start of main, before this process opened any file, so the
+        // descriptors MAKEFLAGS names are make's pipe or not open at all; `check_pipe` makes
+        // sure they are pipes (make 4.3 closes them for recipes not marked `+`), and nothing
+        // else in fatpack uses them afterwards.
+        let from = unsafe { jobserver::Client::from_env_ext(true) };
+        from.client.ok()
+    });
+}
+
+/// Sets the thread cap `--fatpack-threads=N` asks for (it wins over `FATPACK_THREADS`).
+pub fn set_threads(n: usize) {
+    THREADS_OPTION.store(n, Ordering::Relaxed);
+}
+
+/// The most threads fatpack's parallel steps use: `--fatpack-threads`, else
+/// `FATPACK_THREADS` when it is a number of at least 1, else one per CPU. Outputs never
+/// depend on it.
 pub fn threads() -> usize {
+    let given = THREADS_OPTION.load(Ordering::Relaxed);
+    if given >= 1 {
+        return given;
+    }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let Some(v) = std::env::var_os("FATPACK_THREADS") else {
         return cpus;
@@ -27,10 +62,81 @@ pub fn threads() -> usize {
     }
 }
 
-/// `f` of every item, on up to [`threads`] threads, in `items`' order. A panic in `f` is
-/// passed on (it is a bug, not an input error).
+/// The threads one parallel step may run, held until dropped: this process's own (make's
+/// implicit token) plus the jobserver tokens it could take without waiting, up to
+/// [`threads`] and the number of items.
+pub struct Workers {
+    count: usize,
+    /// Given back to the jobserver on drop.
+    _tokens: Vec<jobserver::Acquired>,
+    started: std::time::SystemTime,
+}
+
+impl Workers {
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+/// The threads a step over `items` items may use now (see [`Workers`]).
+pub fn workers(items: usize) -> Workers {
+    let want = threads().min(items.max(1));
+    let mut tokens = Vec::new();
+    if let Some(Some(client)) = JOBSERVER.get() {
+        // Never wait for a token: this process already runs on one, so it always makes
+        // progress, and a token freed later is left to the next job make starts.
+        while tokens.len() + 1 < want {
+            match client.try_acquire() {
+                Ok(Some(t)) => tokens.push(t),
+                _ => break,
+            }
+        }
+    }
+    let count = match JOBSERVER.get() {
+        Some(Some(_)) => tokens.len() + 1,
+        _ => want,
+    };
+    Workers {
+        count,
+        _tokens: tokens,
+        started: std::time::SystemTime::now(),
+    }
+}
+
+impl Drop for Workers {
+    /// With `FATPACK_TRACE_WORKERS=FILE`, appends `pid start_ns end_ns threads` for the
+    /// step (how the tests check, across processes, that a jobserver's limit holds).
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("FATPACK_TRACE_WORKERS") else {
+            return;
+        };
+        let ns = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        };
+        let line = format!(
+            "{} {} {} {}\n",
+            std::process::id(),
+            ns(self.started),
+            ns(std::time::SystemTime::now()),
+            self.count
+        );
+        // One append of one short line: lines of concurrent processes never interleave.
+        // A trace that cannot be written is not the link's failure.
+        use std::io::Write;
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+}
+
+/// `f` of every item, on the threads [`workers`] gives, in `items`' order. A panic in `f`
+/// is passed on (it is a bug, not an input error).
 pub fn map_ordered<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = threads().min(items.len());
+    let budget = workers(items.len());
+    let threads = budget.count().min(items.len());
     if threads <= 1 {
         return items.iter().map(f).collect();
     }

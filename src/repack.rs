@@ -100,8 +100,8 @@ fn write_repacked<W: Write + Seek>(
                 });
             }
         }
-        w.add_entries(batch, crate::parallel::threads())
-            .map_err(store_err)?;
+        let budget = crate::parallel::workers(batch.len());
+        w.add_entries(batch, budget.count()).map_err(store_err)?;
         i = j;
     }
     w.finish().map_err(store_err)

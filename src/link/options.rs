@@ -26,6 +26,7 @@ pub const KNOWN: &[&str] = &[
     "mode",
     "save-temps",
     "dry-run",
+    "threads",
 ];
 
 /// What `--fatpack-*` options and the environment ask for.
@@ -43,6 +44,9 @@ pub struct PackOptions {
     pub save_temps: bool,
     /// `--fatpack-dry-run`: say what would be rewritten and run; write nothing.
     pub dry_run: bool,
+    /// `--fatpack-threads=N`: at most N threads in each parallel step (None: the
+    /// environment's or one per CPU).
+    pub threads: Option<usize>,
 }
 
 impl PackOptions {
@@ -90,8 +94,23 @@ impl PackOptions {
                 )))
             }
         };
+        let threads = match line.fatpack_value("threads") {
+            None => None,
+            Some(v) => Some(
+                v.to_str()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| {
+                        LinkError::Option(format!(
+                            "--fatpack-threads={}: want a number of threads, 1 or more",
+                            v.to_string_lossy()
+                        ))
+                    })?,
+            ),
+        };
         Ok(PackOptions {
             mode,
+            threads,
             side_file: switch(line, "side-file")?,
             save_temps: switch(line, "save-temps")?,
             dry_run: switch(line, "dry-run")?,

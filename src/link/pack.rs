@@ -89,6 +89,9 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         return plain_link(&real, &line);
     }
     let opts = PackOptions::from_line(&line)?;
+    if let Some(n) = opts.threads {
+        crate::parallel::set_threads(n);
+    }
     if opts.dry_run {
         return super::dry_run::report(real, line, opts);
     }

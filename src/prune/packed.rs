@@ -45,7 +45,7 @@ fn write_pruned<W: Write + Seek>(
         for (e, _) in &kept {
             raws.push(store.read_entry(e).map_err(store_err)?);
         }
-        let batch = kept
+        let batch: Vec<_> = kept
             .iter()
             .zip(&raws)
             .map(|((e, _), raw)| {
@@ -61,8 +61,9 @@ fn write_pruned<W: Write + Seek>(
                 }
             })
             .collect();
+        let budget = crate::parallel::workers(batch.len());
         for (r, (e, _)) in w
-            .add_entries(batch, crate::parallel::threads())
+            .add_entries(batch, budget.count())
             .map_err(store_err)?
             .iter()
             .zip(&kept)

@@ -70,10 +70,10 @@ fn pack_kind(kind: EntryKind, arch: u32) -> PackKind {
 /// Checks every blob of `store` (decoded, length and blake3), on all cores.
 pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitError> {
     let n = store.blob_count() as u32;
-    let threads = crate::parallel::threads() as u32;
+    let budget = crate::parallel::workers(n as usize);
     let next = std::sync::atomic::AtomicU32::new(0);
     std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads.min(n.max(1)))
+        let workers: Vec<_> = (0..budget.count())
             .map(|_| {
                 s.spawn(|| loop {
                     let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

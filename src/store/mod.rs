@@ -91,7 +91,7 @@ fn add_modules<W: Write + Seek>(
         let ids = parsed
             .iter()
             .flat_map(|(id, _, fatbin)| fatbin.entries.iter().map(move |_| *id));
-        let batch = flat
+        let batch: Vec<_> = flat
             .iter()
             .zip(ids)
             .zip(&raws)
@@ -106,7 +106,8 @@ fn add_modules<W: Write + Seek>(
                     .flatten(),
             })
             .collect();
-        w.add_entries(batch, crate::parallel::threads())?;
+        let budget = crate::parallel::workers(batch.len());
+        w.add_entries(batch, budget.count())?;
         for m in &modules[i..j] {
             maps.release(&m.file, m.file_offset, m.len);
         }

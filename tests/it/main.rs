@@ -12,6 +12,7 @@ mod fresh_nvcc;
 mod golden;
 mod inspect_cli;
 mod integrations;
+mod jobserver;
 mod ld_args;
 mod ld_pack;
 mod prune_cut;
