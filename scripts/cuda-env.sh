@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Source this: installs (once) a CUDA 13.0 nvcc + cuobjdump and nvdisasm from PyPI into .cuda/ and puts
-# them on PATH. No GPU needed. Pins: ../shared/cuda-toolchain.md (versions must match exactly).
+# them on PATH. No GPU needed. The pins below are one CUDA 13.0 release's packages; their
+# versions must match each other exactly. cuobjdump is on PyPI only from 13.2.51 on (with
+# --no-deps, so that it pulls no newer CUDA packages); it lists 13.0 objects correctly.
 _fp_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _fp_venv="${FATPACK_CUDA_VENV:-$_fp_root/.cuda}"
 # Whatever python3 made the venv (3.11 on Debian 12, 3.12 on Ubuntu 24.04 and Fedora 40).

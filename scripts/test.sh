@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, the three install paths (cargo install, cargo
 # build, the Python wheel), and every test against real nvcc 13 output.
-# Installs the CUDA toolchain from PyPI on first use (scripts/cuda-env.sh).
+# Installs the Debian packages the tests use when run as root, else names them and stops
+# (scripts/test-deps.sh), and the CUDA toolchain from PyPI on first use (scripts/cuda-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/test-deps.sh
 source scripts/cuda-env.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
