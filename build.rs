@@ -32,6 +32,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=FATPACK_RT_OBJCOPY");
     println!("cargo:rerun-if-env-changed=FATPACK_RT_LD");
     println!("cargo:rerun-if-env-changed=FATPACK_RT_EXTRA_TARGETS");
+    println!("cargo:rerun-if-env-changed=FATPACK_RT_RUSTFLAGS");
+    println!("cargo:rerun-if-env-changed=FATPACK_RT_CFLAGS");
 
     // The runtime for the target fatpack runs on, then any others asked for (cross links:
     // `FATPACK_RT_EXTRA_TARGETS=aarch64-unknown-linux-gnu`, with that Rust target and a C
@@ -122,14 +124,27 @@ fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
     // inlining: 1.4 GB/s in 37 KB. ZSTD_TRACE=0: no weak `ZSTD_trace_decompress_*` hooks,
     // which a packed output would export as undefined dynamic symbols and call into
     // whatever library of the process defines them.
-    cmd.env("CARGO_ENCODED_RUSTFLAGS", "-Cforce-unwind-tables=no");
+    //
+    // A distribution's hardening flags for the code fatpack links into its users' binaries
+    // go in FATPACK_RT_RUSTFLAGS (space-separated, after fatpack's own) and
+    // FATPACK_RT_CFLAGS (for zstd's C, after the target's CFLAGS_<target> and fatpack's),
+    // e.g. `-fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection`.
+    let mut rustflags = vec!["-Cforce-unwind-tables=no".to_owned()];
+    rustflags.extend(
+        env::var("FATPACK_RT_RUSTFLAGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned),
+    );
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"));
     let cflags_var = format!("CFLAGS_{}", target.replace('-', "_"));
     let mut cflags = env::var(&cflags_var).unwrap_or_default();
     cflags.push_str(
         " -fno-asynchronous-unwind-tables -fno-unwind-tables -DHUF_FORCE_DECOMPRESS_X1=1 \
          -DZSTD_FORCE_DECOMPRESS_SEQUENCES_SHORT=1 -DZSTD_STRIP_ERROR_STRINGS=1 -DDYNAMIC_BMI2=0 \
-         -DZSTD_TRACE=0",
+         -DZSTD_TRACE=0 ",
     );
+    cflags.push_str(&env::var("FATPACK_RT_CFLAGS").unwrap_or_default());
     cmd.env(&cflags_var, cflags.trim());
     let status = cmd
         .status()

@@ -1,5 +1,5 @@
 # examples/cmake built by Nix with every link through fatpack: the only fatpack-specific
-# line is fatpack in nativeBuildInputs. Written without Nix at hand and never built (see
+# line is fatpack in nativeBuildInputs. Never built by Nix here (see
 # README.md).   nix-build nix/example.nix
 { pkgs ? import <nixpkgs> { config.allowUnfree = true; } }:
 

@@ -1,7 +1,7 @@
 # fatpack as a Nix package: the CLI, which carries its runtime archive (build.rs builds it,
 # the same recipe as every other build), and a setup hook (./setup-hook.sh) that makes every
 # link of a derivation with fatpack in nativeBuildInputs go through `fatpack ld`.
-# Written without Nix at hand and never built: see README.md.
+# Never built by Nix here: see README.md for what is checked.
 #   fatpack = pkgs.callPackage ./nix/fatpack.nix { };
 { lib, rustPlatform }:
 

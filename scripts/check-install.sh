@@ -37,22 +37,59 @@ print(f"{sys.argv[2]}: packed and tail links run; {len(r['modules'])} modules in
 PY
 }
 
-echo "== cargo install --path . --root DIR"
-cargo install --quiet --locked --path . --root "$work/root"
+echo "== cargo install --path . --root DIR (with hardening flags for the runtime)"
+# A distribution's hardening flags reach the runtime fatpack links into users' binaries
+# through FATPACK_RT_CFLAGS / FATPACK_RT_RUSTFLAGS (RUSTFLAGS and CFLAGS do not: they are the
+# CLI's). -fstack-protector-all makes zstd's C call __stack_chk_fail: checked below.
+FATPACK_RT_CFLAGS="-fstack-protector-all -D_FORTIFY_SOURCE=2" FATPACK_RT_RUSTFLAGS="-Coverflow-checks=on" \
+    cargo install --quiet --locked --path . --root "$work/root"
 [ "$(ls "$work/root/bin")" = "fatpack" ] || { echo "cargo install put more than fatpack in bin/" >&2; exit 1; }
 check "$work/root/bin/fatpack" cargo-install
+stack_checks() { # FATPACK: does the runtime it links call __stack_chk_fail?
+    local d="$work/rt-$RANDOM" f="$root/tests/fixtures/nvcc13"
+    mkdir -p "$d/wrap" && ln -s "$1" "$d/wrap/ld"
+    g++ -B"$d/wrap" -Wl,--fatpack-save-temps -o "$d/app" "$f/main.o" "$f/kernels.o" \
+        "$f/other.o" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt 2>/dev/null
+    local syms
+    syms="$(nm "$d/app.fatpack-temps/libfatpack_rt.a")"
+    grep -q ' U __stack_chk_fail' <<<"$syms"
+}
+stack_checks "$work/root/bin/fatpack" ||
+    { echo "check-install: FATPACK_RT_CFLAGS did not reach the runtime" >&2; exit 1; }
+# `man fatpack` after cargo install: the man page and completions beside bin/, found by
+# man through PATH (as ~/.cargo/bin gives ~/.cargo/share/man).
+"$work/root/bin/fatpack" man --install >/dev/null
+finds_man() { # BIN_DIR WANT
+    local got
+    got="$(env -u MANPATH PATH="$1:/usr/bin:/bin" man -w fatpack)" ||
+        { echo "check-install: man does not find fatpack with $1 on PATH" >&2; exit 1; }
+    [ "$got" = "$2" ] || { echo "check-install: man finds $got, want $2" >&2; exit 1; }
+}
+finds_man "$work/root/bin" "$work/root/share/man/man1/fatpack.1"
+[ -s "$work/root/share/bash-completion/completions/fatpack" ] ||
+    { echo "check-install: fatpack man --install wrote no bash completion" >&2; exit 1; }
 
 echo "== cargo build --release"
 cargo build --quiet --release --locked -p fatpack
 cp target/release/fatpack "$work/fatpack-release"
 check "$work/fatpack-release" cargo-build
+! stack_checks "$work/fatpack-release" ||
+    { echo "check-install: the default runtime has stack checks: the test above proves nothing" >&2; exit 1; }
 
 echo "== Python wheel (maturin) in a fresh venv"
 python3 -m venv "$work/tools"
-"$work/tools/bin/pip" install -q --disable-pip-version-check maturin==1.16.0
-"$work/tools/bin/maturin" build --quiet --release --locked --out "$work/wheels" >/dev/null
+"$work/tools/bin/pip" install -q --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1 \
+    auditwheel==6.8.2
+# Linked by zig against glibc 2.28's symbols: installs in manylinux_2_28 images (PyTorch's
+# build images) and anything newer, whatever glibc built it.
+PATH="$work/tools/bin:$PATH" "$work/tools/bin/maturin" build --quiet --release --locked \
+    --zig --compatibility manylinux_2_28 --out "$work/wheels" >/dev/null
 wheel="$(ls "$work"/wheels/fatpack_cuda-*.whl)"
 echo "wheel: $(basename "$wheel") ($(stat -c %s "$wheel") bytes)"
+"$work/tools/bin/auditwheel" show "$wheel" > "$work/auditwheel.txt"
+grep -q 'consistent[[:space:]]*with the following platform tag: "manylinux_2_28_'"$(uname -m)"'"' \
+    <(tr '\n' ' ' < "$work/auditwheel.txt") ||
+    { cat "$work/auditwheel.txt" >&2; echo "check-install: the wheel is not manylinux_2_28" >&2; exit 1; }
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check --no-index "$wheel"
 check "$work/venv/bin/fatpack" wheel
@@ -61,6 +98,5 @@ for f in share/man/man1/fatpack.1 share/bash-completion/completions/fatpack \
     share/zsh/site-functions/_fatpack share/fish/vendor_completions.d/fatpack.fish; do
     [ -s "$work/venv/$f" ] || { echo "check-install: the wheel did not install $f" >&2; exit 1; }
 done
-MANPATH="$work/venv/share/man" man -w fatpack >/dev/null 2>&1 ||
-    { command -v man >/dev/null && { echo "check-install: man does not find fatpack" >&2; exit 1; }; }
+finds_man "$work/venv/bin" "$work/venv/share/man/man1/fatpack.1"
 echo "check-install: all three install paths link and run the fixtures"

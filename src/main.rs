@@ -139,11 +139,20 @@ enum Command {
         )]
         command: Vec<std::ffi::OsString>,
     },
-    /// Print the man page (roff) to standard output
+    /// Print the man page (roff), or install it and the completions
     ///
-    /// The wheel installs it as share/man/man1/fatpack.1; after `cargo install`:
-    /// `fatpack man > ~/.local/share/man/man1/fatpack.1`.
-    Man,
+    /// The wheel installs them. After `cargo install`, `fatpack man --install` writes
+    /// share/man/man1/fatpack.1 and the bash, zsh and fish completions under the folder
+    /// above fatpack's own (~/.cargo for ~/.cargo/bin/fatpack), where `man` and
+    /// bash-completion look for the programs on PATH.
+    Man {
+        /// Install the man page and completions under PREFIX/share instead of printing.
+        #[arg(long)]
+        install: bool,
+        /// With --install: where (default: the folder above the one fatpack runs from).
+        #[arg(long, value_name = "PREFIX", requires = "install")]
+        prefix: Option<PathBuf>,
+    },
     /// Print shell completions to standard output
     ///
     /// bash: `fatpack completions bash > ~/.local/share/bash-completion/completions/fatpack`
@@ -414,6 +423,58 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
     }
 }
 
+/// `fatpack man --install [--prefix PREFIX]`: the man page and the completions under PREFIX/share,
+/// written as every fatpack output is (staged, committed together or not at all).
+fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let prefix = if let Some(p) = prefix {
+        p.to_path_buf()
+    } else {
+        let exe = std::env::current_exe().context("finding fatpack's own path")?;
+        exe.parent()
+            .and_then(|bin| bin.parent())
+            .map(std::path::Path::to_path_buf)
+            .with_context(|| format!("{}: no folder above it to install into", exe.display()))?
+    };
+    let share = prefix.join("share");
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut page)
+        .context("rendering the man page")?;
+    let mut files = vec![("man/man1/fatpack.1".to_owned(), page)];
+    for (shell, path) in [
+        (
+            clap_complete::Shell::Bash,
+            "bash-completion/completions/fatpack",
+        ),
+        (clap_complete::Shell::Zsh, "zsh/site-functions/_fatpack"),
+        (
+            clap_complete::Shell::Fish,
+            "fish/vendor_completions.d/fatpack.fish",
+        ),
+    ] {
+        let mut text = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "fatpack", &mut text);
+        files.push((path.to_owned(), text));
+    }
+    let mut outs = fatpack::commit::Outputs::new(&[]);
+    let mut staged = Vec::new();
+    for (rel, bytes) in &files {
+        let dest = share.join(rel);
+        outs.folder(fatpack::commit::folder_of(&dest))?;
+        let mut s = outs.file(&dest)?;
+        s.named()
+            .write_all(bytes)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        staged.push(s);
+    }
+    outs.commit(staged)?;
+    for (rel, _) in &files {
+        println!("{}", share.join(rel).display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     // Before anything opens a file: the jobserver's descriptors must still be make's.
     fatpack::parallel::init_jobserver();
@@ -457,7 +518,7 @@ fn main() -> ExitCode {
             json,
         } => inspect(&files, kernels, json),
         Command::Ld { args } => return ld(None, args),
-        Command::Man => {
+        Command::Man { install: false, .. } => {
             let page = clap_mangen::Man::new(Cli::command());
             let mut out = Vec::new();
             return match page.render(&mut out).and_then(|()| {
@@ -471,6 +532,10 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::Man {
+            install: true,
+            prefix,
+        } => install_docs(prefix.as_deref()),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

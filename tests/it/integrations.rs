@@ -240,3 +240,43 @@ fn nix_prune_tree_step() {
         "the source was modified"
     );
 }
+
+/// The Nix files against a real nixpkgs: the package, the example derivation with the hook
+/// and `pruneFor` of a real package instantiate. Needs a nixpkgs source tree
+/// (FATPACK_NIXPKGS=/path/to/nixpkgs) and a Nix at least as new as its `lib/minver.nix`
+/// (current nixpkgs: 2.18; Debian 12's nix-bin is 2.8, which reads nixpkgs 24.05); neither
+/// can be fetched where the test command runs, hence ignored by default, never skipped
+/// silently: `FATPACK_NIXPKGS=... cargo test --test it -- --ignored nix_real_nixpkgs`.
+#[test]
+#[ignore = "needs a nixpkgs tree: FATPACK_NIXPKGS=/path cargo test --test it -- --ignored nix_real_nixpkgs"]
+fn nix_real_nixpkgs_instantiates() {
+    let nixpkgs = std::env::var_os("FATPACK_NIXPKGS").expect(
+        "FATPACK_NIXPKGS=/path/to/a/nixpkgs/tree must name the nixpkgs to evaluate against",
+    );
+    let nix = tool("nix-instantiate", "apt-get install nix-bin");
+    let expr = r#"
+      let
+        pkgs = import <nixpkgs> { config.allowUnfree = true; };
+        fatpack = pkgs.callPackage ./nix/fatpack.nix { };
+        pruneFor = pkgs.callPackage ./nix/prune-for.nix { inherit fatpack; };
+      in {
+        package = fatpack;
+        example = import ./nix/example.nix { inherit pkgs; };
+        pruned = pruneFor pkgs.hello { cudaCapabilities = [ "9.0" ]; };
+      }"#;
+    let mut include = std::ffi::OsString::from("nixpkgs=");
+    include.push(&nixpkgs);
+    let (code, out, err) = run(Command::new(nix)
+        .arg("-I")
+        .arg(include)
+        .args(["-E", expr])
+        .current_dir(root()));
+    assert_eq!(code, 0, "{err}");
+    let drvs: Vec<&str> = out.lines().collect();
+    assert_eq!(drvs.len(), 3, "{out}");
+    assert!(
+        drvs.iter()
+            .all(|d| d.starts_with("/nix/store/") && d.ends_with(".drv")),
+        "{out}"
+    );
+}
