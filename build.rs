@@ -19,6 +19,16 @@ fn main() {
     let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     let target = env::var("TARGET").expect("set by cargo");
+    // The runtime is built from the workspace's runtime/ (its own crate, fatpack-rt). A
+    // package of this crate alone (`cargo package -p fatpack`) does not carry it: cargo leaves
+    // out folders that are packages of their own. Say so instead of a cargo error about a
+    // missing `-p fatpack-rt`.
+    assert!(
+        root.join("runtime/Cargo.toml").is_file(),
+        "fatpack's runtime source (runtime/ beside this Cargo.toml) is not here: build fatpack \
+         from its repository (`cargo install --locked --path .` in a checkout); a build from \
+         the crate package alone cannot make the runtime yet"
+    );
     for p in [
         "runtime",
         "format",
