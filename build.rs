@@ -19,21 +19,12 @@ fn main() {
     let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
     let target = env::var("TARGET").expect("set by cargo");
-    // The runtime is built from the workspace's runtime/ (its own crate, fatpack-rt). A
-    // package of this crate alone (`cargo package -p fatpack`) does not carry it: cargo leaves
-    // out folders that are packages of their own. Say so instead of a cargo error about a
-    // missing `-p fatpack-rt`.
-    assert!(
-        root.join("runtime/Cargo.toml").is_file(),
-        "fatpack's runtime source (runtime/ beside this Cargo.toml) is not here: build fatpack \
-         from its repository (`cargo install --locked --path .` in a checkout); a build from \
-         the crate package alone cannot make the runtime yet"
-    );
     for p in [
         "runtime",
         "format",
         "cubin-store/src",
         "cubin-store/Cargo.toml",
+        "rt-sources",
         "Cargo.toml",
         "Cargo.lock",
     ] {
@@ -95,23 +86,113 @@ fn nested_target_dir(out: &Path) -> PathBuf {
     }
 }
 
+/// The crates the runtime is built from, each `rt-sources/<name>.toml` (its manifest) and
+/// `rt-sources/<name>-src` (its `src/`): symlinks into the workspace in a checkout, the
+/// files themselves in the published crate (cargo packages what the links point to; it
+/// would leave out `runtime/` itself, a package of its own).
+const RT_CRATES: [&str; 3] = ["runtime", "format", "cubin-store"];
+
+/// A workspace of the runtime and the two crates it uses, under the nested build's target
+/// folder, made from `rt-sources/` and the root manifest's shared sections; the same in a
+/// checkout and in the published crate, so every build goes the way a crates.io build does.
+fn runtime_workspace(root: &Path, target_dir: &Path) -> PathBuf {
+    let ws = target_dir.join("workspace");
+    // The root manifest as written: `Cargo.toml.orig` in a published crate (cargo rewrites
+    // Cargo.toml there, without the workspace's sections).
+    let orig = root.join("Cargo.toml.orig");
+    let manifest = if orig.is_file() {
+        orig
+    } else {
+        root.join("Cargo.toml")
+    };
+    let text = read_text(&manifest);
+    let mut top = format!(
+        "# Written by fatpack's build.rs from {}: the runtime's own workspace.\n\
+         [workspace]\nmembers = {RT_CRATES:?}\nresolver = \"2\"\n\n",
+        manifest.display()
+    );
+    top += &sections(&text, |h| {
+        h == "[workspace.package]" || h.starts_with("[workspace.lints") || h == "[profile.rt]"
+    });
+    write_if_changed(&ws.join("Cargo.toml"), &top);
+    for name in RT_CRATES {
+        let from = root.join("rt-sources");
+        // Its dev-dependencies are not needed to build it, and a vendored or offline build
+        // of fatpack need not have them.
+        let member = sections(&read_text(&from.join(format!("{name}.toml"))), |h| {
+            !h.ends_with("dev-dependencies]")
+        });
+        write_if_changed(&ws.join(name).join("Cargo.toml"), &member);
+        let src = from
+            .join(format!("{name}-src"))
+            .canonicalize()
+            .unwrap_or_else(|e| panic!("rt-sources/{name}-src: {e}"));
+        let link = ws.join(name).join("src");
+        if std::fs::read_link(&link).ok().as_deref() != Some(src.as_path()) {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&src, &link)
+                .unwrap_or_else(|e| panic!("linking {}: {e}", link.display()));
+        }
+    }
+    // The versions fatpack was built with (its lock holds everything the runtime uses);
+    // the nested cargo drops the rest.
+    let lock = root.join("Cargo.lock");
+    if lock.is_file() {
+        write_if_changed(&ws.join("Cargo.lock"), &read_text(&lock));
+    }
+    ws
+}
+
+fn read_text(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+}
+
+/// The `[section]`s of a TOML file whose header `keep` accepts (the lines before the first
+/// header are kept too), in order.
+fn sections(text: &str, keep: impl Fn(&str) -> bool) -> String {
+    let mut out = String::new();
+    let mut on = true;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            on = keep(t);
+        }
+        if on {
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Writes `text` to `p` unless it holds it already (a debug and a release build of fatpack
+/// may write the same files at once: each writes a temp file and renames it).
+fn write_if_changed(p: &Path, text: &str) {
+    if std::fs::read_to_string(p).ok().as_deref() == Some(text) {
+        return;
+    }
+    let dir = p.parent().expect("a file in a folder");
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let tmp = dir.join(format!(".tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, p))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", p.display()));
+}
+
 fn build_runtime(root: &Path, out: &Path, target: &str) -> PathBuf {
     let target_dir = nested_target_dir(out);
+    let ws = runtime_workspace(root, &target_dir);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root)
+    cmd.current_dir(&ws)
         .arg("build")
         .arg("--manifest-path")
-        .arg(root.join("Cargo.toml"))
+        .arg(ws.join("Cargo.toml"))
         .args(["-p", "fatpack-rt", "--profile", "rt", "--target", target])
         // Without std: see runtime/src/lib.rs.
         .arg("--no-default-features")
         .arg("--target-dir")
         .arg(&target_dir);
-    // Never rewrite the lock file the outer build is reading.
-    if root.join("Cargo.lock").is_file() {
-        cmd.arg("--locked");
-    }
     // The runtime is built the same whatever the outer build was asked for: no sanitizer,
     // coverage or clippy flags meant for the CLI, and no target folder of the outer build.
     for var in [

@@ -19,14 +19,15 @@ rustPlatform.buildRustPackage {
       ../format
       ../cubin-store
       ../runtime
+      ../rt-sources
       ../benches
       ../linker-scripts
     ];
   };
   cargoLock.lockFile = ../Cargo.lock;
 
-  # build.rs runs a nested `cargo build -p fatpack-rt --profile rt` (vendored sources, as
-  # cargoSetupHook configures them) and strips it with stdenv's objcopy.
+  # build.rs runs a nested `cargo build -p fatpack-rt --profile rt` in a small workspace of
+  # its own under target/ (vendored sources, as cargoSetupHook configures them) and strips it with stdenv's objcopy.
   cargoBuildFlags = [ "-p" "fatpack" ];
 
   # The tests need nvcc 13 and its fixtures (scripts/test.sh); not run in the sandbox.

@@ -18,3 +18,6 @@ python3 scripts/long-functions.py src format/src cubin-store/src runtime/src
 bash scripts/check-install.sh
 # Every failing test reported, not only the first failing test binary's.
 cargo test --workspace --locked --no-fail-fast
+# Every crate packages and builds from its package alone, as from crates.io (fatpack's
+# build script then makes the runtime from the sources rt-sources/ carries).
+cargo publish --workspace --dry-run --locked --allow-dirty --quiet
