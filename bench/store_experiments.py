@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12 experiments: how much smaller per-entry stores get with references between
+"""Store-format experiments: how much smaller per-entry stores get with references between
 entries, measured with the zstd CLI on entries `fatpack extract` wrote (bench/wheels.sh
 leaves them in <work>/extract-<lib>/, named <module path>_<module index>.<arch>.{cubin,ptx}).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's benchmark: NVIDIA's own device code, from the PyPI wheels nvidia-cublas
+# Store sizes on NVIDIA's own device code, from the PyPI wheels nvidia-cublas
 # (libcublasLt.so) and nvidia-cusparse (libcusparse.so), each library on its own:
 #
 #   bash bench/wheels.sh [WORK=/tmp/fatpack-wheels] [LEVELS=3,9,19]     (LINK=0: no link runs)

@@ -395,7 +395,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     bench_link plain_compress_all ca plain
     bench_link packed std packed
     bench_link tail std tail
-    # The release step (issue 12): the packed binary's store compressed again at level 19.
+    # The release step: the packed binary's store compressed again at level 19.
     if [ -f "$out/bench/packed/first_kernel" ]; then
         mkdir -p "$out/bench/packed_release"
         if "$FP" repack "$out/bench/packed/first_kernel" -o "$out/bench/packed_release/first_kernel" --level 19 \

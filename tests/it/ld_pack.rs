@@ -1369,7 +1369,7 @@ fn repeated_member_names_get_names_in_member_order() {
     assert_eq!(kernels_of(&report, "libtwice.a(kernels.o)#0~1"), other);
 }
 
-/// Issue 9's budget: the runtime adds at most 150 KB to an output. The fixture program,
+/// The budget: the runtime adds at most 150 KB to an output. The fixture program,
 /// plain and packed, as `bench/runtime_size.sh` measures it (a change that pushes the runtime
 /// over a page boundary shows here first).
 #[test]
