@@ -476,6 +476,7 @@ fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    fatpack::link::pack::mark_process_start();
     // Before anything opens a file: the jobserver's descriptors must still be make's.
     fatpack::parallel::init_jobserver();
     let mut argv = std::env::args_os();

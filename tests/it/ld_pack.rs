@@ -187,6 +187,14 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             line.contains("while the linker ran this process held "),
             "{line}"
         );
+        // The account covers the whole command: what came before the first step and the
+        // cleanup after the last are reported too.
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("fatpack:   before the first step ")
+                    && l.contains("s; cleanup after the last (temp files, mappings) ")),
+            "{lib}: {err}"
+        );
         // Each ELF input (archive members included) is parsed once: the rewrite edits the
         // headers the scan read.
         let counts = err
