@@ -82,18 +82,18 @@ impl Workers {
 pub fn workers(items: usize) -> Workers {
     let want = threads().min(items.max(1));
     let mut tokens = Vec::new();
-    if let Some(Some(client)) = JOBSERVER.get() {
-        // Never wait for a token: this process already runs on one, so it always makes
-        // progress, and a token freed later is left to the next job make starts.
-        while tokens.len() + 1 < want {
-            match client.try_acquire() {
-                Ok(Some(t)) => tokens.push(t),
-                _ => break,
-            }
-        }
-    }
     let count = match JOBSERVER.get() {
-        Some(Some(_)) => tokens.len() + 1,
+        Some(Some(client)) => {
+            // Never wait for a token: this process already runs on one, so it always
+            // makes progress, and a token freed later is left to the next job make starts.
+            while tokens.len() + 1 < want {
+                match client.try_acquire() {
+                    Ok(Some(t)) => tokens.push(t),
+                    _ => break,
+                }
+            }
+            tokens.len() + 1
+        }
         _ => want,
     };
     Workers {
