@@ -20,10 +20,12 @@ LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_stati
 cat "$CUDA/lib64/libcublas_static.a" "$CUDA/lib64/libcublasLt_static.a" >/dev/null
 cd "$W"
 wall() { # NAME CMD...: prints "NAME seconds rc", the command's stderr in NAME.err
-    local name=$1; shift
-    local s e rc
-    s=$(date +%s.%N); "$@" 2>"$name.err"; rc=$?; e=$(date +%s.%N)
-    echo "$name $(echo "$e - $s" | bc) $rc"
+    python3 - "$@" <<'PY'
+import subprocess, sys, time
+t = time.time()
+r = subprocess.run(sys.argv[2:], stderr=open(sys.argv[1] + ".err", "w"))
+print(f"{sys.argv[1]} {time.time() - t:.3f} {r.returncode}")
+PY
 }
 for round in 1 2 3 4 5; do
     wall "plain.$round" g++ -o plain.bin check.o "${LIBS[@]}"
@@ -50,26 +52,34 @@ for n, w, rc in rows:
 print(f"packed median {statistics.median(packed):.2f} s = {statistics.median(packed) / statistics.median(plain):.3f}x plain")
 PY
 grep -h "steps:" packed.5.err
-if command -v strace >/dev/null; then
-    strace -f -ttt -e trace=execve,exit_group,wait4 -o trace.txt \
-        g++ -B"$W/fp" -Wl,--fatpack-verbose -o packed.bin check.o "${LIBS[@]}" 2>/dev/null
-    python3 - <<'PY'
-import re
-start, end, name = {}, {}, {}
-for line in open("trace.txt"):
-    m = re.match(r"(\d+) +([0-9.]+) (.*)", line)
-    if not m:
-        continue
-    pid, t, rest = m.group(1), float(m.group(2)), m.group(3)
-    if rest.startswith("execve(") and "= 0" in rest:
-        start.setdefault(pid, t)
-        name[pid] = rest.split('"')[1]
-    elif "exit_group" in rest or "+++ exited" in rest:
-        end[pid] = t
-t0 = min(start.values())
-for pid in sorted(start, key=start.get):
-    print(f"  {name[pid]:<60} exec +{start[pid] - t0:7.3f} s, exit +{end.get(pid, float('nan')) - t0:7.3f} s")
+# One more packed link with timestamps at each process boundary (no strace needed): the
+# command starts, fatpack starts (a wrapper as ld that logs, then execs it), the real ld
+# starts and ends (FATPACK_REAL_LD, a wrapper that logs around it), the command ends.
+cat > "$W/log-fp" <<SH
+#!/bin/bash
+echo "fatpack-start \$(date +%s.%N)" >> "$W/timeline.txt"
+exec -a "\$0" "$FP" "\$@"
+SH
+cat > "$W/log-ld" <<SH
+#!/bin/sh
+echo "ld-start \$(date +%s.%N)" >> "$W/timeline.txt"
+$(command -v ld) "\$@"; rc=\$?
+echo "ld-end \$(date +%s.%N)" >> "$W/timeline.txt"
+exit \$rc
+SH
+chmod +x "$W/log-fp" "$W/log-ld"
+mkdir -p "$W/fp2" && ln -s "$W/log-fp" "$W/fp2/ld"
+: > timeline.txt
+echo "command-start $(date +%s.%N)" >> timeline.txt
+FATPACK_REAL_LD="$W/log-ld" g++ -B"$W/fp2" -Wl,--fatpack-verbose -o packed.bin check.o "${LIBS[@]}" 2> timeline.err
+echo "command-end $(date +%s.%N)" >> timeline.txt
+python3 - <<'PY'
+t = {}
+for line in open("timeline.txt"):
+    k, v = line.split()
+    t[k] = float(v)
+z = t["command-start"]
+for k in ["fatpack-start", "ld-start", "ld-end", "command-end"]:
+    print(f"  {k:<14} +{t[k] - z:6.2f} s")
 PY
-else
-    echo "(no strace on this machine: no per-process timeline)"
-fi
+grep -h "total\|steps:\|before the first" timeline.err | sed 's/^/  /'
