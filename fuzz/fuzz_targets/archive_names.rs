@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
         .map(|m| fatpack::rewrite::archive::Member {
             name: m.name.clone(),
             data: std::borrow::Cow::Borrowed(&m.bytes[..]),
+            pieces: None,
         })
         .collect();
     let Ok(bytes) = fatpack::rewrite::archive::write_archive(&out) else {

@@ -31,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
         members.push(fatpack::rewrite::archive::Member {
             name,
             data: body.to_vec().into(),
+            pieces: None,
         });
         p = at + 2 + dl;
     }

@@ -3,7 +3,7 @@
 //! independent of the build folder.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,8 @@ use super::LinkError;
 
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::InputId;
-use crate::rewrite::{archive, rewrite_object, Extracted};
+use crate::rewrite::elf_edit::{Part, Parts};
+use crate::rewrite::{archive, rewrite_object_parts, Extracted};
 
 /// One input that carries device code, and what to do with it.
 pub(super) struct Planned {
@@ -116,19 +117,35 @@ pub(super) fn rewrite_input(
     match p.kind {
         FileKind::Object => {
             let origin = origin_of(&p.path);
-            let (bytes, ex) = rewrite_object(&origin, &map, &p.sections, &mut name_for)?;
+            let (parts, ex) = rewrite_object_parts(&origin, &map, &p.sections, &mut name_for)?;
             extracted.extend(ex);
             for s in &mut p.sections {
                 s.elf = None;
             }
             maps.release(&p.path, 0, map.len() as u64);
-            std::fs::write(&dest, bytes).map_err(io_at("writing", &dest))?;
+            let input = std::fs::File::open(&p.path).map_err(io_at("reading", &p.path))?;
+            let pieces = pieces_of(parts, &input, 0);
+            let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+            archive::write_pieces(&pieces.pieces, &mut w)
+                .and_then(|()| std::io::Write::flush(&mut w))
+                .map_err(io_at("writing", &dest))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
             let shown = origin_of(&p.path);
             let input_members = inputs::archive::members(&p.path, &shown, &map, maps)?;
+            // The files members' bytes are copied from: the archive, or a thin archive's
+            // member files.
+            let mut files: BTreeMap<&Path, std::fs::File> = BTreeMap::new();
+            for m in &input_members {
+                if !files.contains_key(m.file.as_path()) {
+                    let f = std::fs::File::open(&m.file).map_err(io_at("reading", &m.file))?;
+                    files.insert(&m.file, f);
+                }
+            }
             let mut members = Vec::with_capacity(input_members.len());
             for m in &input_members {
+                let file = &files[m.file.as_path()];
                 // This member's sections, by where their bytes are (names can repeat in an archive).
                 let mut secs: Vec<DeviceSection> = p
                     .sections
@@ -145,24 +162,34 @@ pub(super) fn rewrite_input(
                 for s in &mut secs {
                     s.origin = m.origin.clone();
                 }
-                // Members without device code are written from the input's mapping as they are.
-                let data = if secs.is_empty() {
-                    Cow::Borrowed(&m.bytes[..])
+                // Members without device code are copied as they are; rewritten ones keep
+                // most of their bytes, copied from the input too.
+                let pieces = if secs.is_empty() {
+                    archive::Pieces {
+                        pieces: vec![archive::Piece::Copy {
+                            file,
+                            offset: m.range.0,
+                            len: m.bytes.len(),
+                        }],
+                        len: m.bytes.len(),
+                    }
                 } else {
-                    let (b, ex) = rewrite_object(&m.origin, &m.bytes, &secs, &mut name_for)?;
+                    let (parts, ex) =
+                        rewrite_object_parts(&m.origin, &m.bytes, &secs, &mut name_for)?;
                     extracted.extend(ex);
-                    maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-                    Cow::Owned(b)
+                    pieces_of(parts, file, m.range.0)
                 };
                 members.push(archive::Member {
                     name: m.name.clone(),
-                    data,
+                    // The index is read from the input member: the same symbols.
+                    data: Cow::Borrowed(&m.bytes[..]),
+                    pieces: Some(pieces),
                 });
             }
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-            // Pages of the input let go member by member (a no-op for rewritten members,
-            // which are no longer read from it).
+            // Pages of the input let go member by member once the index has read them (the
+            // members are then copied by the kernel, not through the mapping).
             let release = |i: usize| {
                 let m = &input_members[i];
                 maps.release(&m.file, m.range.0, m.bytes.len() as u64);
@@ -174,6 +201,26 @@ pub(super) fn rewrite_input(
         _ => unreachable!("plan() keeps objects and archives only"),
     }
     Ok(dest)
+}
+
+/// A rewritten object's parts as pieces to write: its kept ranges copied from `file`, where
+/// the object starts at `base`.
+fn pieces_of(parts: Parts, file: &std::fs::File, base: u64) -> archive::Pieces<'_> {
+    let len = parts.len;
+    let pieces = parts
+        .parts
+        .into_iter()
+        .map(|p| match p {
+            Part::Input(r) => archive::Piece::Copy {
+                file,
+                offset: base + r.start as u64,
+                len: r.len(),
+            },
+            Part::Bytes(b) => archive::Piece::Bytes(b),
+            Part::Zeros(n) => archive::Piece::Zeros(n),
+        })
+        .collect();
+    archive::Pieces { pieces, len }
 }
 
 #[cfg(test)]

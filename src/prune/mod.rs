@@ -261,6 +261,7 @@ fn prune_data(
                 members.push(archive::Member {
                     name,
                     data: std::borrow::Cow::Owned(pruned),
+                    pieces: None,
                 });
             }
             let bytes = archive::write_archive(&members).map_err(io_at(input))?;

@@ -11,7 +11,107 @@ use object::{Object, ObjectSymbol};
 pub struct Member<'a> {
     /// The name as the input archive has it: bytes, which need not be UTF-8.
     pub name: Vec<u8>,
+    /// Its bytes, which the symbol index is read from. For a member written as `pieces`:
+    /// the input member it was made from, which defines the same symbols.
     pub data: Cow<'a, [u8]>,
+    /// What is written instead of `data`, when given: pieces of files the kernel copies and
+    /// bytes made here (a rewritten member keeps most of its input as it is).
+    pub pieces: Option<Pieces<'a>>,
+}
+
+impl Member<'_> {
+    /// How many bytes are written for it.
+    fn len(&self) -> usize {
+        self.pieces.as_ref().map_or(self.data.len(), |p| p.len)
+    }
+}
+
+/// A piece of a member as written.
+pub enum Piece<'a> {
+    /// `len` bytes of `file` from `offset`.
+    Copy {
+        file: &'a std::fs::File,
+        offset: u64,
+        len: usize,
+    },
+    Bytes(Vec<u8>),
+    Zeros(usize),
+}
+
+/// A member's pieces, in order, and their length.
+pub struct Pieces<'a> {
+    pub pieces: Vec<Piece<'a>>,
+    pub len: usize,
+}
+
+/// Where an archive is written: any writer, which can also append a range of a file.
+pub trait Sink: Write {
+    /// Appends `len` bytes of `file` from `offset` (by default read, then written).
+    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; len.min(1 << 20)];
+        let (mut at, mut left) = (offset, len);
+        while left > 0 {
+            let n = left.min(buf.len());
+            file.read_exact_at(&mut buf[..n], at)?;
+            self.write_all(&buf[..n])?;
+            at += n as u64;
+            left -= n;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for Vec<u8> {}
+
+impl Sink for io::BufWriter<std::fs::File> {
+    /// In the kernel (`copy_file_range`): the bytes never pass through this process, so a
+    /// large archive's members cost neither page faults on its mapping nor memory here.
+    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        self.flush()?;
+        let out = self.get_ref().as_raw_fd();
+        let (mut at, mut left) = (offset as libc::loff_t, len);
+        while left > 0 {
+            // SAFETY: both descriptors are open files of this process for the call; `at` is
+            // a valid in/out offset; a null output offset writes at (and advances) the output
+            // file's position, which is where the buffered writer left it after the flush.
+            let n = unsafe {
+                libc::copy_file_range(
+                    file.as_raw_fd(),
+                    &mut at,
+                    out,
+                    std::ptr::null_mut(),
+                    left,
+                    0,
+                )
+            };
+            match n {
+                n if n > 0 => left -= n as usize,
+                // The input ended early: the caller's ranges are wrong.
+                0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    // Not offered for these files (another filesystem on an old kernel, a
+                    // special file): read and write what is left.
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP)
+                    ) {
+                        let done = len - left;
+                        let mut v = Vec::new();
+                        v.copy_from(file, offset + done as u64, left)?;
+                        return self.write_all(&v);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// [`defined_globals`] of every member, in order, on every CPU (static cuBLAS has thousands
@@ -75,7 +175,7 @@ pub fn write_archive(members: &[Member]) -> io::Result<Vec<u8>> {
 /// those pages go (static cuBLAS: 831 MB that would otherwise all be resident by the end).
 pub fn write_archive_to(
     members: &[Member],
-    sink: &mut impl Write,
+    sink: &mut impl Sink,
     done: impl Fn(usize) + Sync,
 ) -> io::Result<()> {
     // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
@@ -120,7 +220,7 @@ pub fn write_archive_to(
         let mut offsets = Vec::with_capacity(members.len());
         for m in members {
             offsets.push(off as u64);
-            off += 60 + padded(m.data.len());
+            off += 60 + padded(m.len());
         }
         (index_size, offsets, off as u64)
     };
@@ -158,23 +258,96 @@ pub fn write_archive_to(
     sink.write_all(&out)?;
     for (i, ((m, hn), &off)) in members.iter().zip(&header_names).zip(&offsets).enumerate() {
         debug_assert_eq!(written, off);
+        let len = m.len();
         let mut h = Vec::with_capacity(60);
-        header(&mut h, hn, m.data.len())?;
+        header(&mut h, hn, len)?;
         sink.write_all(&h)?;
-        sink.write_all(&m.data)?;
-        if m.data.len() & 1 == 1 {
+        match &m.pieces {
+            None => sink.write_all(&m.data)?,
+            Some(p) => write_pieces(&p.pieces, sink)?,
+        }
+        if len & 1 == 1 {
             sink.write_all(b"\n")?;
         }
-        written += 60 + (m.data.len() + (m.data.len() & 1)) as u64;
+        written += 60 + (len + (len & 1)) as u64;
         done(i);
     }
     debug_assert_eq!(written, total);
     Ok(())
 }
 
+/// Writes `pieces` in order.
+pub fn write_pieces(pieces: &[Piece], sink: &mut impl Sink) -> io::Result<()> {
+    for p in pieces {
+        match p {
+            Piece::Copy { file, offset, len } => sink.copy_from(file, *offset, *len)?,
+            Piece::Bytes(b) => sink.write_all(b)?,
+            Piece::Zeros(n) => sink.write_all(&vec![0u8; *n])?,
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member written as pieces (ranges of a file, made bytes, padding) gives the same
+    /// archive as the member's bytes, through the kernel's copy and through the default one.
+    #[test]
+    fn pieces_write_the_same_bytes_as_the_member() {
+        use std::io::Write as _;
+        let mut src = tempfile::tempfile().unwrap();
+        let input: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        src.write_all(&input).unwrap();
+        let want: Vec<u8> = [
+            &input[5..1005],
+            b"new",
+            &[0, 0, 0][..],
+            &input[200_000..299_999],
+        ]
+        .concat();
+        let pieces = || Pieces {
+            pieces: vec![
+                Piece::Copy {
+                    file: &src,
+                    offset: 5,
+                    len: 1000,
+                },
+                Piece::Bytes(b"new".to_vec()),
+                Piece::Zeros(3),
+                Piece::Copy {
+                    file: &src,
+                    offset: 200_000,
+                    len: 99_999,
+                },
+            ],
+            len: want.len(),
+        };
+        let as_bytes = write_archive(&[Member {
+            name: b"m.o".to_vec(),
+            data: Cow::Borrowed(&want[..]),
+            pieces: None,
+        }])
+        .unwrap();
+        let in_memory = write_archive(&[Member {
+            name: b"m.o".to_vec(),
+            data: Cow::Borrowed(&want[..]),
+            pieces: Some(pieces()),
+        }])
+        .unwrap();
+        assert_eq!(in_memory, as_bytes);
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let mut w = io::BufWriter::new(out.reopen().unwrap());
+        let members = [Member {
+            name: b"m.o".to_vec(),
+            data: Cow::Borrowed(&want[..]),
+            pieces: Some(pieces()),
+        }];
+        write_archive_to(&members, &mut w, |_| {}).unwrap();
+        w.flush().unwrap();
+        assert_eq!(std::fs::read(out.path()).unwrap(), as_bytes);
+    }
 
     /// The caller lets a member's input pages go on each call, so every member must be
     /// reported once after the index pass and once after it is written, in order, and the
@@ -187,6 +360,7 @@ mod tests {
             .map(|(i, n)| Member {
                 name: n.as_bytes().to_vec(),
                 data: Cow::Owned(vec![b'x'; 10 + i]),
+                pieces: None,
             })
             .collect();
         let calls = std::sync::Mutex::new(Vec::new());
@@ -205,6 +379,7 @@ mod tests {
         let member = |name: &[u8]| Member {
             name: name.to_vec(),
             data: Cow::Owned(vec![b'x'; 3]),
+            pieces: None,
         };
         let ok = write_archive(&[member(b"k\xb3.o"), member(b"a_long_name_\xff\xfe.o")]).unwrap();
         let ar = object::read::archive::ArchiveFile::parse(&*ok).unwrap();
@@ -235,6 +410,7 @@ mod tests {
             .map(|i| Member {
                 name: format!("m{i}.o").into_bytes(),
                 data: Cow::Borrowed(&objs[i % 3][..]),
+                pieces: None,
             })
             .collect();
         let one_by_one: Vec<_> = members.iter().map(|m| defined_globals(&m.data)).collect();

@@ -70,12 +70,62 @@ fn map_offset(r: &Replacement, old: u64) -> Result<u64, ElfEditError> {
         .ok_or(ElfEditError::UnmappedOffset(old))
 }
 
+/// One piece of a rewritten object, in order: bytes of the input kept as they are (by their
+/// range in it), bytes made anew, or zero padding. A writer can copy the kept ranges from
+/// the input file without reading them (most of a large object is kept).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Part {
+    Input(std::ops::Range<usize>),
+    Bytes(Vec<u8>),
+    Zeros(usize),
+}
+
+/// A rewritten object as [`Part`]s, and its length.
+#[derive(Debug, Default)]
+pub struct Parts {
+    pub parts: Vec<Part>,
+    pub len: usize,
+}
+
+impl Parts {
+    fn push(&mut self, p: Part) {
+        self.len += match &p {
+            Part::Input(r) => r.len(),
+            Part::Bytes(b) => b.len(),
+            Part::Zeros(n) => *n,
+        };
+        self.parts.push(p);
+    }
+
+    /// The bytes, `input` being the object the parts were made from.
+    pub fn to_vec(&self, input: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len);
+        for p in &self.parts {
+            match p {
+                Part::Input(r) => out.extend_from_slice(&input[r.clone()]),
+                Part::Bytes(b) => out.extend_from_slice(b),
+                Part::Zeros(n) => out.resize(out.len() + n, 0),
+            }
+        }
+        out
+    }
+}
+
 /// Rewrite `data`, whose headers are `layout`, with the given sections replaced.
 pub fn replace_sections(
     data: &[u8],
     layout: &Layout,
     reps: &[Replacement],
 ) -> Result<Vec<u8>, ElfEditError> {
+    Ok(replace_sections_parts(data, layout, reps)?.to_vec(data))
+}
+
+/// [`replace_sections`] as parts: the sections it does not change are ranges of `data`.
+pub fn replace_sections_parts(
+    data: &[u8],
+    layout: &Layout,
+    reps: &[Replacement],
+) -> Result<Parts, ElfEditError> {
     check_relocatable(layout)?;
     let mut shdrs = layout.sections.clone();
     let rep_of = |i: usize| reps.iter().find(|r| r.index == i);
@@ -93,39 +143,53 @@ pub fn replace_sections(
     // Lay out: ELF header, then sections in their original file order, then headers.
     let mut order: Vec<usize> = (1..shdrs.len()).collect();
     order.sort_by_key(|&i| (shdrs[i].sh_offset.get(LE), i));
-    let mut out = Vec::with_capacity(data.len());
-    out.extend_from_slice(&data[..crate::elf::EHDR_LEN]);
+    let mut out = Parts::default();
+    // The header's place: written last, once e_shoff is known.
+    out.push(Part::Bytes(Vec::new()));
+    out.len = crate::elf::EHDR_LEN;
     for &i in &order {
         let s = &mut shdrs[i];
         if s.sh_type.get(LE) == elf::SHT_NOBITS {
-            s.sh_offset.set(LE, out.len() as u64);
+            s.sh_offset.set(LE, out.len as u64);
             continue;
         }
-        let bytes: Vec<u8> = match contents[i].take() {
-            Some(b) => b,
-            None => body(i)?.to_vec(),
-        };
         // A relocatable's file offsets need not honour sh_addralign (ld aligns addresses in
         // the output, not offsets in the input), so a page is enough, whatever a section
         // claims (0x40000000000008 has been seen, and plain ld links it).
         let align = s.sh_addralign.get(LE).clamp(1, FILE_ALIGN_MAX) as usize;
-        out.resize(out.len().div_ceil(align) * align, 0);
-        s.sh_offset.set(LE, out.len() as u64);
-        s.sh_size.set(LE, bytes.len() as u64);
-        out.extend_from_slice(&bytes);
+        let pad = out.len.div_ceil(align) * align - out.len;
+        if pad > 0 {
+            out.push(Part::Zeros(pad));
+        }
+        s.sh_offset.set(LE, out.len as u64);
+        let part = match contents[i].take() {
+            Some(b) => Part::Bytes(b),
+            None => {
+                let b = body(i)?;
+                // `body` is a slice of `data`: where it starts in it.
+                let start = b.as_ptr() as usize - data.as_ptr() as usize;
+                Part::Input(start..start + b.len())
+            }
+        };
+        let len = match &part {
+            Part::Input(r) => r.len(),
+            Part::Bytes(b) => b.len(),
+            Part::Zeros(n) => *n,
+        };
+        s.sh_size.set(LE, len as u64);
+        out.push(part);
     }
-    out.resize(out.len().div_ceil(8) * 8, 0);
+    let pad = out.len.div_ceil(8) * 8 - out.len;
+    if pad > 0 {
+        out.push(Part::Zeros(pad));
+    }
     // No section header table at all is e_shoff 0: a non-zero offset with e_shnum 0 would
     // mean "the count is in section 0", which is not there (found by the fuzzer).
-    let shoff = if shdrs.is_empty() {
-        0
-    } else {
-        out.len() as u64
-    };
-    out.extend_from_slice(object::pod::bytes_of_slice(&shdrs));
+    let shoff = if shdrs.is_empty() { 0 } else { out.len as u64 };
+    out.push(Part::Bytes(object::pod::bytes_of_slice(&shdrs).to_vec()));
     let mut header = layout.header;
     header.e_shoff.set(LE, shoff);
-    out[..crate::elf::EHDR_LEN].copy_from_slice(object::pod::bytes_of(&header));
+    out.parts[0] = Part::Bytes(object::pod::bytes_of(&header).to_vec());
     Ok(out)
 }
 

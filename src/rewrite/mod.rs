@@ -4,4 +4,4 @@ pub mod archive;
 pub mod elf_edit;
 pub mod object;
 
-pub use object::{rewrite_object, Extracted, RewriteError};
+pub use object::{rewrite_object, rewrite_object_parts, Extracted, RewriteError};

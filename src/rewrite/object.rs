@@ -2,7 +2,7 @@
 //! stubs. The wrapper in `.nvFatBinSegment` and its relocation stay; [`super::elf_edit`]
 //! remaps the relocation so that each wrapper points at its container's stub.
 
-use super::elf_edit::{relocatable, replace_sections, ElfEditError, Replacement};
+use super::elf_edit::{relocatable, replace_sections_parts, ElfEditError, Parts, Replacement};
 use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use std::path::PathBuf;
 
@@ -37,6 +37,18 @@ pub fn rewrite_object(
     sections: &[DeviceSection],
     name_for: &mut dyn FnMut(&str, usize) -> String,
 ) -> Result<(Vec<u8>, Vec<Extracted>), RewriteError> {
+    let (parts, extracted) = rewrite_object_parts(origin, data, sections, name_for)?;
+    Ok((parts.to_vec(data), extracted))
+}
+
+/// [`rewrite_object`] as parts: what it keeps of `data` as ranges of it, for a writer that
+/// copies them from the input file.
+pub fn rewrite_object_parts(
+    origin: &str,
+    data: &[u8],
+    sections: &[DeviceSection],
+    name_for: &mut dyn FnMut(&str, usize) -> String,
+) -> Result<(Parts, Vec<Extracted>), RewriteError> {
     let mut extracted = Vec::new();
     let mut reps = Vec::new();
     for sec in sections {
@@ -73,8 +85,8 @@ pub fn rewrite_object(
     };
     // The headers as the scan read them; parsed here only for sections from elsewhere.
     let out = match sections.iter().find_map(|s| s.elf.as_deref()) {
-        Some(layout) => replace_sections(data, layout, &reps),
-        None => relocatable(data).and_then(|layout| replace_sections(data, &layout, &reps)),
+        Some(layout) => replace_sections_parts(data, layout, &reps),
+        None => relocatable(data).and_then(|layout| replace_sections_parts(data, &layout, &reps)),
     }
     .map_err(err)?;
     Ok((out, extracted))

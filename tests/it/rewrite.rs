@@ -79,6 +79,7 @@ fn rewritten_objects_and_archive_link_with_the_real_linker() {
         members.push(archive::Member {
             name: name.as_bytes().to_vec(),
             data: bytes.into(),
+            pieces: None,
         });
     }
     let lib = dir.path().join("libpacked.a");

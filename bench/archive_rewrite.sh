@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The rewrite of a large static archive: plain ld against fatpack ld (OLD and NEW builds
+# when given), 3 interleaved rounds, on one archive of 16 members, each an object of
+# examples/over-2gib's generator (device code) plus 25 MB of host data: the case of static
+# CUDA libraries, whose members carry host code beside their fatbins. Prints each link's
+# wall time and, for fatpack, its rewrite step's time and the peak RSS after it.
+#   bash bench/archive_rewrite.sh WORKDIR [FATPACK...]     (default target/release/fatpack)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+work="$1"; shift
+fps=("$@"); [ ${#fps[@]} -gt 0 ] || fps=("$root/target/release/fatpack")
+source "$root/scripts/cuda-env.sh"
+cd "$root" && cargo build --release --locked -q --example over-2gib
+mkdir -p "$work" && cd "$work"
+if [ ! -f libh.a ]; then
+    "$root/target/release/examples/over-2gib" "$work" 800 16 \
+        "$root/tests/fixtures/nvcc13/big_kernels_all.o" "$root/tests/fixtures/nvcc13/kernels_all.o" >/dev/null
+    ls obj*.s | xargs -P "$(nproc)" -I{} sh -c 'as -o "$(basename {} .s).o" {}'
+    gcc -c main.c -o main.o
+    head -c 25000000 /dev/urandom > host.bin
+    for i in $(seq 0 15); do
+        objcopy --add-section .hostdata=host.bin --set-section-flags .hostdata=alloc,load,data,contents "obj$i.o" "h$i.o"
+    done
+    ar rcs libh.a $(ls h*.o | sort -V)
+    rm -f obj*.s host.bin
+fi
+echo "archive: $(stat -c %s libh.a) bytes; $(nproc) CPUs"
+libs=(-L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt)
+for i in "${!fps[@]}"; do mkdir -p "w$i" && ln -sf "$(realpath "${fps[$i]}")" "w$i/ld"; done
+for round in 1 2 3; do
+    rm -f app; sync
+    s=$(date +%s.%N); g++ -o app main.o -Wl,--whole-archive libh.a -Wl,--no-whole-archive "${libs[@]}"; e=$(date +%s.%N)
+    printf "round %d plain ld: %.2f s\n" "$round" "$(echo "$e - $s" | bc)"
+    for i in "${!fps[@]}"; do
+        rm -f app; sync
+        s=$(date +%s.%N)
+        g++ -B"w$i" -Wl,--fatpack-verbose -Wl,--fatpack-level=1 -o app main.o -Wl,--whole-archive libh.a \
+            -Wl,--no-whole-archive "${libs[@]}" 2> verbose.txt
+        e=$(date +%s.%N)
+        printf "round %d fatpack %s: %.2f s; %s; peak RSS after the rewrite %s MiB\n" "$round" "${fps[$i]}" \
+            "$(echo "$e - $s" | bc)" "$(grep -o 'rewrite inputs [0-9.]*s' verbose.txt)" \
+            "$(grep -o 'after each step: [^;]*' verbose.txt | grep -o 'rewrite inputs [0-9]*' | grep -o '[0-9]*$')"
+    done
+done
