@@ -9,6 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$1"; shift
 fps=("$@"); [ ${#fps[@]} -gt 0 ] || fps=("$root/target/release/fatpack")
+for i in "${!fps[@]}"; do fps[$i]="$(realpath "${fps[$i]}")"; done
 source "$root/scripts/cuda-env.sh"
 cd "$root" && cargo build --release --locked -q --example over-2gib
 mkdir -p "$work" && cd "$work"
@@ -26,7 +27,7 @@ if [ ! -f libh.a ]; then
 fi
 echo "archive: $(stat -c %s libh.a) bytes; $(nproc) CPUs"
 libs=(-L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt)
-for i in "${!fps[@]}"; do mkdir -p "w$i" && ln -sf "$(realpath "${fps[$i]}")" "w$i/ld"; done
+for i in "${!fps[@]}"; do mkdir -p "w$i" && ln -sf "${fps[$i]}" "w$i/ld"; done
 for round in 1 2 3; do
     rm -f app; sync
     s=$(date +%s.%N); g++ -o app main.o -Wl,--whole-archive libh.a -Wl,--no-whole-archive "${libs[@]}"; e=$(date +%s.%N)
