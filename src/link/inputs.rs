@@ -177,6 +177,9 @@ pub(super) fn rewrite_input(
                     let (parts, ex) =
                         rewrite_object_parts(&m.origin, &m.bytes, &secs, &mut name_for)?;
                     extracted.extend(ex);
+                    // The headers, symbols and relocations it read: let them go until the
+                    // index reads the symbols again, or every member's stay resident.
+                    maps.release(&m.file, m.range.0, m.bytes.len() as u64);
                     pieces_of(parts, file, m.range.0)
                 };
                 members.push(archive::Member {
@@ -189,7 +192,7 @@ pub(super) fn rewrite_input(
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
             // Pages of the input let go member by member once the index has read them (the
-            // members are then copied by the kernel, not through the mapping).
+            // members are then copied from the file, not through the mapping).
             let release = |i: usize| {
                 let m = &input_members[i];
                 maps.release(&m.file, m.range.0, m.bytes.len() as u64);

@@ -14,7 +14,7 @@ pub struct Member<'a> {
     /// Its bytes, which the symbol index is read from. For a member written as `pieces`:
     /// the input member it was made from, which defines the same symbols.
     pub data: Cow<'a, [u8]>,
-    /// What is written instead of `data`, when given: pieces of files the kernel copies and
+    /// What is written instead of `data`, when given: pieces of files copied as they are and
     /// bytes made here (a rewritten member keeps most of its input as it is).
     pub pieces: Option<Pieces<'a>>,
 }
@@ -46,73 +46,39 @@ pub struct Pieces<'a> {
 
 /// Where an archive is written: any writer, which can also append a range of a file.
 pub trait Sink: Write {
-    /// Appends `len` bytes of `file` from `offset` (by default read, then written).
+    /// Appends `len` bytes of `file` from `offset`: read into a buffer of this thread's and
+    /// written, a MiB at a time. Not through a mapping of the input (after its pages were let
+    /// go, each write faulted them back one by one: most of a large link's time), and not
+    /// with `copy_file_range`, which was faster on the dev machine's ext4 but made both the
+    /// rewrite and the real link that read its output about a second slower on the H200
+    /// machine (BENCHMARKS.md).
     fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; len.min(1 << 20)];
-        let (mut at, mut left) = (offset, len);
-        while left > 0 {
-            let n = left.min(buf.len());
-            file.read_exact_at(&mut buf[..n], at)?;
-            self.write_all(&buf[..n])?;
-            at += n as u64;
-            left -= n;
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
-        Ok(())
+        BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            let want = len.min(1 << 20);
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let (mut at, mut left) = (offset, len);
+            while left > 0 {
+                let n = left.min(buf.len());
+                file.read_exact_at(&mut buf[..n], at)?;
+                self.write_all(&buf[..n])?;
+                at += n as u64;
+                left -= n;
+            }
+            Ok(())
+        })
     }
 }
 
 impl Sink for Vec<u8> {}
 
-impl Sink for io::BufWriter<std::fs::File> {
-    /// In the kernel (`copy_file_range`): the bytes never pass through this process, so a
-    /// large archive's members cost neither page faults on its mapping nor memory here.
-    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
-        self.flush()?;
-        let out = self.get_ref().as_raw_fd();
-        let (mut at, mut left) = (offset as libc::loff_t, len);
-        while left > 0 {
-            // SAFETY: both descriptors are open files of this process for the call; `at` is
-            // a valid in/out offset; a null output offset writes at (and advances) the output
-            // file's position, which is where the buffered writer left it after the flush.
-            let n = unsafe {
-                libc::copy_file_range(
-                    file.as_raw_fd(),
-                    &mut at,
-                    out,
-                    std::ptr::null_mut(),
-                    left,
-                    0,
-                )
-            };
-            match n {
-                n if n > 0 => left -= n as usize,
-                // The input ended early: the caller's ranges are wrong.
-                0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() == io::ErrorKind::Interrupted {
-                        continue;
-                    }
-                    // Not offered for these files (another filesystem on an old kernel, a
-                    // special file): read and write what is left.
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP)
-                    ) {
-                        let done = len - left;
-                        let mut v = Vec::new();
-                        v.copy_from(file, offset + done as u64, left)?;
-                        return self.write_all(&v);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-}
+impl Sink for io::BufWriter<std::fs::File> {}
 
 /// [`defined_globals`] of every member, in order, on every CPU (static cuBLAS has thousands
 /// of members, and the index must be written before any of them); `done(i)` after each.
@@ -293,7 +259,7 @@ mod tests {
     use super::*;
 
     /// A member written as pieces (ranges of a file, made bytes, padding) gives the same
-    /// archive as the member's bytes, through the kernel's copy and through the default one.
+    /// archive as the member's bytes, into memory and into a file.
     #[test]
     fn pieces_write_the_same_bytes_as_the_member() {
         use std::io::Write as _;
