@@ -423,6 +423,20 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
     }
 }
 
+/// The man page (roff), from the CLI definition.
+fn man_page() -> std::io::Result<Vec<u8>> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    Ok(page)
+}
+
+/// The completions for `shell`, from the CLI definition.
+fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "fatpack", &mut text);
+    text
+}
+
 /// `fatpack man --install [--prefix PREFIX]`: the man page and the completions under PREFIX/share,
 /// written as every fatpack output is (staged, committed together or not at all).
 fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
@@ -437,10 +451,7 @@ fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
             .with_context(|| format!("{}: no folder above it to install into", exe.display()))?
     };
     let share = prefix.join("share");
-    let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut page)
-        .context("rendering the man page")?;
+    let page = man_page().context("rendering the man page")?;
     let mut files = vec![("man/man1/fatpack.1".to_owned(), page)];
     for (shell, path) in [
         (
@@ -453,9 +464,7 @@ fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
             "fish/vendor_completions.d/fatpack.fish",
         ),
     ] {
-        let mut text = Vec::new();
-        clap_complete::generate(shell, &mut Cli::command(), "fatpack", &mut text);
-        files.push((path.to_owned(), text));
+        files.push((path.to_owned(), completions(shell)));
     }
     let mut outs = fatpack::commit::Outputs::new(&[]);
     let mut staged = Vec::new();
@@ -520,9 +529,7 @@ fn main() -> ExitCode {
         } => inspect(&files, kernels, json),
         Command::Ld { args } => return ld(None, args),
         Command::Man { install: false, .. } => {
-            let page = clap_mangen::Man::new(Cli::command());
-            let mut out = Vec::new();
-            return match page.render(&mut out).and_then(|()| {
+            return match man_page().and_then(|out| {
                 use std::io::Write;
                 std::io::stdout().write_all(&out)
             }) {
@@ -538,13 +545,14 @@ fn main() -> ExitCode {
             prefix,
         } => install_docs(prefix.as_deref()),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "fatpack",
-                &mut std::io::stdout(),
-            );
-            return ExitCode::SUCCESS;
+            use std::io::Write;
+            return match std::io::stdout().write_all(&completions(shell)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("fatpack: error: writing the completions: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Command::Run { command } => {
             return match fatpack::run::run(&command) {

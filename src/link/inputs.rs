@@ -124,10 +124,14 @@ pub(super) fn rewrite_input(
             }
             maps.release(&p.path, 0, map.len() as u64);
             let input = std::fs::File::open(&p.path).map_err(io_at("reading", &p.path))?;
-            let pieces = pieces_of(parts, &input, 0);
+            let from = archive::FromFile {
+                parts,
+                file: &input,
+                base: 0,
+            };
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-            archive::write_pieces(&pieces.pieces, &mut w)
+            from.write(&mut w)
                 .and_then(|()| std::io::Write::flush(&mut w))
                 .map_err(io_at("writing", &dest))?;
         }
@@ -164,13 +168,9 @@ pub(super) fn rewrite_input(
                 }
                 // Members without device code are copied as they are; rewritten ones keep
                 // most of their bytes, copied from the input too.
-                let pieces = if secs.is_empty() {
-                    archive::Pieces {
-                        pieces: vec![archive::Piece::Copy {
-                            file,
-                            offset: m.range.0,
-                            len: m.bytes.len(),
-                        }],
+                let parts = if secs.is_empty() {
+                    Parts {
+                        parts: vec![Part::Input(0..m.bytes.len())],
                         len: m.bytes.len(),
                     }
                 } else {
@@ -180,13 +180,17 @@ pub(super) fn rewrite_input(
                     // The headers, symbols and relocations it read: let them go until the
                     // index reads the symbols again, or every member's stay resident.
                     maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-                    pieces_of(parts, file, m.range.0)
+                    parts
                 };
                 members.push(archive::Member {
                     name: m.name.clone(),
                     // The index is read from the input member: the same symbols.
                     data: Cow::Borrowed(&m.bytes[..]),
-                    pieces: Some(pieces),
+                    pieces: Some(archive::FromFile {
+                        parts,
+                        file,
+                        base: m.range.0,
+                    }),
                 });
             }
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
@@ -204,26 +208,6 @@ pub(super) fn rewrite_input(
         _ => unreachable!("plan() keeps objects and archives only"),
     }
     Ok(dest)
-}
-
-/// A rewritten object's parts as pieces to write: its kept ranges copied from `file`, where
-/// the object starts at `base`.
-fn pieces_of(parts: Parts, file: &std::fs::File, base: u64) -> archive::Pieces<'_> {
-    let len = parts.len;
-    let pieces = parts
-        .parts
-        .into_iter()
-        .map(|p| match p {
-            Part::Input(r) => archive::Piece::Copy {
-                file,
-                offset: base + r.start as u64,
-                len: r.len(),
-            },
-            Part::Bytes(b) => archive::Piece::Bytes(b),
-            Part::Zeros(n) => archive::Piece::Zeros(n),
-        })
-        .collect();
-    archive::Pieces { pieces, len }
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use std::io::{self, Write};
 
 use object::{Object, ObjectSymbol};
 
+use super::elf_edit::{Part, Parts};
+
 /// One member to write: its bytes borrowed from the input where they do not change.
 pub struct Member<'a> {
     /// The name as the input archive has it: bytes, which need not be UTF-8.
@@ -14,34 +16,40 @@ pub struct Member<'a> {
     /// Its bytes, which the symbol index is read from. For a member written as `pieces`:
     /// the input member it was made from, which defines the same symbols.
     pub data: Cow<'a, [u8]>,
-    /// What is written instead of `data`, when given: pieces of files copied as they are and
-    /// bytes made here (a rewritten member keeps most of its input as it is).
-    pub pieces: Option<Pieces<'a>>,
+    /// What is written instead of `data`, when given: a rewritten object whose kept
+    /// ranges are copied from a file (a rewritten member keeps most of its input as it is).
+    pub pieces: Option<FromFile<'a>>,
 }
 
 impl Member<'_> {
     /// How many bytes are written for it.
     fn len(&self) -> usize {
-        self.pieces.as_ref().map_or(self.data.len(), |p| p.len)
+        self.pieces
+            .as_ref()
+            .map_or(self.data.len(), |p| p.parts.len)
     }
 }
 
-/// A piece of a member as written.
-pub enum Piece<'a> {
-    /// `len` bytes of `file` from `offset`.
-    Copy {
-        file: &'a std::fs::File,
-        offset: u64,
-        len: usize,
-    },
-    Bytes(Vec<u8>),
-    Zeros(usize),
+/// Bytes written as `parts`, whose input ranges are those of the object at `base` in
+/// `file`.
+pub struct FromFile<'a> {
+    pub parts: Parts,
+    pub file: &'a std::fs::File,
+    pub base: u64,
 }
 
-/// A member's pieces, in order, and their length.
-pub struct Pieces<'a> {
-    pub pieces: Vec<Piece<'a>>,
-    pub len: usize,
+impl FromFile<'_> {
+    /// Writes the parts in order.
+    pub fn write(&self, sink: &mut impl Sink) -> io::Result<()> {
+        for p in &self.parts.parts {
+            match p {
+                Part::Input(r) => sink.copy_from(self.file, self.base + r.start as u64, r.len())?,
+                Part::Bytes(b) => sink.write_all(b)?,
+                Part::Zeros(n) => sink.write_all(&vec![0u8; *n])?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where an archive is written: any writer, which can also append a range of a file.
@@ -230,7 +238,7 @@ pub fn write_archive_to(
         sink.write_all(&h)?;
         match &m.pieces {
             None => sink.write_all(&m.data)?,
-            Some(p) => write_pieces(&p.pieces, sink)?,
+            Some(p) => p.write(sink)?,
         }
         if len & 1 == 1 {
             sink.write_all(b"\n")?;
@@ -239,18 +247,6 @@ pub fn write_archive_to(
         done(i);
     }
     debug_assert_eq!(written, total);
-    Ok(())
-}
-
-/// Writes `pieces` in order.
-pub fn write_pieces(pieces: &[Piece], sink: &mut impl Sink) -> io::Result<()> {
-    for p in pieces {
-        match p {
-            Piece::Copy { file, offset, len } => sink.copy_from(file, *offset, *len)?,
-            Piece::Bytes(b) => sink.write_all(b)?,
-            Piece::Zeros(n) => sink.write_all(&vec![0u8; *n])?,
-        }
-    }
     Ok(())
 }
 
@@ -273,22 +269,18 @@ mod tests {
             &input[200_000..299_999],
         ]
         .concat();
-        let pieces = || Pieces {
-            pieces: vec![
-                Piece::Copy {
-                    file: &src,
-                    offset: 5,
-                    len: 1000,
-                },
-                Piece::Bytes(b"new".to_vec()),
-                Piece::Zeros(3),
-                Piece::Copy {
-                    file: &src,
-                    offset: 200_000,
-                    len: 99_999,
-                },
-            ],
-            len: want.len(),
+        let pieces = || FromFile {
+            parts: Parts {
+                parts: vec![
+                    Part::Input(5..1005),
+                    Part::Bytes(b"new".to_vec()),
+                    Part::Zeros(3),
+                    Part::Input(200_000..299_999),
+                ],
+                len: want.len(),
+            },
+            file: &src,
+            base: 0,
         };
         let as_bytes = write_archive(&[Member {
             name: b"m.o".to_vec(),

@@ -87,13 +87,19 @@ pub struct Parts {
     pub len: usize,
 }
 
-impl Parts {
-    fn push(&mut self, p: Part) {
-        self.len += match &p {
+impl Part {
+    fn len(&self) -> usize {
+        match self {
             Part::Input(r) => r.len(),
             Part::Bytes(b) => b.len(),
             Part::Zeros(n) => *n,
-        };
+        }
+    }
+}
+
+impl Parts {
+    fn push(&mut self, p: Part) {
+        self.len += p.len();
         self.parts.push(p);
     }
 
@@ -171,12 +177,7 @@ pub fn replace_sections_parts(
                 Part::Input(start..start + b.len())
             }
         };
-        let len = match &part {
-            Part::Input(r) => r.len(),
-            Part::Bytes(b) => b.len(),
-            Part::Zeros(n) => *n,
-        };
-        s.sh_size.set(LE, len as u64);
+        s.sh_size.set(LE, part.len() as u64);
         out.push(part);
     }
     let pad = out.len.div_ceil(8) * 8 - out.len;
