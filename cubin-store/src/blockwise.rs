@@ -73,6 +73,9 @@ impl Drop for Dictionary {
     }
 }
 
+/// The most one zstd block decodes to (`ZSTD_BLOCKSIZE_MAX`).
+pub(crate) const BLOCK_MAX: usize = 128 << 10;
+
 fn failed(code: usize) -> Option<String> {
     // SAFETY: a pure function of the code.
     (unsafe { zstd_sys::ZSTD_isError(code) } != 0)
@@ -82,7 +85,9 @@ fn failed(code: usize) -> Option<String> {
 /// Decodes the single frame `src` (with `dict` as its dictionary, if any) into `out`, calling
 /// `progress` with `out[..n]` each time `n` grows. Returns the bytes decoded; a frame that
 /// would decode past `out` fails ("destination buffer too small"), as does one that ends
-/// early or is followed by anything.
+/// early or is followed by anything. Decoding stops once `stop_at` bytes are out (a solid
+/// group's prefix, up to the blob wanted; `usize::MAX` decodes the whole frame): `out` then
+/// needs room for the block that crosses `stop_at` ([`BLOCK_MAX`] past it).
 ///
 /// The prefixes `progress` is given are never written again by this function, and it
 /// touches `out` only through one pointer taken at the start: a caller may go on reading a
@@ -91,6 +96,7 @@ pub(crate) fn decode_frame_into(
     src: &[u8],
     dict: Option<Dict<'_>>,
     out: &mut [u8],
+    stop_at: usize,
     progress: &mut dyn FnMut(&[u8]),
 ) -> Result<usize, Failure> {
     // SAFETY: plain allocation; NULL (no memory) is handled.
@@ -151,6 +157,9 @@ pub(crate) fn decode_frame_into(
             // SAFETY: `out[..done]` is initialised (it is the caller's slice) and final:
             // zstd writes only from `done` on.
             progress(unsafe { core::slice::from_raw_parts(base, done) });
+            if done >= stop_at {
+                return Ok(done);
+            }
         }
     }
     if read != src.len() {
@@ -181,12 +190,12 @@ mod tests {
         let digested = Dictionary::new(&dict_bytes).unwrap();
         for dict in [Dict::Digested(&digested), Dict::Bytes(&dict_bytes)] {
             let mut out = vec![0u8; raw.len()];
-            let n = decode_frame_into(&frame, Some(dict), &mut out, &mut |_| {})
+            let n = decode_frame_into(&frame, Some(dict), &mut out, usize::MAX, &mut |_| {})
                 .unwrap_or_else(|_| panic!("did not decode"));
             assert_eq!(n, raw.len());
             assert_eq!(out, raw);
         }
         let mut out = vec![0u8; raw.len()];
-        assert!(decode_frame_into(&frame, None, &mut out, &mut |_| {}).is_err());
+        assert!(decode_frame_into(&frame, None, &mut out, usize::MAX, &mut |_| {}).is_err());
     }
 }

@@ -6,7 +6,9 @@ use crate::prelude::*;
 use fatpack_format::wire_layout;
 pub const MAGIC: [u8; 8] = *b"FPSTORE\0";
 pub const FORMAT_MAJOR: u16 = 1;
-pub const FORMAT_MINOR: u16 = 0;
+/// The newest minor version this crate reads and writes. A store without solid groups is
+/// written as 1.0, byte for byte what earlier writers wrote.
+pub const FORMAT_MINOR: u16 = 1;
 
 /// Size of the v1.0 header; `header_len` may be larger in later minor versions.
 pub const HEADER_LEN: usize = Header::LEN;
@@ -26,6 +28,8 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 /// ~32768:1 (a 4-byte RLE block per 128 KiB), so this only rejects hostile indexes that would
 /// make a reader allocate far more than the store could ever decompress to.
 pub const MAX_ZSTD_RATIO: u64 = 1 << 16;
+/// Largest decoded size of a solid group (its blobs' `skip` is a u32).
+pub const MAX_GROUP_RAW: u64 = u32::MAX as u64;
 /// The first four bytes of a zstd frame.
 pub(crate) const ZSTD_MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
 
@@ -70,7 +74,10 @@ wire_layout! {
         raw_len: u64 = 16,
         codec: u8 = 24,
         /// Zero.
-        reserved: [u8; 7] = 25,
+        reserved: [u8; 3] = 25,
+        /// Codec 3 (1.1): where the blob starts in its group's decoded bytes; zero for the
+        /// other codecs.
+        skip: u32 = 28,
         /// blake3 of the raw bytes.
         digest: [u8; 32] = 32,
     }
@@ -110,6 +117,19 @@ pub fn get_u32(b: &[u8], off: usize) -> Option<u32> {
 }
 
 // Bit test rather than `%`/`is_multiple_of` so the code stays within the crate's MSRV.
+/// Stored bytes of blobs given as `(offset, stored_len)` in storage order, each solid group's
+/// frame counted once (its blobs share the offset and follow one another).
+pub fn distinct_frames(blobs: impl Iterator<Item = (u64, u64)>) -> u64 {
+    let mut last = None;
+    blobs.fold(0u64, |acc, (offset, len)| {
+        if last.replace(offset) == Some(offset) {
+            acc
+        } else {
+            acc.saturating_add(len)
+        }
+    })
+}
+
 pub fn is_aligned(v: u64) -> bool {
     v & (ALIGN - 1) == 0
 }

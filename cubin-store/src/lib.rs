@@ -30,6 +30,8 @@ mod meta;
 mod reader;
 mod skeleton;
 #[cfg(feature = "std")]
+mod solid;
+#[cfg(feature = "std")]
 mod writer;
 
 /// What every module needs from `alloc`.

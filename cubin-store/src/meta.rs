@@ -42,6 +42,9 @@ pub enum Codec {
     Zstd,
     /// One zstd frame compressed with the store's dictionary.
     ZstdDict,
+    /// A stretch of one zstd frame that several blobs share (a *solid group*, format 1.1):
+    /// the blob is the group's decoded bytes `[skip, skip + raw_len)`.
+    ZstdSolid,
 }
 
 impl Codec {
@@ -50,6 +53,7 @@ impl Codec {
             Codec::Raw => 0,
             Codec::Zstd => 1,
             Codec::ZstdDict => 2,
+            Codec::ZstdSolid => 3,
         }
     }
 
@@ -58,6 +62,7 @@ impl Codec {
             0 => Some(Codec::Raw),
             1 => Some(Codec::Zstd),
             2 => Some(Codec::ZstdDict),
+            3 => Some(Codec::ZstdSolid),
             _ => None,
         }
     }
@@ -69,6 +74,7 @@ impl fmt::Display for Codec {
             Codec::Raw => "raw",
             Codec::Zstd => "zstd",
             Codec::ZstdDict => "zstd+dict",
+            Codec::ZstdSolid => "zstd-solid",
         })
     }
 }

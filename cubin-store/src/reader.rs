@@ -20,6 +20,10 @@ pub(crate) struct BlobInfo {
     stored_len: u64,
     raw_len: u64,
     codec: Codec,
+    /// Codec 3: where the blob starts in its group's decoded bytes; 0 otherwise.
+    skip: u64,
+    /// Codec 3: decoded length of the whole group (its frame's content size); 0 otherwise.
+    group_len: u64,
     digest: [u8; 32],
     refs: u32,
     /// First entry referencing this blob (for error messages), `u32::MAX` if none.
@@ -146,6 +150,10 @@ pub(crate) struct Parsed {
     /// The dictionary digested for decoding (the CLI's; see `blockwise::Dict`).
     #[cfg(feature = "std")]
     ddict: Option<crate::blockwise::Dictionary>,
+    /// Solid groups decoded whole, so that reading every entry decodes each group once
+    /// (the CLI's; the runtime decodes a group's prefix per entry and keeps nothing).
+    #[cfg(feature = "std")]
+    groups: crate::solid::GroupCache,
 }
 
 enum ParsedRef<'a> {
@@ -411,10 +419,7 @@ impl<'a> Store<'a> {
                 .blobs
                 .iter()
                 .fold(0u64, |acc, b| acc.saturating_add(b.raw_len)),
-            stored_bytes: p
-                .blobs
-                .iter()
-                .fold(0u64, |acc, b| acc.saturating_add(b.stored_len)),
+            stored_bytes: distinct_frames(p.blobs.iter().map(|b| (b.offset, b.stored_len))),
         }
     }
 
@@ -551,32 +556,7 @@ impl<'a> Store<'a> {
                 digest.progress(out);
             }
             Codec::Zstd | Codec::ZstdDict => {
-                // Checked up front so only plain single zstd frames ever reach the decoder
-                // (no skippable frames, no concatenation, no legacy formats).
-                if src.get(..4) != Some(&ZSTD_MAGIC[..]) {
-                    return Err(corrupt("not a zstd frame (bad frame magic)".into()));
-                }
-                match zstd_safe::get_frame_content_size(src) {
-                    Ok(Some(n)) if n == blob.raw_len => {}
-                    Ok(Some(n)) => {
-                        return Err(corrupt(format!(
-                            "frame content size {n} != index raw length {}",
-                            blob.raw_len
-                        )))
-                    }
-                    Ok(None) => return Err(corrupt("frame has no content size".into())),
-                    Err(_) => return Err(corrupt("unreadable frame header".into())),
-                }
-                match zstd_safe::find_frame_compressed_size(src) {
-                    Ok(n) if n == src.len() => {}
-                    Ok(n) => {
-                        return Err(corrupt(format!(
-                            "frame is {n} bytes but blob is {} bytes",
-                            src.len()
-                        )))
-                    }
-                    Err(code) => return Err(corrupt(zstd_safe::get_error_name(code).to_owned())),
-                }
+                check_frame(src, blob.raw_len).map_err(corrupt)?;
                 let n = self
                     .decompress_into(blob.codec, src, out, &mut digest)
                     .map_err(|e| match e {
@@ -593,11 +573,40 @@ impl<'a> Store<'a> {
                     });
                 }
             }
+            Codec::ZstdSolid => {
+                check_frame(src, blob.group_len).map_err(corrupt)?;
+                self.decode_solid_into(blob, src, out).map_err(corrupt)?;
+                digest.progress(out);
+            }
         }
         if digest.finish(out) != blob.digest {
             let (module, arch) = self.describe(id, entry);
             return Err(StoreError::BlobDigestMismatch { module, arch });
         }
+        Ok(())
+    }
+
+    /// The stretch of a solid group's frame `src` that is `blob`, into `out` (exactly its raw
+    /// length). The CLI decodes a group whole once and keeps it for the group's other blobs
+    /// (reading every entry then decodes each group once); the runtime decodes only the
+    /// group's prefix up to the blob and keeps nothing.
+    fn decode_solid_into(
+        &self,
+        blob: &BlobInfo,
+        src: &[u8],
+        out: &mut [u8],
+    ) -> core::result::Result<(), String> {
+        let oom = || String::from("out of memory for the group");
+        let (skip, len) = (blob.skip as usize, out.len());
+        let end = skip.checked_add(len).ok_or_else(oom)?;
+        let group_len = usize::try_from(blob.group_len).map_err(|_| oom())?;
+        #[cfg(feature = "std")]
+        let group = self.parsed.groups.get(blob.offset, || {
+            decode_group_prefix(src, group_len, group_len)
+        })?;
+        #[cfg(not(feature = "std"))]
+        let group = decode_group_prefix(src, group_len, end)?;
+        out.copy_from_slice(group.get(skip..end).ok_or_else(oom)?);
         Ok(())
     }
 
@@ -631,18 +640,70 @@ impl<'a> Store<'a> {
             })?),
             _ => None,
         };
-        crate::blockwise::decode_frame_into(src, dict, out, &mut |p| sink.progress(p)).map_err(
-            |e| match e {
+        crate::blockwise::decode_frame_into(src, dict, out, usize::MAX, &mut |p| sink.progress(p))
+            .map_err(|e| match e {
                 crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
                 crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
-            },
-        )
+            })
     }
 }
 
 enum DecodeError {
     Frame(String),
     Dict(String),
+}
+
+/// The first `want` (at least) of the `group_len` bytes a solid group's frame `src` decodes to
+/// (its frame header already checked).
+fn decode_group_prefix(
+    src: &[u8],
+    group_len: usize,
+    want: usize,
+) -> core::result::Result<Vec<u8>, String> {
+    // Room for the block that crosses `want`.
+    let cap = want
+        .saturating_add(crate::blockwise::BLOCK_MAX)
+        .min(group_len);
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(cap)
+        .map_err(|_| String::from("out of memory for the group"))?;
+    buf.resize(cap, 0);
+    let n = crate::blockwise::decode_frame_into(src, None, &mut buf, want, &mut |_| {}).map_err(
+        |e| match e {
+            crate::blockwise::Failure::Dictionary(m) | crate::blockwise::Failure::Frame(m) => m,
+        },
+    )?;
+    if n < want.min(group_len) {
+        return Err(format!("the group decodes to {n} bytes, not {want}"));
+    }
+    Ok(buf)
+}
+
+/// Checked before any frame reaches the decoder, so only plain single zstd frames do (no
+/// skippable frames, no concatenation, no legacy formats): the magic, a content size equal to
+/// `content_len`, and one frame spanning all of `src`.
+fn check_frame(src: &[u8], content_len: u64) -> core::result::Result<(), String> {
+    if src.get(..4) != Some(&ZSTD_MAGIC[..]) {
+        return Err("not a zstd frame (bad frame magic)".into());
+    }
+    match zstd_safe::get_frame_content_size(src) {
+        Ok(Some(n)) if n == content_len => {}
+        Ok(Some(n)) => {
+            return Err(format!(
+                "frame content size {n} != index raw length {content_len}"
+            ))
+        }
+        Ok(None) => return Err("frame has no content size".into()),
+        Err(_) => return Err("unreadable frame header".into()),
+    }
+    match zstd_safe::find_frame_compressed_size(src) {
+        Ok(n) if n == src.len() => Ok(()),
+        Ok(n) => Err(format!(
+            "frame is {n} bytes but blob is {} bytes",
+            src.len()
+        )),
+        Err(code) => Err(zstd_safe::get_error_name(code).to_owned()),
+    }
 }
 
 /// One blob as recorded in the index.
@@ -654,6 +715,9 @@ pub struct BlobView {
     pub stored_len: u64,
     pub raw_len: u64,
     pub codec: Codec,
+    /// [`Codec::ZstdSolid`]: where the blob starts in its group's decoded bytes (the group's
+    /// frame is `offset..offset + stored_len`, shared by its blobs); 0 otherwise.
+    pub skip: u64,
     /// blake3 of the raw (decompressed) bytes.
     pub digest: [u8; 32],
     /// Number of entries that use this blob.
@@ -668,6 +732,7 @@ impl BlobView {
             stored_len: b.stored_len,
             raw_len: b.raw_len,
             codec: b.codec,
+            skip: b.skip,
             digest: b.digest,
             ref_count: b.refs,
         }
@@ -931,7 +996,7 @@ impl Parsed {
             None => None,
         };
         let tables = Tables::parse(&index, h.index_len)?;
-        let mut blobs = tables.blobs(&index, data_start, h.index_offset, dict.is_some())?;
+        let mut blobs = tables.blobs(&index, data_start, &h, dict.is_some())?;
         let modules = tables.modules(&index)?;
         let entries = tables.entries(&index, &modules, &mut blobs)?;
         let by_name = sorted_names(&index, &modules)?;
@@ -962,6 +1027,8 @@ impl Parsed {
             by_name,
             #[cfg(feature = "std")]
             ddict,
+            #[cfg(feature = "std")]
+            groups: Default::default(),
         })
     }
 }
@@ -1129,14 +1196,15 @@ impl Tables {
     }
 
     /// Blobs: in storage order, aligned, non-overlapping, between `data_start` and the
-    /// index.
+    /// index; the blobs of one solid group share its frame and follow one another in it.
     fn blobs(
         &self,
         index: &[u8],
         data_start: u64,
-        index_offset: u64,
+        h: &Header,
         has_dict: bool,
     ) -> Result<Vec<BlobInfo>> {
+        let index_offset = h.index_offset;
         let mut blobs = Vec::with_capacity(self.counts.blob_count as usize);
         let mut prev_end = data_start;
         for i in 0..self.counts.blob_count {
@@ -1149,8 +1217,52 @@ impl Tables {
                 blob: i,
                 codec: rec.codec,
             })?;
-            if rec.reserved != [0; 7] {
+            if rec.reserved != [0; 3] {
                 return Err(index_err(format!("blob {i}: reserved bytes are not zero")));
+            }
+            let skip = u64::from(rec.skip);
+            let solid = codec == Codec::ZstdSolid;
+            if solid && h.minor < 1 {
+                // Solid groups came with 1.1: a 1.0 store cannot hold one.
+                return Err(StoreError::UnsupportedCodec {
+                    blob: i,
+                    codec: rec.codec,
+                });
+            }
+            if !solid && skip != 0 {
+                return Err(index_err(format!(
+                    "blob {i}: skip {skip} for codec {codec}"
+                )));
+            }
+            if let Some(prev) = blobs
+                .last_mut()
+                .filter(|p: &&mut BlobInfo| solid && p.codec == codec && p.offset == offset)
+            {
+                // The next blob of the same group: the same frame, the next stretch of it.
+                let end = skip.checked_add(raw_len);
+                if prev.stored_len != stored_len
+                    || skip < prev.skip.saturating_add(prev.raw_len)
+                    || end
+                        .filter(|&e| e <= stored_len.saturating_mul(MAX_ZSTD_RATIO))
+                        .is_none()
+                {
+                    return Err(index_err(format!(
+                        "blob {i}: stretch {skip}+{raw_len} of the group at {offset} overlaps \
+                         the one before or is implausible for {stored_len} stored bytes"
+                    )));
+                }
+                blobs.push(BlobInfo {
+                    offset,
+                    stored_len,
+                    raw_len,
+                    codec,
+                    skip,
+                    group_len: end.unwrap_or(0),
+                    digest: rec.digest,
+                    refs: 0,
+                    first_ref: u32::MAX,
+                });
+                continue;
             }
             if !is_aligned(offset) {
                 return Err(index_err(format!(
@@ -1168,16 +1280,32 @@ impl Tables {
                 });
             }
             prev_end = end.unwrap_or(index_offset);
-            check_codec(i, codec, stored_len, raw_len, has_dict)?;
+            let group_len = skip.saturating_add(raw_len);
+            check_codec(i, codec, stored_len, group_len, has_dict)?;
             blobs.push(BlobInfo {
                 offset,
                 stored_len,
                 raw_len,
                 codec,
+                skip,
+                group_len: if solid { group_len } else { 0 },
                 digest: rec.digest,
                 refs: 0,
                 first_ref: u32::MAX,
             });
+        }
+        // Every member of a group records the group's decoded length: the end of its last
+        // (one pass from the back; the members' ends only grow).
+        let mut group = (u64::MAX, 0u64);
+        for b in blobs
+            .iter_mut()
+            .rev()
+            .filter(|b| b.codec == Codec::ZstdSolid)
+        {
+            if b.offset != group.0 {
+                group = (b.offset, b.group_len);
+            }
+            b.group_len = group.1;
         }
         Ok(blobs)
     }
@@ -1278,7 +1406,7 @@ fn check_codec(i: u32, codec: Codec, stored_len: u64, raw_len: u64, has_dict: bo
         Codec::Raw if stored_len != raw_len => Err(index_err(format!(
             "blob {i}: raw blob with stored_len {stored_len} != raw_len {raw_len}"
         ))),
-        Codec::Zstd | Codec::ZstdDict
+        Codec::Zstd | Codec::ZstdDict | Codec::ZstdSolid
             if stored_len
                 .checked_mul(MAX_ZSTD_RATIO)
                 .filter(|&max| raw_len <= max)
@@ -1313,4 +1441,24 @@ fn sorted_names(index: &[u8], modules: &[ModInfo]) -> Result<Vec<u32>> {
         return Err(index_err(format!("duplicate module name \"{name}\"")));
     }
     Ok(by_name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runtime's way to a solid blob: only the group's prefix up to it is decoded.
+    #[test]
+    fn group_prefix_stops_after_the_blob() {
+        let raw: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i.wrapping_mul(i) >> 9) as u8)
+            .collect();
+        let frame = zstd::bulk::compress(&raw, 3).unwrap();
+        for want in [1, 200_000, 1_500_000, raw.len()] {
+            let got = decode_group_prefix(&frame, raw.len(), want).unwrap();
+            assert!(got.len() >= want && got.len() <= want + crate::blockwise::BLOCK_MAX);
+            assert_eq!(got[..want], raw[..want]);
+        }
+        assert!(decode_group_prefix(&frame[..frame.len() / 2], raw.len(), raw.len()).is_err());
+    }
 }

@@ -14,6 +14,8 @@ use crate::prelude::*;
 
 use crate::error::{Result, StoreError};
 use crate::format::*;
+#[cfg(feature = "std")]
+use crate::meta::Codec;
 use crate::reader::{Parsed, Source, Store};
 
 pub const SKELETON_MAGIC: [u8; 8] = *b"FPSKEL\0\0";
@@ -144,7 +146,12 @@ impl<'a> Store<'a> {
             out.write_all(p.dict_bytes())?;
             pos += p.dict_bytes().len() as u64;
         }
+        let mut last_frame = None;
         for b in self.blobs() {
+            // A solid group's blobs share one frame: written once, for its first blob.
+            if last_frame.replace(b.offset) == Some(b.offset) && b.codec == Codec::ZstdSolid {
+                continue;
+            }
             let bytes = blob(b.id)?;
             if bytes.len() as u64 != b.stored_len {
                 return Err(StoreError::MalformedHeader(format!(

@@ -1,5 +1,7 @@
 //! Streaming store writer.
 
+mod groups;
+
 use std::collections::{HashMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
@@ -92,6 +94,8 @@ struct BlobRec {
     stored_len: u64,
     raw_len: u64,
     codec: Codec,
+    /// Codec 3: where the blob starts in its group's decoded bytes.
+    skip: u32,
     digest: [u8; 32],
 }
 
@@ -256,7 +260,13 @@ impl<W: Write + Seek> StoreWriter<W> {
             magic: MAGIC,
             reserved: 0,
             major: FORMAT_MAJOR,
-            minor: FORMAT_MINOR,
+            // 1.1 only where it is needed: a store without solid groups is what a 1.0
+            // writer wrote, byte for byte, and any 1.0 reader reads it.
+            minor: if self.blobs.iter().any(|b| b.codec == Codec::ZstdSolid) {
+                FORMAT_MINOR
+            } else {
+                0
+            },
             header_len: HEADER_LEN as u32,
             file_len: self.pos,
             index_offset,
@@ -282,7 +292,7 @@ impl<W: Write + Seek> StoreWriter<W> {
             blobs: self.blobs.len(),
             raw_bytes: self.raw_bytes,
             unique_raw_bytes: self.blobs.iter().map(|b| b.raw_len).sum(),
-            stored_bytes: self.blobs.iter().map(|b| b.stored_len).sum(),
+            stored_bytes: distinct_frames(self.blobs.iter().map(|b| (b.offset, b.stored_len))),
             file_len: self.pos,
         };
         Ok((self.out, summary))
@@ -325,6 +335,7 @@ impl<W: Write + Seek> StoreWriter<W> {
             stored_len: data.len() as u64,
             raw_len: raw.len() as u64,
             codec,
+            skip: 0,
             digest,
         });
         self.by_digest.insert(digest, id);
@@ -405,7 +416,8 @@ impl<W: Write + Seek> StoreWriter<W> {
                 stored_len: b.stored_len,
                 raw_len: b.raw_len,
                 codec: b.codec.to_u8(),
-                reserved: [0; 7],
+                reserved: [0; 3],
+                skip: b.skip,
                 digest: b.digest,
             };
             index.extend_from_slice(&record.to_bytes());

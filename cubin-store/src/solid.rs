@@ -1,0 +1,41 @@
+//! Solid groups (format 1.1): several blobs in one zstd frame, so that what repeats across
+//! entries (kernels of one library for one GPU family) is stored once. The reader's side for
+//! the CLI: groups decoded whole are kept, a bounded few, so that a command reading every
+//! entry decodes each group once rather than once per blob.
+
+use std::sync::{Arc, Mutex};
+
+/// At most this many decoded bytes are kept (the last group decoded is always kept).
+const KEEP_BYTES: usize = 1 << 30;
+
+/// Decoded groups by frame offset, least recently used first.
+#[derive(Default)]
+pub(crate) struct GroupCache(Mutex<Vec<(u64, Arc<Vec<u8>>)>>);
+
+impl GroupCache {
+    /// The group whose frame is at `offset`, decoded by `decode` unless it is kept.
+    pub(crate) fn get<E>(
+        &self,
+        offset: u64,
+        decode: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<Arc<Vec<u8>>, E> {
+        if let Ok(mut kept) = self.0.lock() {
+            if let Some(i) = kept.iter().position(|(o, _)| *o == offset) {
+                let hit = kept.remove(i);
+                let group = Arc::clone(&hit.1);
+                kept.push(hit);
+                return Ok(group);
+            }
+        }
+        // Decoded outside the lock: other threads may read other groups meanwhile.
+        let group = Arc::new(decode()?);
+        if let Ok(mut kept) = self.0.lock() {
+            kept.push((offset, Arc::clone(&group)));
+            let mut total: usize = kept.iter().map(|(_, g)| g.len()).sum();
+            while total > KEEP_BYTES && kept.len() > 1 {
+                total -= kept.remove(0).1.len();
+            }
+        }
+        Ok(group)
+    }
+}
