@@ -84,6 +84,17 @@ enum Command {
         /// zstd level, 1-22 (negative: the fast modes).
         #[arg(long, default_value_t = 19, allow_negative_numbers = true)]
         level: i32,
+        /// A release store: the entries of one GPU family in solid groups (one zstd frame
+        /// each, module order), what they repeat stored once; a first load decodes its
+        /// group up to the module it needs.
+        #[arg(long)]
+        release: bool,
+        /// With --release: raw MiB per group (what a first load decodes at most).
+        #[arg(long, value_name = "MIB", requires = "release", value_parser = clap::value_parser!(u64).range(1..=4095))]
+        group_mib: Option<u64>,
+        /// With --release: group by `family` (sm_80/86/89 together) or by `arch`.
+        #[arg(long, value_name = "BY", requires = "release", value_parser = ["family", "arch"])]
+        group_by: Option<String>,
     },
     /// Split a packed output into a host binary and one pack per GPU architecture
     ///
@@ -368,12 +379,28 @@ fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn repack(input: &std::path::Path, output: &std::path::Path, level: i32) -> anyhow::Result<()> {
-    let r = fatpack::repack::repack(input, output, level)?;
+fn repack(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: fatpack::repack::RepackOptions,
+) -> anyhow::Result<()> {
+    let r = fatpack::repack::repack(input, output, opts)?;
+    let how = match opts.solid {
+        Some(s) => format!(
+            "in solid groups of up to {} MiB by {}",
+            s.group_bytes >> 20,
+            match s.grouping {
+                fatpack::store::groups::Grouping::Family => "GPU family",
+                fatpack::store::groups::Grouping::Arch => "arch",
+            }
+        ),
+        None => "one frame per blob".into(),
+    };
     eprintln!(
-        "fatpack repack: {}: {} entries at zstd level {level}; stored device code {} -> {} bytes",
+        "fatpack repack: {}: {} entries at zstd level {}, {how}; stored device code {} -> {} bytes",
         output.display(),
         r.entries,
+        opts.level,
         r.stored_before,
         r.stored_after
     );
@@ -589,7 +616,25 @@ fn main() -> ExitCode {
             input,
             output,
             level,
-        } => repack(&input, &output, level),
+            release,
+            group_mib,
+            group_by,
+        } => {
+            use fatpack::store::groups::{Grouping, Solid};
+            let solid = release.then(|| Solid {
+                grouping: match group_by.as_deref() {
+                    Some("arch") => Grouping::Arch,
+                    Some(_) => Grouping::Family,
+                    None => Solid::RELEASE.grouping,
+                },
+                group_bytes: group_mib.map_or(Solid::RELEASE.group_bytes, |m| m << 20),
+            });
+            repack(
+                &input,
+                &output,
+                fatpack::repack::RepackOptions { level, solid },
+            )
+        }
         Command::Join { input, output } => join(&input, &output),
     };
     match result {

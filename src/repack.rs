@@ -4,6 +4,10 @@
 //! once (level 19: 0.97× nvcc's `--compress-mode=size` on cuBLASLt's entries, 1.00× on
 //! cuSPARSE's, BENCHMARKS.md) and ship the smaller file.
 //!
+//! `--release` writes a release store instead: blobs in solid groups (cubin-store format 1.1,
+//! [`crate::store::groups`]), by GPU family in module order, each group one frame, so that
+//! what a library's kernels repeat is stored once.
+//!
 //! Every entry is decoded and checked against the index (the store must be the one the
 //! binary records), compressed again on all cores a window of modules at a time, and the
 //! new store replaces the old where it was (section, mapped or not, or side file); the
@@ -15,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use cubin_store::{NewEntry, Store, StoreWriter, WriteOptions};
 
+use crate::store::groups::{self, Solid};
+
 use crate::commit::Outputs;
 use crate::inputs::read_file;
 use crate::packed::{self, side_path, OutputError};
@@ -25,6 +31,8 @@ pub enum RepackError {
     NotPacked(PathBuf),
     #[error("{}: is split into packs; repack the packed binary before splitting, or `fatpack join` it first", .0.display())]
     Split(PathBuf),
+    #[error("{}: its runtime cannot read solid groups (it was linked by an older fatpack); relink it to repack it with --release", .0.display())]
+    OldRuntime(PathBuf),
     #[error(transparent)]
     Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
@@ -35,6 +43,15 @@ pub enum RepackError {
     Input(#[from] crate::inputs::InputError),
     #[error(transparent)]
     Output(#[from] OutputError),
+}
+
+/// What `repack` writes.
+#[derive(Debug, Clone, Copy)]
+pub struct RepackOptions {
+    /// zstd level.
+    pub level: i32,
+    /// Solid groups (a release store), or one frame per blob.
+    pub solid: Option<Solid>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -48,13 +65,14 @@ pub struct RepackReport {
 /// device code in memory at a time.
 const WINDOW_BYTES: u64 = 64 << 20;
 
-/// Writes every entry of `store` again at `level` into `out`.
+/// Writes every entry of `store` again into `out`.
 fn write_repacked<W: Write + Seek>(
     store: &Store<'_>,
-    level: i32,
+    opts: RepackOptions,
     out: W,
     path: &Path,
 ) -> Result<(W, cubin_store::StoreSummary), RepackError> {
+    let level = opts.level;
     let store_err = |source| {
         RepackError::Store(crate::error::StoreAt {
             path: path.to_path_buf(),
@@ -69,6 +87,10 @@ fn write_repacked<W: Write + Seek>(
         },
     )
     .map_err(store_err)?;
+    if let Some(solid) = opts.solid {
+        write_groups(store, solid, &mut w).map_err(store_err)?;
+        return w.finish().map_err(store_err);
+    }
     let modules: Vec<_> = store.modules().collect();
     let mut i = 0;
     while i < modules.len() {
@@ -107,7 +129,56 @@ fn write_repacked<W: Write + Seek>(
     w.finish().map_err(store_err)
 }
 
-pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, RepackError> {
+/// The blobs of `store` in solid groups ([`groups::plan`]), then its modules and entries
+/// naming them. Groups are decoded and compressed a few at a time (one per worker), so memory
+/// stays at a few groups' raw bytes.
+fn write_groups<W: Write + Seek>(
+    store: &Store<'_>,
+    solid: Solid,
+    w: &mut StoreWriter<W>,
+) -> Result<(), cubin_store::StoreError> {
+    let plan = groups::plan(store, solid);
+    let mut new_id = vec![u32::MAX; store.blob_count()];
+    let budget = crate::parallel::workers(plan.len());
+    let per_batch = budget.count().max(1);
+    for batch in plan.chunks(per_batch) {
+        let raws: Vec<Vec<Vec<u8>>> = batch
+            .iter()
+            .map(|g| g.iter().map(|&id| store.read_blob(id)).collect())
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<Vec<&[u8]>> = raws
+            .iter()
+            .map(|g| g.iter().map(Vec::as_slice).collect())
+            .collect();
+        let ids = w.add_groups(&refs, per_batch)?;
+        for (g, got) in batch.iter().zip(ids) {
+            for (&old, new) in g.iter().zip(got) {
+                if let Some(slot) = new_id.get_mut(old as usize) {
+                    *slot = new;
+                }
+            }
+        }
+    }
+    drop(budget);
+    for m in store.modules() {
+        let id = w.add_module(m.name())?;
+        for e in m.entries() {
+            let blob = new_id
+                .get(e.blob_id() as usize)
+                .copied()
+                .unwrap_or(u32::MAX);
+            w.add_entry_for_blob(id, e.meta(), blob)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn repack(
+    input: &Path,
+    output: &Path,
+    opts: RepackOptions,
+) -> Result<RepackReport, RepackError> {
+    let level = opts.level;
     let io_at = |p: &Path| {
         let p = p.to_path_buf();
         move |source| {
@@ -126,6 +197,9 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
     let bytes = located.store.bytes();
     if fatpack_format::split::is_manifest(bytes) {
         return Err(RepackError::Split(input.to_path_buf()));
+    }
+    if opts.solid.is_some() && located.slot.features & fatpack_format::link::FEATURE_SOLID == 0 {
+        return Err(RepackError::OldRuntime(input.to_path_buf()));
     }
     let store = located.own_store(input)?;
     // Checked up front, so a bad level fails before any work.
@@ -148,12 +222,12 @@ pub fn repack(input: &Path, output: &Path, level: i32) -> Result<RepackReport, R
     let embedded = located.store.is_section();
     let (summary, side) = if embedded {
         let s = packed::append_store(tmp.path(), |w| -> Result<_, RepackError> {
-            Ok(write_repacked(&store, level, w, input)?.1)
+            Ok(write_repacked(&store, opts, w, input)?.1)
         })?;
         (s, None)
     } else {
         let w = outs.file(&side_path(output))?.into_store();
-        let (mut w, s) = write_repacked(&store, level, w, input)?;
+        let (mut w, s) = write_repacked(&store, opts, w, input)?;
         w.flush().map_err(io_at(output))?;
         (s, Some(w))
     };

@@ -894,8 +894,23 @@ impl<'s> EntryView<'s> {
         self.blob.raw_len
     }
 
+    /// The stored bytes of the entry's blob; for a blob of a solid group, the whole group's
+    /// frame (see [`EntryView::stored_share`]).
     pub fn stored_len(&self) -> u64 {
         self.blob.stored_len
+    }
+
+    /// What the entry's blob costs in the store: its stored length, or for a blob of a solid
+    /// group its share of the group's frame, in proportion to its raw length (the shares of a
+    /// group add up to its frame, give or take rounding).
+    pub fn stored_share(&self) -> u64 {
+        match self.blob.codec {
+            Codec::ZstdSolid if self.blob.group_len > 0 => {
+                (u128::from(self.blob.stored_len) * u128::from(self.blob.raw_len)
+                    / u128::from(self.blob.group_len)) as u64
+            }
+            _ => self.blob.stored_len,
+        }
     }
 
     pub fn codec(&self) -> Codec {

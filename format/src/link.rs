@@ -134,8 +134,12 @@ pub struct StoreSlot {
 /// the store was, and loads blobs from pack files. `fatpack split` refuses binaries whose
 /// runtime predates it.
 pub const FEATURE_SPLIT: u32 = 1;
+/// [`StoreSlot::features`] bit: the runtime reads stores of format 1.1 (solid groups) and
+/// split packs that hold a GPU family. `fatpack repack --release` refuses binaries whose
+/// runtime predates it.
+pub const FEATURE_SOLID: u32 = 2;
 /// Everything the runtime of this fatpack reads.
-pub const RUNTIME_FEATURES: u32 = FEATURE_SPLIT;
+pub const RUNTIME_FEATURES: u32 = FEATURE_SPLIT | FEATURE_SOLID;
 
 /// Where a packed output keeps its store, as its slot records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -25,7 +25,8 @@
 //! | … | `skeleton_len` | the detached store index, at the next multiple of 8 |
 //!
 //! Pack record: `u32` suffix offset and `u32` length in the name pool, `u8` kind (0 SASS,
-//! 1 PTX, 2 other), 3 zero bytes, `u32` arch (`major*10+minor`; 0 for other),
+//! 1 PTX, 2 other, 3 the SASS of a GPU family, 4 its PTX), 3 zero bytes, `u32` arch
+//! (`major*10+minor`; the major for 3 and 4; 0 for other),
 //! `u64` length of the pack file, 32-byte blake3 of the whole pack file, 8 zero bytes.
 //!
 //! Pack file `<binary><suffix>`: a 64-byte header, then blobs' stored bytes at the offsets
@@ -61,7 +62,7 @@ wire_layout! {
         /// The pack's file-name suffix: offset and length in the name pool.
         name_offset: u32 = 0,
         name_len: u32 = 4,
-        /// 0 SASS, 1 PTX, 2 other.
+        /// 0 SASS, 1 PTX, 2 other, 3 a GPU family's SASS, 4 its PTX.
         kind: u8 = 8,
         /// Zero.
         pad: [u8; 3] = 9,
@@ -111,12 +112,18 @@ pub const PACK_EXT: &str = ".fatpack";
 
 /// What a pack holds: the SASS of one architecture (plain, `a` and `f` variants together),
 /// the PTX of one virtual architecture (likewise), or everything else. Per-arch PTX packs let
-/// a GPU that JITs one old module's PTX take only that arch's.
+/// a GPU that JITs one old module's PTX take only that arch's. A release store's solid groups
+/// may span the archs of one GPU family (cubin-store format 1.1); a group stays whole, so
+/// such a family's SASS (or PTX) is one pack: `SassFamily(8)` holds sm_80, sm_86 and sm_89.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PackKind {
     Sass(u32),
     Ptx(u32),
     Other,
+    /// The SASS of every arch `major*10 + minor` of one major version.
+    SassFamily(u32),
+    /// The PTX of one major version.
+    PtxFamily(u32),
 }
 
 impl PackKind {
@@ -126,6 +133,8 @@ impl PackKind {
             PackKind::Sass(a) => format!(".sm_{a}{PACK_EXT}"),
             PackKind::Ptx(a) => format!(".compute_{a}{PACK_EXT}"),
             PackKind::Other => format!(".other{PACK_EXT}"),
+            PackKind::SassFamily(m) => format!(".sm_{m}x{PACK_EXT}"),
+            PackKind::PtxFamily(m) => format!(".compute_{m}x{PACK_EXT}"),
         }
     }
 
@@ -135,6 +144,8 @@ impl PackKind {
             PackKind::Sass(a) => format!("sm_{a}"),
             PackKind::Ptx(a) => format!("compute_{a}"),
             PackKind::Other => "other device code".into(),
+            PackKind::SassFamily(m) => format!("sm_{m}x"),
+            PackKind::PtxFamily(m) => format!("compute_{m}x"),
         }
     }
 
@@ -143,6 +154,8 @@ impl PackKind {
             PackKind::Sass(a) => (0, a),
             PackKind::Ptx(a) => (1, a),
             PackKind::Other => (2, 0),
+            PackKind::SassFamily(m) => (3, m),
+            PackKind::PtxFamily(m) => (4, m),
         }
     }
 
@@ -151,6 +164,8 @@ impl PackKind {
             (0, a) if a > 0 => Some(PackKind::Sass(a)),
             (1, a) if a > 0 => Some(PackKind::Ptx(a)),
             (2, 0) => Some(PackKind::Other),
+            (3, m) if m > 0 => Some(PackKind::SassFamily(m)),
+            (4, m) if m > 0 => Some(PackKind::PtxFamily(m)),
             _ => None,
         }
     }

@@ -31,7 +31,7 @@ pub(super) fn modules(path: &str, data: &[u8]) -> Result<Vec<ModuleReport>, Insp
                 meta.arch_name(),
                 &e.codec().to_string(),
                 &raw,
-                e.stored_len(),
+                e.stored_share(),
             ));
         }
         out.push(ModuleReport {
@@ -123,7 +123,8 @@ fn inspect_split(
             let missing = unusable.iter().any(|(u, _)| Some(u) == pack_path.as_ref());
             let codec = e.codec().to_string();
             if missing {
-                let mut r = payload_report(meta.id.kind, meta.arch_name(), "", &[], e.stored_len());
+                let mut r =
+                    payload_report(meta.id.kind, meta.arch_name(), "", &[], e.stored_share());
                 r.raw_size = e.raw_len();
                 r.compression = format!("{codec}, pack not available");
                 entries.push(r);
@@ -134,7 +135,7 @@ fn inspect_split(
                     meta.arch_name(),
                     &codec,
                     &raw,
-                    e.stored_len(),
+                    e.stored_share(),
                 ));
             }
         }

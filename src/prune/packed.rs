@@ -34,7 +34,7 @@ fn write_pruned<W: Write + Seek>(
             .iter()
             .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
             .collect();
-        let sizes: Vec<u64> = entries.iter().map(|e| e.stored_len()).collect();
+        let sizes: Vec<u64> = entries.iter().map(|e| e.stored_share()).collect();
         let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;
         let kept: Vec<_> = entries.iter().zip(keep).filter(|(_, k)| *k).collect();
         report.entries_before += entries.len();
@@ -70,7 +70,7 @@ fn write_pruned<W: Write + Seek>(
         {
             report.entries_after += 1;
             if !r.deduplicated {
-                report.bytes_after += e.stored_len();
+                report.bytes_after += e.stored_share();
             }
         }
     }

@@ -153,18 +153,32 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         w.write_all(&pack_header(pi as u32, &store.digest()))
             .map_err(&io)?;
         let mut blobs = 0;
+        // (store offset, pack offset) of the last frame written: a solid group's blobs share
+        // their frame, written once.
+        let mut last: Option<(u64, u64)> = None;
         for b in store
             .blobs()
             .filter(|b| pack_of(b.id as usize) == pi as u32)
         {
+            blobs += 1;
+            if let Some(at) = last
+                .filter(|&(from, _)| from == b.offset && b.codec == cubin_store::Codec::ZstdSolid)
+                .map(|(_, at)| at)
+            {
+                placements[b.id as usize] = Placement {
+                    pack: pi as u32,
+                    offset: at,
+                };
+                continue;
+            }
             w.pad_to_8().map_err(&io)?;
             placements[b.id as usize] = Placement {
                 pack: pi as u32,
                 offset: w.len,
             };
+            last = Some((b.offset, w.len));
             w.write_all(&store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize])
                 .map_err(&io)?;
-            blobs += 1;
         }
         let (len, digest) = w.finish().map_err(&io)?;
         packs.push(PackRecord {
@@ -240,11 +254,35 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
 }
 
 /// Each blob's pack, and the packs in a fixed order (architectures ascending, then PTX,
-/// other): a blob goes where its first entry's kind puts it.
+/// other, then families): a blob goes where its first entry's kind puts it, except that a
+/// solid group stays whole: where one spans several archs of a GPU family, all that family's
+/// SASS (or PTX) goes to one family pack.
 fn assign_packs(store: &Store<'_>, input: &Path) -> Result<(Vec<PackKind>, Vec<u32>), SplitError> {
     let mut first_kind: Vec<Option<PackKind>> = vec![None; store.blob_count()];
     for e in store.entries() {
         first_kind[e.blob_id() as usize].get_or_insert(pack_kind(e.kind(), e.arch()));
+    }
+    let merged = families_in_groups(store, &first_kind);
+    for k in first_kind.iter_mut().flatten() {
+        let family = match *k {
+            PackKind::Sass(a) if merged.contains(&PackKind::SassFamily(a / 10)) => {
+                PackKind::SassFamily(a / 10)
+            }
+            PackKind::Ptx(a) if merged.contains(&PackKind::PtxFamily(a / 10)) => {
+                PackKind::PtxFamily(a / 10)
+            }
+            other => other,
+        };
+        *k = family;
+    }
+    // A group whose blobs still differ in pack (kinds mixed, which fatpack does not write):
+    // the whole group goes with its first blob.
+    let blobs: Vec<_> = store.blobs().collect();
+    for w in 1..blobs.len() {
+        let (a, b) = (&blobs[w - 1], &blobs[w]);
+        if b.codec == cubin_store::Codec::ZstdSolid && a.offset == b.offset {
+            first_kind[b.id as usize] = first_kind[a.id as usize].or(first_kind[b.id as usize]);
+        }
     }
     let mut kinds: Vec<PackKind> = first_kind.iter().flatten().copied().collect();
     kinds.sort_unstable();
@@ -264,6 +302,30 @@ fn assign_packs(store: &Store<'_>, input: &Path) -> Result<(Vec<PackKind>, Vec<u
         })
         .collect();
     Ok((kinds, pack_of))
+}
+
+/// The families (as `SassFamily`/`PtxFamily`) whose blobs share a solid group across archs.
+fn families_in_groups(store: &Store<'_>, kinds: &[Option<PackKind>]) -> BTreeSet<PackKind> {
+    let mut out = BTreeSet::new();
+    let blobs: Vec<_> = store.blobs().collect();
+    for w in 1..blobs.len() {
+        let (a, b) = (&blobs[w - 1], &blobs[w]);
+        if b.codec != cubin_store::Codec::ZstdSolid || a.offset != b.offset {
+            continue;
+        }
+        match (kinds[a.id as usize], kinds[b.id as usize]) {
+            (Some(PackKind::Sass(x)), Some(PackKind::Sass(y))) if x != y => {
+                out.insert(PackKind::SassFamily(x / 10));
+                out.insert(PackKind::SassFamily(y / 10));
+            }
+            (Some(PackKind::Ptx(x)), Some(PackKind::Ptx(y))) if x != y => {
+                out.insert(PackKind::PtxFamily(x / 10));
+                out.insert(PackKind::PtxFamily(y / 10));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Puts what split wrote in place, each file synced first: packs, then the side file, the

@@ -2,6 +2,8 @@
 //! entry a blob of its decompressed payload, with the entry's original header kept in `attrs`
 //! so the runtime can rebuild a fatbin nvcc's runtime accepts.
 
+pub mod groups;
+
 use std::borrow::Cow;
 use std::io::{Seek, Write};
 

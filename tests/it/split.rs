@@ -461,3 +461,67 @@ fn a_binary_split_through_a_symlink_is_named_as_the_loader_sees_it() {
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(d.join("joined")).unwrap() == std::fs::read(&app.exe).unwrap());
 }
+
+/// A release store (solid groups) splits: grouped by family, sm_80 and sm_86 share a group and
+/// so a family pack (a family with one arch keeps its arch's pack); grouped by arch, the packs are per arch as before. Each group's frame is
+/// in its pack once, the split program registers what the unsplit one does on every GPU, and
+/// join gives the release binary back byte for byte.
+#[test]
+fn release_stores_split_by_family_or_arch_and_join_back() {
+    let app = build_app(StoreAt::Mapped, None);
+    for (by, packs) in [
+        (
+            "family",
+            &[
+                "app",
+                "app.compute_80.fatpack",
+                "app.compute_90.fatpack",
+                "app.sm_100.fatpack",
+                "app.sm_8x.fatpack",
+                "app.sm_90.fatpack",
+            ][..],
+        ),
+        (
+            "arch",
+            &[
+                "app",
+                "app.compute_80.fatpack",
+                "app.compute_90.fatpack",
+                "app.sm_100.fatpack",
+                "app.sm_80.fatpack",
+                "app.sm_86.fatpack",
+                "app.sm_90.fatpack",
+            ][..],
+        ),
+    ] {
+        let release = scratch("split-release").join("app");
+        let (code, _, err) = fatpack(&[
+            "repack".as_ref(),
+            app.exe.as_os_str(),
+            "-o".as_ref(),
+            release.as_os_str(),
+            "--release".as_ref(),
+            "--group-by".as_ref(),
+            by.as_ref(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let into = scratch("split-release-into");
+        let (code, _, err) = split(&release, &into);
+        assert_eq!(code, 0, "{by}: {err}");
+        assert_eq!(listing(&into), packs, "{by}");
+        let host = into.join("app");
+        for (devs, mode) in [("90", "launchA"), ("86", "launchD"), ("120", "launchA")] {
+            let a = run(&app.exe, mode, Some(devs), &[]);
+            let b = run(&host, mode, Some(devs), &[]);
+            b.assert_clean();
+            assert_eq!(b.registered(), a.registered(), "{by} {devs} {mode}");
+        }
+        let joined = scratch("split-release-join").join("app");
+        let (code, _, err) = join(&host, &joined);
+        assert_eq!(code, 0, "{by}: {err}");
+        assert!(
+            std::fs::read(&joined).unwrap() == std::fs::read(&release).unwrap(),
+            "{by}"
+        );
+    }
+}
