@@ -78,7 +78,11 @@ fn main() {
     let levels: Vec<i32> = args
         .iter()
         .find_map(|a| a.strip_prefix("--levels="))
-        .map(|l| l.split(',').map(|x| x.parse().expect("--levels")).collect())
+        .map(|l| match l {
+            // The nvcc rows alone (bench/store_shipped.sh measures fatpack's own stores).
+            "none" => Vec::new(),
+            l => l.split(',').map(|x| x.parse().expect("--levels")).collect(),
+        })
         .unwrap_or_else(|| vec![3, 9, 15, 19, 22]);
     let with_dictionary = !args.iter().any(|a| a == "--no-dictionary");
     // nvcc's size mode writes about 3-5 MB/s: `--no-nvcc` leaves its rows out of a rerun.
@@ -189,43 +193,8 @@ fn main() {
     let dict = with_dictionary
         .then(|| cubin_store::train_dictionary(&refs, 112 * 1024).ok())
         .flatten();
-    // What `fatpack ld` does by default: nvcc's zstd frames kept, the rest at level 9. Once
-    // on one core, once on all of them as the link does (a window of modules per batch).
-    let mut default_rates = Vec::new();
-    for threads in [1, 0] {
-        let t = Instant::now();
-        let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
-        for ((name, fb), orig) in modules.iter().zip(&shipped) {
-            let id = w.add_module(name).unwrap();
-            let raws: Vec<_> = fb.entries.iter().map(|e| e.payload().unwrap()).collect();
-            let batch = fb
-                .entries
-                .iter()
-                .zip(&orig.entries)
-                .zip(&raws)
-                .map(|((e, o), raw)| cubin_store::NewEntry {
-                    module: id,
-                    meta: fatpack::store::entry_meta(e),
-                    raw,
-                    frame: (o.compression() == fatpack::fatbin::Compression::Zstd)
-                        .then(|| o.stored.get(..o.header.compressed_len as usize))
-                        .flatten(),
-                })
-                .collect();
-            w.add_entries(batch, threads).unwrap();
-        }
-        let (_, summary) = w.finish().unwrap();
-        let secs = t.elapsed().as_secs_f64();
-        default_rates.push((summary.file_len, raw as f64 / 1e6 / secs));
-    }
-    println!(
-        "| store, nvcc's zstd frames kept, others zstd -9 (link default; one batch per module) | {:.2} | {:.3} | {} | {:.0} | {:.0} | - |",
-        mib(default_rates[0].0),
-        default_rates[0].0 as f64 / fatbin_plain as f64,
-        vs_size(default_rates[0].0),
-        default_rates[0].1,
-        default_rates[1].1
-    );
+    // What `fatpack ld` and `repack` write is measured on their own output, not here:
+    // bench/store_shipped.sh.
     let mut configs: Vec<(String, WriteOptions)> = levels
         .iter()
         .map(|&l| {
