@@ -35,7 +35,7 @@ mkdir -p "$work/wrap"
 ln -sf "$fatpack" "$work/wrap/ld"
 libs="-L$CUDA_HOME/lib -lcudart_static -ldl -lpthread -lrt"
 mib() { python3 -c "print(f'{$1/1048576:.2f}')"; }
-store_bytes() { "$fatpack" inspect --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["packed"]["store_size"])'; }
+store_bytes() { "$fatpack" inspect --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["packed"]["store_size"])'; }
 timed() { # seconds of the command, its output discarded
     local s e
     s=$(date +%s.%N)

@@ -22,7 +22,9 @@ pub(crate) struct BlobInfo {
     codec: Codec,
     /// Codec 3: where the blob starts in its group's decoded bytes; 0 otherwise.
     skip: u64,
-    /// Codec 3: decoded length of the whole group (its frame's content size); 0 otherwise.
+    /// Codec 3: decoded length of the whole group (its frame's content size, the end of its
+    /// last stretch); the CLI's (the runtime checks only that the frame reaches the blob).
+    #[cfg(feature = "std")]
     group_len: u64,
     digest: [u8; 32],
     refs: u32,
@@ -550,33 +552,24 @@ impl<'a> Store<'a> {
                 message,
             }
         };
-        match blob.codec {
-            Codec::Raw => {
-                out.copy_from_slice(src);
-                digest.progress(out);
-            }
-            Codec::Zstd | Codec::ZstdDict => {
-                check_frame(src, blob.raw_len).map_err(corrupt)?;
-                let n = self
-                    .decompress_into(blob.codec, src, out, &mut digest)
-                    .map_err(|e| match e {
-                        DecodeError::Frame(m) => corrupt(m),
-                        DecodeError::Dict(m) => StoreError::BadDictionary(m),
-                    })?;
-                if n as u64 != blob.raw_len {
-                    let (module, arch) = self.describe(id, entry);
-                    return Err(StoreError::BlobLengthMismatch {
-                        module,
-                        arch,
-                        expected: blob.raw_len,
-                        found: n as u64,
-                    });
-                }
-            }
-            Codec::ZstdSolid => {
-                check_frame(src, blob.group_len).map_err(corrupt)?;
-                self.decode_solid_into(blob, src, out).map_err(corrupt)?;
-                digest.progress(out);
+        if blob.codec == Codec::Raw {
+            out.copy_from_slice(src);
+            digest.progress(out);
+        } else {
+            let n = self
+                .decompress_into(blob, src, out, &mut |p| digest.progress(p))
+                .map_err(|e| match e {
+                    DecodeError::Frame(m) => corrupt(m),
+                    DecodeError::Dict(m) => StoreError::BadDictionary(m),
+                })?;
+            if n as u64 != blob.raw_len {
+                let (module, arch) = self.describe(id, entry);
+                return Err(StoreError::BlobLengthMismatch {
+                    module,
+                    arch,
+                    expected: blob.raw_len,
+                    found: n as u64,
+                });
             }
         }
         if digest.finish(out) != blob.digest {
@@ -586,65 +579,113 @@ impl<'a> Store<'a> {
         Ok(())
     }
 
-    /// The stretch of a solid group's frame `src` that is `blob`, into `out` (exactly its raw
-    /// length). The CLI decodes a group whole once and keeps it for the group's other blobs
-    /// (reading every entry then decodes each group once); the runtime decodes only the
-    /// group's prefix up to the blob and keeps nothing.
-    fn decode_solid_into(
+    /// Decodes the zstd blob `blob` (codecs 1-3) from its stored bytes `src` into `out`
+    /// (exactly its raw length), telling `progress` of each prefix of `out` that is final;
+    /// returns the bytes decoded. A frame is checked before it reaches the decoder, so only
+    /// plain single zstd frames do (no skippable frames, no concatenation, no legacy
+    /// formats), with the content size the index implies. Codecs 1 and 2 decode a block at a
+    /// time straight into `out` (zstd's buffer-less API, the earlier output serving as
+    /// history); a frame that would decode past it fails ("destination buffer too small").
+    /// A solid group's blob is its stretch of the group: the runtime decodes the group's
+    /// prefix up to it and keeps nothing; the CLI decodes the group whole once and keeps it
+    /// for its other blobs (reading every entry then decodes each group once). One call of
+    /// the decoder for all codecs: the runtime linked into every packed output stays small.
+    #[inline(never)]
+    fn decompress_into(
         &self,
         blob: &BlobInfo,
         src: &[u8],
         out: &mut [u8],
-    ) -> core::result::Result<(), String> {
-        let oom = || String::from("out of memory for the group");
+        progress: &mut dyn FnMut(&[u8]),
+    ) -> Result<usize, DecodeError> {
+        let solid = blob.codec == Codec::ZstdSolid;
         let (skip, len) = (blob.skip as usize, out.len());
-        let end = skip.checked_add(len).ok_or_else(oom)?;
-        let group_len = usize::try_from(blob.group_len).map_err(|_| oom())?;
+        // Parse checked skip + raw_len against the ratio bound: no overflow.
+        let end = skip + len;
         #[cfg(feature = "std")]
-        let group = self.parsed.groups.get(blob.offset, || {
-            decode_group_prefix(src, group_len, group_len)
-        })?;
+        if let Some(group) = solid.then(|| self.parsed.groups.get(blob.offset)).flatten() {
+            let stretch = group.get(skip..end).ok_or_else(|| {
+                DecodeError::Frame("the group's frame ends before the blob".into())
+            })?;
+            out.copy_from_slice(stretch);
+            progress(out);
+            return Ok(len);
+        }
+        let content = check_frame(src).map_err(DecodeError::Frame)?;
+        #[cfg(feature = "std")]
+        let fits = content == if solid { blob.group_len } else { blob.raw_len };
         #[cfg(not(feature = "std"))]
-        let group = decode_group_prefix(src, group_len, end)?;
-        out.copy_from_slice(group.get(skip..end).ok_or_else(oom)?);
-        Ok(())
+        let fits = if solid {
+            content >= end as u64
+        } else {
+            content == blob.raw_len
+        };
+        if !fits {
+            return Err(DecodeError::Frame(
+                "the frame's content size is not the index's".into(),
+            ));
+        }
+        let dict = match blob.codec {
+            Codec::ZstdDict => Some(self.dictionary_for_decoding().ok_or_else(|| {
+                DecodeError::Dict("blob needs a dictionary the store lacks".into())
+            })?),
+            _ => None,
+        };
+        // A solid blob: the group (the CLI's) or its prefix up to the blob plus room for the
+        // block that crosses its end (the runtime's), into a buffer of its own.
+        let (stop, cap) = match (solid, cfg!(feature = "std")) {
+            (false, _) => (usize::MAX, 0),
+            (true, true) => (usize::MAX, content as usize),
+            (true, false) => (
+                end,
+                (content as usize).min(end.saturating_add(crate::blockwise::BLOCK_MAX)),
+            ),
+        };
+        let mut group: Vec<u8> = Vec::new();
+        group
+            .try_reserve_exact(cap)
+            .map_err(|_| DecodeError::Frame("out of memory for the solid group".into()))?;
+        group.resize(cap, 0);
+        let (dst, tell): (&mut [u8], &mut dyn FnMut(&[u8])) = if solid {
+            (&mut group, &mut |_: &[u8]| {})
+        } else {
+            (out, progress)
+        };
+        let n = crate::blockwise::decode_frame_into(src, dict, dst, stop, tell).map_err(
+            |e| match e {
+                crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
+                crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
+            },
+        )?;
+        if !solid {
+            return Ok(n);
+        }
+        let stretch = group
+            .get(skip..end)
+            .filter(|_| n >= end)
+            .ok_or_else(|| DecodeError::Frame("the group's frame ends before the blob".into()))?;
+        out.copy_from_slice(stretch);
+        progress(out);
+        #[cfg(feature = "std")]
+        self.parsed.groups.keep(blob.offset, group);
+        Ok(len)
     }
 
-    /// Decodes the frame `src` into `out` a block at a time (zstd's buffer-less API: each
-    /// block is decoded straight into its place, the earlier output serving as history),
-    /// telling `sink` of each prefix that is final. Returns the number of bytes the frame
-    /// held. The buffer is exactly `raw_len` (checked against the frame header): a frame that
-    /// would decode to more fails with "destination buffer too small".
-    fn decompress_into(
-        &self,
-        codec: Codec,
-        src: &[u8],
-        out: &mut [u8],
-        sink: &mut impl Blake3Sink,
-    ) -> Result<usize, DecodeError> {
+    /// The store's dictionary as the decoder takes it: digested once (the CLI's), or its
+    /// bytes (the runtime's, which reads each module once).
+    fn dictionary_for_decoding(&self) -> Option<crate::blockwise::Dict<'_>> {
         #[cfg(feature = "std")]
-        let have = self
+        return self
             .parsed
             .ddict
             .as_ref()
             .map(crate::blockwise::Dict::Digested);
         #[cfg(not(feature = "std"))]
-        let have = self
+        return self
             .parsed
             .dict
             .as_deref()
             .map(crate::blockwise::Dict::Bytes);
-        let dict = match codec {
-            Codec::ZstdDict => Some(have.ok_or_else(|| {
-                DecodeError::Dict("blob needs a dictionary the store lacks".into())
-            })?),
-            _ => None,
-        };
-        crate::blockwise::decode_frame_into(src, dict, out, usize::MAX, &mut |p| sink.progress(p))
-            .map_err(|e| match e {
-                crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
-                crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
-            })
     }
 }
 
@@ -653,55 +694,22 @@ enum DecodeError {
     Dict(String),
 }
 
-/// The first `want` (at least) of the `group_len` bytes a solid group's frame `src` decodes to
-/// (its frame header already checked).
-fn decode_group_prefix(
-    src: &[u8],
-    group_len: usize,
-    want: usize,
-) -> core::result::Result<Vec<u8>, String> {
-    // Room for the block that crosses `want`.
-    let cap = want
-        .saturating_add(crate::blockwise::BLOCK_MAX)
-        .min(group_len);
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(cap)
-        .map_err(|_| String::from("out of memory for the group"))?;
-    buf.resize(cap, 0);
-    let n = crate::blockwise::decode_frame_into(src, None, &mut buf, want, &mut |_| {}).map_err(
-        |e| match e {
-            crate::blockwise::Failure::Dictionary(m) | crate::blockwise::Failure::Frame(m) => m,
-        },
-    )?;
-    if n < want.min(group_len) {
-        return Err(format!("the group decodes to {n} bytes, not {want}"));
-    }
-    Ok(buf)
-}
-
 /// Checked before any frame reaches the decoder, so only plain single zstd frames do (no
-/// skippable frames, no concatenation, no legacy formats): the magic, a content size equal to
-/// `content_len`, and one frame spanning all of `src`.
-fn check_frame(src: &[u8], content_len: u64) -> core::result::Result<(), String> {
+/// skippable frames, no concatenation, no legacy formats): the magic, a content size, and one
+/// frame spanning all of `src`. Returns the content size. Static messages: the runtime linked
+/// into every packed output has no room for more formatting (its size budget is a test).
+fn check_frame(src: &[u8]) -> core::result::Result<u64, String> {
     if src.get(..4) != Some(&ZSTD_MAGIC[..]) {
         return Err("not a zstd frame (bad frame magic)".into());
     }
-    match zstd_safe::get_frame_content_size(src) {
-        Ok(Some(n)) if n == content_len => {}
-        Ok(Some(n)) => {
-            return Err(format!(
-                "frame content size {n} != index raw length {content_len}"
-            ))
-        }
+    let content = match zstd_safe::get_frame_content_size(src) {
+        Ok(Some(n)) => n,
         Ok(None) => return Err("frame has no content size".into()),
         Err(_) => return Err("unreadable frame header".into()),
-    }
+    };
     match zstd_safe::find_frame_compressed_size(src) {
-        Ok(n) if n == src.len() => Ok(()),
-        Ok(n) => Err(format!(
-            "frame is {n} bytes but blob is {} bytes",
-            src.len()
-        )),
+        Ok(n) if n == src.len() => Ok(content),
+        Ok(_) => Err("the frame's length is not the blob's".into()),
         Err(code) => Err(zstd_safe::get_error_name(code).to_owned()),
     }
 }
@@ -900,6 +908,7 @@ impl<'s> EntryView<'s> {
         self.blob.stored_len
     }
 
+    #[cfg(feature = "std")]
     /// What the entry's blob costs in the store: its stored length, or for a blob of a solid
     /// group its share of the group's frame, in proportion to its raw length (the shares of a
     /// group add up to its frame, give or take rounding).
@@ -1212,6 +1221,7 @@ impl Tables {
 
     /// Blobs: in storage order, aligned, non-overlapping, between `data_start` and the
     /// index; the blobs of one solid group share its frame and follow one another in it.
+    #[inline(never)]
     fn blobs(
         &self,
         index: &[u8],
@@ -1245,56 +1255,37 @@ impl Tables {
                 });
             }
             if !solid && skip != 0 {
-                return Err(index_err(format!(
-                    "blob {i}: skip {skip} for codec {codec}"
-                )));
+                return Err(index_err("a blob outside a solid group has a skip"));
             }
-            if let Some(prev) = blobs
-                .last_mut()
-                .filter(|p: &&mut BlobInfo| solid && p.codec == codec && p.offset == offset)
-            {
-                // The next blob of the same group: the same frame, the next stretch of it.
-                let end = skip.checked_add(raw_len);
-                if prev.stored_len != stored_len
-                    || skip < prev.skip.saturating_add(prev.raw_len)
-                    || end
-                        .filter(|&e| e <= stored_len.saturating_mul(MAX_ZSTD_RATIO))
-                        .is_none()
-                {
-                    return Err(index_err(format!(
-                        "blob {i}: stretch {skip}+{raw_len} of the group at {offset} overlaps \
-                         the one before or is implausible for {stored_len} stored bytes"
-                    )));
+            // The next blob of a solid group: the same frame, a later stretch of it.
+            let next_in_group = blobs.last().filter(|p: &&BlobInfo| {
+                solid && p.codec == codec && p.offset == offset && p.stored_len == stored_len
+            });
+            match next_in_group {
+                Some(p) if skip < p.skip.saturating_add(p.raw_len) => {
+                    return Err(index_err("a blob's stretch of its solid group is bad"));
                 }
-                blobs.push(BlobInfo {
-                    offset,
-                    stored_len,
-                    raw_len,
-                    codec,
-                    skip,
-                    group_len: end.unwrap_or(0),
-                    digest: rec.digest,
-                    refs: 0,
-                    first_ref: u32::MAX,
-                });
-                continue;
+                Some(_) => {}
+                None => {
+                    if !is_aligned(offset) {
+                        return Err(index_err(format!(
+                            "blob {i}: offset {offset} is not aligned"
+                        )));
+                    }
+                    let end = offset.checked_add(stored_len);
+                    if offset < prev_end || end.filter(|&e| e <= index_offset).is_none() {
+                        return Err(StoreError::BlobOutOfBounds {
+                            blob: i,
+                            offset,
+                            len: stored_len,
+                            start: prev_end,
+                            end: index_offset,
+                        });
+                    }
+                    prev_end = end.unwrap_or(index_offset);
+                }
             }
-            if !is_aligned(offset) {
-                return Err(index_err(format!(
-                    "blob {i}: offset {offset} is not aligned"
-                )));
-            }
-            let end = offset.checked_add(stored_len);
-            if offset < prev_end || end.filter(|&e| e <= index_offset).is_none() {
-                return Err(StoreError::BlobOutOfBounds {
-                    blob: i,
-                    offset,
-                    len: stored_len,
-                    start: prev_end,
-                    end: index_offset,
-                });
-            }
-            prev_end = end.unwrap_or(index_offset);
+            // A solid blob's stretch ends within what its frame can decode to.
             let group_len = skip.saturating_add(raw_len);
             check_codec(i, codec, stored_len, group_len, has_dict)?;
             blobs.push(BlobInfo {
@@ -1303,7 +1294,8 @@ impl Tables {
                 raw_len,
                 codec,
                 skip,
-                group_len: if solid { group_len } else { 0 },
+                #[cfg(feature = "std")]
+                group_len,
                 digest: rec.digest,
                 refs: 0,
                 first_ref: u32::MAX,
@@ -1311,7 +1303,9 @@ impl Tables {
         }
         // Every member of a group records the group's decoded length: the end of its last
         // (one pass from the back; the members' ends only grow).
+        #[cfg(feature = "std")]
         let mut group = (u64::MAX, 0u64);
+        #[cfg(feature = "std")]
         for b in blobs
             .iter_mut()
             .rev()
@@ -1456,24 +1450,4 @@ fn sorted_names(index: &[u8], modules: &[ModInfo]) -> Result<Vec<u32>> {
         return Err(index_err(format!("duplicate module name \"{name}\"")));
     }
     Ok(by_name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The runtime's way to a solid blob: only the group's prefix up to it is decoded.
-    #[test]
-    fn group_prefix_stops_after_the_blob() {
-        let raw: Vec<u8> = (0..3_000_000u32)
-            .map(|i| (i.wrapping_mul(i) >> 9) as u8)
-            .collect();
-        let frame = zstd::bulk::compress(&raw, 3).unwrap();
-        for want in [1, 200_000, 1_500_000, raw.len()] {
-            let got = decode_group_prefix(&frame, raw.len(), want).unwrap();
-            assert!(got.len() >= want && got.len() <= want + crate::blockwise::BLOCK_MAX);
-            assert_eq!(got[..want], raw[..want]);
-        }
-        assert!(decode_group_prefix(&frame[..frame.len() / 2], raw.len(), raw.len()).is_err());
-    }
 }

@@ -13,29 +13,24 @@ const KEEP_BYTES: usize = 1 << 30;
 pub(crate) struct GroupCache(Mutex<Vec<(u64, Arc<Vec<u8>>)>>);
 
 impl GroupCache {
-    /// The group whose frame is at `offset`, decoded by `decode` unless it is kept.
-    pub(crate) fn get<E>(
-        &self,
-        offset: u64,
-        decode: impl FnOnce() -> Result<Vec<u8>, E>,
-    ) -> Result<Arc<Vec<u8>>, E> {
+    /// The group whose frame is at `offset`, if it is kept.
+    pub(crate) fn get(&self, offset: u64) -> Option<Arc<Vec<u8>>> {
+        let mut kept = self.0.lock().ok()?;
+        let i = kept.iter().position(|(o, _)| *o == offset)?;
+        let hit = kept.remove(i);
+        let group = Arc::clone(&hit.1);
+        kept.push(hit);
+        Some(group)
+    }
+
+    /// Keeps a decoded group, letting the least recently used go past [`KEEP_BYTES`].
+    pub(crate) fn keep(&self, offset: u64, group: Vec<u8>) {
         if let Ok(mut kept) = self.0.lock() {
-            if let Some(i) = kept.iter().position(|(o, _)| *o == offset) {
-                let hit = kept.remove(i);
-                let group = Arc::clone(&hit.1);
-                kept.push(hit);
-                return Ok(group);
-            }
-        }
-        // Decoded outside the lock: other threads may read other groups meanwhile.
-        let group = Arc::new(decode()?);
-        if let Ok(mut kept) = self.0.lock() {
-            kept.push((offset, Arc::clone(&group)));
+            kept.push((offset, Arc::new(group)));
             let mut total: usize = kept.iter().map(|(_, g)| g.len()).sum();
             while total > KEEP_BYTES && kept.len() > 1 {
                 total -= kept.remove(0).1.len();
             }
         }
-        Ok(group)
     }
 }

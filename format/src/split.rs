@@ -127,7 +127,8 @@ pub enum PackKind {
 }
 
 impl PackKind {
-    /// The file-name suffix: `.sm_90.fatpack`, `.ptx.fatpack`, `.other.fatpack`.
+    /// The file-name suffix: `.sm_90.fatpack`, `.compute_90.fatpack`, `.sm_8x.fatpack`,
+    /// `.other.fatpack`.
     pub fn suffix(self) -> String {
         match self {
             PackKind::Sass(a) => format!(".sm_{a}{PACK_EXT}"),
@@ -138,7 +139,7 @@ impl PackKind {
         }
     }
 
-    /// For messages: `sm_90`, `compute_90`, `other device code`.
+    /// For messages: `sm_90`, `compute_90`, `sm_8x`, `other device code`.
     pub fn describe(self) -> String {
         match self {
             PackKind::Sass(a) => format!("sm_{a}"),

@@ -34,7 +34,7 @@ use fatpack_format::elf;
 use fatpack_format::link::{
     StoreLocation, StoreSlot, DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION,
 };
-use fatpack_format::split::{self, Manifest, PackKind};
+use fatpack_format::split::{self, Manifest};
 
 extern "C" {
     /// The glue object's slot in its allocated section `.fatpack_digest`, hidden, patched by
@@ -58,15 +58,15 @@ struct Split {
 /// One pack of a split binary: opened at the first registration, mapped at first use.
 struct Pack {
     path: Vec<u8>,
-    kind: PackKind,
     file: Result<Fd, String>,
     bytes: Once<Result<&'static [u8], String>>,
 }
 
 /// Why an entry could not be read.
 pub(crate) enum ReadError {
-    /// Its pack is missing or unusable: (pack path, what it holds, why).
-    Pack(Vec<u8>, PackKind, String),
+    /// Its pack is missing or unusable: (pack path, why); the path's suffix says what the
+    /// pack holds.
+    Pack(Vec<u8>, String),
     Other(String),
 }
 
@@ -124,7 +124,6 @@ fn split_of(manifest: &'static [u8], origin: &str) -> &'static Result<Split, Str
                 }
                 Pack {
                     path,
-                    kind: rec.kind,
                     file,
                     bytes: Once::new(),
                 }
@@ -399,7 +398,7 @@ impl Image {
             .blob_range(e.blob_id(), e.stored_len())
             .ok_or_else(|| ReadError::Other("the split manifest misplaces it".into()))?;
         let pack = &split.packs[pi];
-        let fail = |why: String| ReadError::Pack(pack.path.clone(), pack.kind, why);
+        let fail = |why: String| ReadError::Pack(pack.path.clone(), why);
         let bytes = pack
             .bytes
             .get_or_init(|| {

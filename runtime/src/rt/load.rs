@@ -227,7 +227,7 @@ impl Plan {
     fn read_error(&self, i: usize, caps: &[u32], err: ReadError) -> String {
         let e = &self.entries[i];
         match err {
-            ReadError::Pack(pack, kind, why) => {
+            ReadError::Pack(pack, why) => {
                 let who: Vec<String> = caps
                     .iter()
                     .filter(|&&c| self.choice(c) == Some(i))
@@ -238,13 +238,14 @@ impl Plan {
                 } else {
                     format!(" for compute capability {}", who.join(", "))
                 };
+                // The pack's name says what it holds (`.sm_90.fatpack`): no more formatting
+                // in the runtime, which every packed output links.
                 format!(
-                    "module \"{}\": {}{on} is in pack {} ({} device code): {why} (install \
-                     that pack next to the binary)",
+                    "module \"{}\": {}{on} is in pack {}: {why} (install that pack next to \
+                     the binary)",
                     self.name,
                     e.arch_name(),
                     super::sys::show(&pack),
-                    kind.describe()
                 )
             }
             ReadError::Other(err) => format!(
