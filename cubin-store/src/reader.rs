@@ -646,7 +646,7 @@ impl<'a> Store<'a> {
             .try_reserve_exact(cap)
             .map_err(|_| DecodeError::Frame("out of memory for the solid group".into()))?;
         group.resize(cap, 0);
-        let (dst, tell): (&mut [u8], &mut dyn FnMut(&[u8])) = if solid {
+        let (dst, tell): (&mut [u8], Progress<'_>) = if solid {
             (&mut group, &mut |_: &[u8]| {})
         } else {
             (out, progress)
@@ -688,6 +688,9 @@ impl<'a> Store<'a> {
             .map(crate::blockwise::Dict::Bytes);
     }
 }
+
+/// Told of each prefix of the output that is final.
+type Progress<'a> = &'a mut dyn FnMut(&[u8]);
 
 enum DecodeError {
     Frame(String),
