@@ -89,7 +89,8 @@ enum Command {
         /// group up to the module it needs.
         #[arg(long)]
         release: bool,
-        /// With --release: raw MiB per group (what a first load decodes at most).
+        /// With --release: raw MiB per group (what a first load decodes at most; default 8:
+        /// larger is smaller and slower to load).
         #[arg(long, value_name = "MIB", requires = "release", value_parser = clap::value_parser!(u64).range(1..=4095))]
         group_mib: Option<u64>,
         /// With --release: group by `family` (sm_80/86/89 together) or by `arch`.

@@ -29,11 +29,14 @@ pub struct Solid {
 }
 
 impl Solid {
-    /// The release default (BENCHMARKS.md, "Solid groups": the size each cap reaches against
-    /// what a first load decodes).
+    /// The release default: 8 MiB by family. On the H200's host (BENCHMARKS.md, "Release
+    /// stores") a first load decodes at about 0.4 GB/s from a group's start, so 8 MiB keeps
+    /// every module's first load under 20 ms (32 MiB: up to 80 ms) and the static cuBLAS
+    /// program's run time at plain's; larger groups are smaller (cuBLASLt: 0.83x nvcc's size
+    /// mode at 8 MiB, 0.73x at 32) and `--group-mib` trades one for the other.
     pub const RELEASE: Solid = Solid {
         grouping: Grouping::Family,
-        group_bytes: 32 << 20,
+        group_bytes: 8 << 20,
     };
 }
 
