@@ -18,6 +18,7 @@ mod error;
 mod package;
 mod packed;
 mod selection;
+mod solid;
 
 pub use selection::{describe, parse_capabilities, Chosen, Selection};
 

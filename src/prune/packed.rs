@@ -25,6 +25,12 @@ fn write_pruned<W: Write + Seek>(
             source,
         })
     };
+    if store
+        .blobs()
+        .any(|b| b.codec == cubin_store::Codec::ZstdSolid)
+    {
+        return super::solid::write_pruned_solid(store, sel, out, report, path);
+    }
     let mut w = StoreWriter::new(out, WriteOptions::default()).map_err(store_err)?;
     let bytes = store.as_bytes();
     for m in store.modules() {

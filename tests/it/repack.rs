@@ -157,3 +157,65 @@ fn bad_inputs_are_refused_and_leave_nothing() {
         "left behind: {left:?}"
     );
 }
+
+/// A release store pruned for one GPU stays a release store: groups whose blobs are all kept
+/// are copied frame and all, groups kept in part are compressed again as one group; the
+/// pruned program registers on that GPU what the unpruned one does.
+#[test]
+fn pruned_release_stores_keep_their_groups_and_run() {
+    let app = build_app(StoreAt::Mapped, None);
+    for by in ["arch", "family"] {
+        let release = scratch("prune-release").join("app");
+        let (code, _, err) = crate::common::run(
+            Command::new(crate::common::fatpack_bin())
+                .arg("repack")
+                .arg(&app.exe)
+                .arg("-o")
+                .arg(&release)
+                .args(["--release", "--group-by", by]),
+        );
+        assert_eq!(code, 0, "{err}");
+        let frames = |file: &Path| -> Vec<Vec<u8>> {
+            let bytes = std::fs::read(file).unwrap();
+            let store =
+                cubin_store::Store::parse(fatpack::packed::section_bytes(&bytes).unwrap()).unwrap();
+            let mut out: Vec<Vec<u8>> = store
+                .blobs()
+                .filter(|b| b.codec == cubin_store::Codec::ZstdSolid)
+                .map(|b| {
+                    store.as_bytes()[b.offset as usize..(b.offset + b.stored_len) as usize].to_vec()
+                })
+                .collect();
+            out.dedup();
+            out
+        };
+        let before = frames(&release);
+        assert!(!before.is_empty());
+        for (cap, devs, mode) in [("9.0", "90", "launchA"), ("8.6", "86", "launchD")] {
+            let pruned = scratch("prune-release-out").join("app");
+            let (code, _, err) = crate::common::run(
+                Command::new(crate::common::fatpack_bin())
+                    .arg("prune")
+                    .arg(&release)
+                    .arg("-o")
+                    .arg(&pruned)
+                    .args(["--for", cap]),
+            );
+            assert_eq!(code, 0, "{cap}: {err}");
+            let a = run(&app.exe, mode, Some(devs), &[]);
+            let b = run(&pruned, mode, Some(devs), &[]);
+            b.assert_clean();
+            assert_eq!(b.registered(), a.registered(), "{cap}");
+            let after = frames(&pruned);
+            assert!(!after.is_empty(), "{by} {cap}");
+            // Grouped by arch, what one GPU keeps is whole groups: their frames, as they were.
+            // Grouped by family, sm_80 and sm_86 share a group that 8.6 keeps in part: new.
+            let copied = after.iter().all(|f| before.contains(f));
+            assert_eq!(copied, by == "arch" || cap == "9.0", "{by} {cap}");
+            assert!(
+                entries(&pruned).len() < entries(&release).len(),
+                "{by} {cap}"
+            );
+        }
+    }
+}

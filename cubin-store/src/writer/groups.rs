@@ -101,6 +101,50 @@ impl<W: Write + Seek> StoreWriter<W> {
             .collect()
     }
 
+    /// Adds one solid group whose frame is already made: `frame` (a group of another store,
+    /// copied as it is) decodes to `raws` one after another, which the caller vouches for (it
+    /// decoded and checked them); the frame's header must say so (one zstd frame, no
+    /// dictionary, content size the sum of `raws`). None of `raws` may be stored already.
+    /// Returns their blob ids. What `fatpack prune` does with a group it keeps whole: no
+    /// compression again.
+    pub fn add_solid_frame(&mut self, frame: &[u8], raws: &[&[u8]]) -> Result<Vec<u32>> {
+        use zstd::zstd_safe;
+        self.check_poisoned()?;
+        let total: u64 = raws.iter().map(|r| r.len() as u64).sum();
+        let whole = frame.get(..4) == Some(&ZSTD_MAGIC[..])
+            && matches!(zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == total)
+            && matches!(zstd_safe::find_frame_compressed_size(frame), Ok(n) if n == frame.len())
+            && zstd_safe::get_dict_id_from_frame(frame).is_none()
+            && raws.len() > 1
+            && total - raws.last().map_or(0, |r| r.len() as u64) <= MAX_GROUP_RAW
+            && (frame.len() as u64)
+                .checked_mul(MAX_ZSTD_RATIO)
+                .is_some_and(|max| total <= max);
+        if !whole {
+            return Err(StoreError::Compression(
+                "not a solid group's frame for these blobs".into(),
+            ));
+        }
+        let fresh: Vec<(&[u8], [u8; 32])> = raws
+            .iter()
+            .map(|r| (*r, *blake3::hash(r).as_bytes()))
+            .collect();
+        let mut seen = HashSet::new();
+        if fresh
+            .iter()
+            .any(|(_, d)| self.by_digest.contains_key(d) || !seen.insert(*d))
+        {
+            return Err(StoreError::Compression(
+                "a solid group's blob is stored already".into(),
+            ));
+        }
+        self.emit_group(&fresh, frame)?;
+        Ok(fresh
+            .iter()
+            .filter_map(|(_, d)| self.by_digest.get(d).copied())
+            .collect())
+    }
+
     /// Appends an entry to module `m` whose bytes are blob `blob`, already stored (by
     /// [`StoreWriter::add_groups`]).
     pub fn add_entry_for_blob(
