@@ -183,7 +183,8 @@ enum Command {
     /// `--fatpack-verbose` (what was packed, time and memory per step), `--fatpack-dry-run`
     /// (print the rewrite and the real linker's line, write nothing), `--fatpack-save-temps`
     /// (keep the rewritten inputs in `<output>.fatpack-temps/`), `--fatpack-threads=N` (at
-    /// most N threads; under a make jobserver, only the job slots it grants). On/off
+    /// most N threads; under a make jobserver, only the job slots it grants),
+    /// `--fatpack-release` (a release store, as `fatpack repack --release` writes). On/off
     /// options take no value or yes/no. Environment: FATPACK_REAL_LD (the real linker),
     /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1.
     Ld {

@@ -88,7 +88,7 @@ fn write_repacked<W: Write + Seek>(
     )
     .map_err(store_err)?;
     if let Some(solid) = opts.solid {
-        write_groups(store, solid, &mut w).map_err(store_err)?;
+        groups::write_solid(store, solid, &mut w).map_err(store_err)?;
         return w.finish().map_err(store_err);
     }
     let modules: Vec<_> = store.modules().collect();
@@ -127,50 +127,6 @@ fn write_repacked<W: Write + Seek>(
         i = j;
     }
     w.finish().map_err(store_err)
-}
-
-/// The blobs of `store` in solid groups ([`groups::plan`]), then its modules and entries
-/// naming them. Groups are decoded and compressed a few at a time (one per worker), so memory
-/// stays at a few groups' raw bytes.
-fn write_groups<W: Write + Seek>(
-    store: &Store<'_>,
-    solid: Solid,
-    w: &mut StoreWriter<W>,
-) -> Result<(), cubin_store::StoreError> {
-    let plan = groups::plan(store, solid);
-    let mut new_id = vec![u32::MAX; store.blob_count()];
-    let budget = crate::parallel::workers(plan.len());
-    let per_batch = budget.count().max(1);
-    for batch in plan.chunks(per_batch) {
-        let raws: Vec<Vec<Vec<u8>>> = batch
-            .iter()
-            .map(|g| g.iter().map(|&id| store.read_blob(id)).collect())
-            .collect::<Result<_, _>>()?;
-        let refs: Vec<Vec<&[u8]>> = raws
-            .iter()
-            .map(|g| g.iter().map(Vec::as_slice).collect())
-            .collect();
-        let ids = w.add_groups(&refs, per_batch)?;
-        for (g, got) in batch.iter().zip(ids) {
-            for (&old, new) in g.iter().zip(got) {
-                if let Some(slot) = new_id.get_mut(old as usize) {
-                    *slot = new;
-                }
-            }
-        }
-    }
-    drop(budget);
-    for m in store.modules() {
-        let id = w.add_module(m.name())?;
-        for e in m.entries() {
-            let blob = new_id
-                .get(e.blob_id() as usize)
-                .copied()
-                .unwrap_or(u32::MAX);
-            w.add_entry_for_blob(id, e.meta(), blob)?;
-        }
-    }
-    Ok(())
 }
 
 pub fn repack(

@@ -18,6 +18,9 @@ pub enum Mode {
 pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld");
 pub const TAIL_SCRIPT_LLD: &str = include_str!("../../linker-scripts/fatbin-tail-lld.ld");
 
+/// The level of `--fatpack-release` without `--fatpack-level` (`fatpack repack`'s default).
+pub const RELEASE_LEVEL: i32 = 19;
+
 /// Every `--fatpack-*` option `fatpack ld` takes (the name after the prefix).
 pub const KNOWN: &[&str] = &[
     "side-file",
@@ -27,6 +30,7 @@ pub const KNOWN: &[&str] = &[
     "save-temps",
     "dry-run",
     "threads",
+    "release",
 ];
 
 /// What `--fatpack-*` options and the environment ask for.
@@ -47,6 +51,9 @@ pub struct PackOptions {
     /// `--fatpack-threads=N`: at most N threads in each parallel step (None: the
     /// environment's or one per CPU).
     pub threads: Option<usize>,
+    /// `--fatpack-release`: a release store (solid groups, what `fatpack repack --release`
+    /// writes), at `--fatpack-level` or 19.
+    pub release: Option<crate::store::groups::Solid>,
 }
 
 impl PackOptions {
@@ -79,6 +86,7 @@ impl PackOptions {
                         v.to_string_lossy()
                     ))
                 })?,
+            None if switch(line, "release")? => RELEASE_LEVEL,
             None => cubin_store::DEFAULT_LEVEL,
         };
         let mode = match line
@@ -117,6 +125,7 @@ impl PackOptions {
             verbose,
             level,
             reuse_frames: line.fatpack_value("level").is_none(),
+            release: switch(line, "release")?.then_some(crate::store::groups::Solid::RELEASE),
         })
     }
 }

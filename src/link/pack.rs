@@ -532,15 +532,32 @@ impl Session {
             ));
             done += modules[i].len;
         };
+        let release = self.opts.release;
         let (summary, pending_side) = if self.opts.side_file {
             let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
-            let (file, summary) =
-                crate::store::write_store(file, &modules, wopts, maps, reuse, &mut before)?;
+            let (file, summary) = crate::store::write_store_as(
+                file,
+                &modules,
+                wopts,
+                maps,
+                reuse,
+                release,
+                &mut before,
+            )?;
             // Renamed into place with the binary, in commit, never before.
             (summary, Some(file))
         } else {
             let summary = packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
-                Ok(crate::store::write_store(w, &modules, wopts, maps, reuse, &mut before)?.1)
+                Ok(crate::store::write_store_as(
+                    w,
+                    &modules,
+                    wopts,
+                    maps,
+                    reuse,
+                    release,
+                    &mut before,
+                )?
+                .1)
             })?;
             (summary, None)
         };

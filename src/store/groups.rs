@@ -112,3 +112,47 @@ pub fn plan(store: &Store<'_>, solid: Solid) -> Vec<Vec<u32>> {
         })
         .collect()
 }
+
+/// The blobs of `store` in solid groups ([`plan`]), then its modules and entries
+/// naming them. Groups are decoded and compressed a few at a time (one per worker), so memory
+/// stays at a few groups' raw bytes.
+pub fn write_solid<W: std::io::Write + std::io::Seek>(
+    store: &Store<'_>,
+    solid: Solid,
+    w: &mut cubin_store::StoreWriter<W>,
+) -> Result<(), cubin_store::StoreError> {
+    let plan = plan(store, solid);
+    let mut new_id = vec![u32::MAX; store.blob_count()];
+    let budget = crate::parallel::workers(plan.len());
+    let per_batch = budget.count().max(1);
+    for batch in plan.chunks(per_batch) {
+        let raws: Vec<Vec<Vec<u8>>> = batch
+            .iter()
+            .map(|g| g.iter().map(|&id| store.read_blob(id)).collect())
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<Vec<&[u8]>> = raws
+            .iter()
+            .map(|g| g.iter().map(Vec::as_slice).collect())
+            .collect();
+        let ids = w.add_groups(&refs, per_batch)?;
+        for (g, got) in batch.iter().zip(ids) {
+            for (&old, new) in g.iter().zip(got) {
+                if let Some(slot) = new_id.get_mut(old as usize) {
+                    *slot = new;
+                }
+            }
+        }
+    }
+    drop(budget);
+    for m in store.modules() {
+        let id = w.add_module(m.name())?;
+        for e in m.entries() {
+            let blob = new_id
+                .get(e.blob_id() as usize)
+                .copied()
+                .unwrap_or(u32::MAX);
+            w.add_entry_for_blob(id, e.meta(), blob)?;
+        }
+    }
+    Ok(())
+}

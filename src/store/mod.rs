@@ -158,6 +158,37 @@ pub fn write_store<W: Write + Seek>(
     Ok(w.finish()?)
 }
 
+/// [`write_store`], or with `release` a release store made from it: the link's store written
+/// in memory as always (nvcc's frames kept, the rest at the default level), its blobs then
+/// grouped ([`groups::write_solid`]) and compressed at `opts.level`. Memory: the link's
+/// store, compressed.
+pub fn write_store_as<W: Write + Seek>(
+    out: W,
+    modules: &[&Extracted],
+    opts: WriteOptions,
+    maps: &Maps,
+    reuse_frames: bool,
+    release: Option<groups::Solid>,
+    before: &mut dyn FnMut(usize),
+) -> Result<(W, StoreSummary), PackError> {
+    let Some(solid) = release else {
+        return write_store(out, modules, opts, maps, reuse_frames, before);
+    };
+    let (first, _) = write_store(
+        std::io::Cursor::new(Vec::new()),
+        modules,
+        WriteOptions::default(),
+        maps,
+        true,
+        before,
+    )?;
+    let bytes = first.into_inner();
+    let store = cubin_store::Store::parse(&bytes)?;
+    let mut w = StoreWriter::new(out, opts)?;
+    groups::write_solid(&store, solid, &mut w)?;
+    Ok(w.finish()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,6 +121,46 @@ fn real_nvcc_output_repacked_runs_and_extracts_the_same() {
     assert_eq!(crate::common::inspect_json(&out)["packed"]["mapped"], true);
 }
 
+/// `-Wl,--fatpack-release` links a release store: the very store `repack --release` makes of
+/// the default link's output (same digest), and the program runs.
+#[test]
+fn a_release_link_writes_what_repack_release_writes() {
+    let cuda = crate::common::cuda_lib();
+    let w = crate::common::wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, rel) = (dir.path().join("app"), dir.path().join("app-release"));
+    for (out, extra) in [(&exe, &[][..]), (&rel, &["-Wl,--fatpack-release"][..])] {
+        let (code, _, err) = crate::common::gxx(
+            Some(w.path()),
+            out,
+            &crate::common::fixture_objs(),
+            &cuda,
+            extra,
+        );
+        assert_eq!(code, 0, "{err}");
+    }
+    let repacked = dir.path().join("app-repacked");
+    let (code, _, err) = crate::common::run(
+        Command::new(crate::common::fatpack_bin())
+            .arg("repack")
+            .arg(&exe)
+            .arg("-o")
+            .arg(&repacked)
+            .arg("--release"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let digest = |f: &Path| crate::common::inspect_json(f)["packed"]["digest"].clone();
+    assert_eq!(digest(&rel), digest(&repacked));
+    assert_ne!(digest(&rel), digest(&exe));
+    assert_eq!(entries(&rel), entries(&exe));
+    assert_eq!(
+        crate::common::run(&mut Command::new(&rel)).1,
+        "fixture main ok\n"
+    );
+    let j = crate::common::inspect_json(&rel);
+    assert!(j.to_string().contains("zstd-solid"), "{j}");
+}
+
 #[test]
 fn bad_inputs_are_refused_and_leave_nothing() {
     let d = scratch("repack-bad");

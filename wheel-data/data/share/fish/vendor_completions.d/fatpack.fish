@@ -48,6 +48,10 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l allow-empty -d
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'Where to write the result' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l level -d 'zstd level, 1-22 (negative: the fast modes)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l group-mib -d 'With --release: raw MiB per group (what a first load decodes at most; default 8: larger is smaller and slower to load)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l group-by -d 'With --release: group by `family` (sm_80/86/89 together) or by `arch`' -r -f -a "family\t''
+arch\t''"
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l release -d 'A release store: the entries of one GPU family in solid groups (one zstd frame each, module order), what they repeat stored once; a first load decodes its group up to the module it needs'
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The folder to write the host binary and its packs into (made if missing)' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -s h -l help -d 'Print help (see more with \'--help\')'
