@@ -152,34 +152,15 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         let io = error::io_at(&shown);
         w.write_all(&pack_header(pi as u32, &store.digest()))
             .map_err(&io)?;
-        let mut blobs = 0;
-        // (store offset, pack offset) of the last frame written: a solid group's blobs share
-        // their frame, written once.
-        let mut last: Option<(u64, u64)> = None;
-        for b in store
-            .blobs()
-            .filter(|b| pack_of(b.id as usize) == pi as u32)
-        {
-            blobs += 1;
-            if let Some(at) = last
-                .filter(|&(from, _)| from == b.offset && b.codec == cubin_store::Codec::ZstdSolid)
-                .map(|(_, at)| at)
-            {
-                placements[b.id as usize] = Placement {
-                    pack: pi as u32,
-                    offset: at,
-                };
-                continue;
-            }
-            w.pad_to_8().map_err(&io)?;
-            placements[b.id as usize] = Placement {
-                pack: pi as u32,
-                offset: w.len,
-            };
-            last = Some((b.offset, w.len));
-            w.write_all(&store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize])
-                .map_err(&io)?;
-        }
+        let blobs = write_blobs(
+            &mut w,
+            &store,
+            store_bytes,
+            pi as u32,
+            &pack_of,
+            &mut placements,
+        )
+        .map_err(&io)?;
         let (len, digest) = w.finish().map_err(&io)?;
         packs.push(PackRecord {
             kind,
@@ -251,6 +232,40 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         packs: reports,
         needs,
     })
+}
+
+/// Writes the blobs of pack `pi` after what `w` holds, each at an 8-aligned offset, and
+/// records where; a solid group's blobs share their frame, written once. Returns how many
+/// blobs the pack holds.
+fn write_blobs<W: Write>(
+    w: &mut Hashing<W>,
+    store: &Store<'_>,
+    store_bytes: &[u8],
+    pi: u32,
+    pack_of: &dyn Fn(usize) -> u32,
+    placements: &mut [Placement],
+) -> std::io::Result<usize> {
+    let mut blobs = 0;
+    // (store offset, pack offset) of the last frame written.
+    let mut last: Option<(u64, u64)> = None;
+    for b in store.blobs().filter(|b| pack_of(b.id as usize) == pi) {
+        blobs += 1;
+        let shared = last
+            .filter(|&(from, _)| from == b.offset && b.codec == cubin_store::Codec::ZstdSolid)
+            .map(|(_, at)| at);
+        let offset = match shared {
+            Some(at) => at,
+            None => {
+                w.pad_to_8()?;
+                let at = w.len;
+                last = Some((b.offset, at));
+                w.write_all(&store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize])?;
+                at
+            }
+        };
+        placements[b.id as usize] = Placement { pack: pi, offset };
+    }
+    Ok(blobs)
 }
 
 /// Each blob's pack, and the packs in a fixed order (architectures ascending, then PTX,
