@@ -405,6 +405,15 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
             echo "bench/packed_release FAILED (see $work/logs/brepack.log)" >>"$status_file"
             failed+=("bench/packed_release")
         fi
+        # A release store: solid groups (store format 1.1).
+        mkdir -p "$out/bench/packed_solid"
+        if "$FP" repack "$out/bench/packed/first_kernel" -o "$out/bench/packed_solid/first_kernel" --release \
+            >"$work/logs/bsolid.log" 2>&1; then
+            echo "bench/packed_solid OK std packed+repack-release" >>"$status_file"
+        else
+            echo "bench/packed_solid FAILED (see $work/logs/bsolid.log)" >>"$status_file"
+            failed+=("bench/packed_solid")
+        fi
     fi
 fi
 

@@ -30,6 +30,7 @@ ROWS = [
     ("plain_compress_all", "plain_compress_all", {}, []),
     ("packed", "packed", {}, []),
     ("packed, repack --level 19 (release)", "packed_release", {}, []),
+    ("packed, repack --release (solid groups)", "packed_solid", {}, []),
     ("tail mode (no runtime)", "tail", {}, []),
     ("plain, CUDA_MODULE_LOADING=EAGER", "plain", {"CUDA_MODULE_LOADING": "EAGER"}, []),
     ("packed, FATPACK_EAGER=1 +CUDA EAGER", "packed", {"FATPACK_EAGER": "1", "CUDA_MODULE_LOADING": "EAGER"}, []),
