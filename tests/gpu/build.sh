@@ -317,18 +317,24 @@ for src in packed plain tail; do
     fi
 done
 
+# A release store (solid groups, store format 1.1) written by the link itself.
+variant packed_release_link std packed static -Wl,--fatpack-release
+
 # `fatpack split` of the packed build: host binaries plus per-arch packs; split_packed keeps
-# every pack, split_packed_sm90 only the sm_90 ones (what a 9.0 machine would install).
-if grep -q "^packed OK" "$status_file"; then
-    for dst in split_packed split_packed_sm90; do
+# every pack, split_packed_sm90 only the sm_90 ones (what a 9.0 machine would install);
+# split_release_sm90 likewise from the release build (its groups stay whole in their packs).
+for dst in split_packed split_packed_sm90 split_release_sm90; do
+    src=packed
+    [ $dst = split_release_sm90 ] && src=packed_release_link
+    grep -q "^$src OK" "$status_file" || continue
         rm -rf "${out:?}/$dst"
-        cp -a "$out/packed" "$out/$dst"
+        cp -a "$out/$src" "$out/$dst"
         ok=1
         for b in suite libsuite_lib.so libdyn.so; do
             rm -f "$out/$dst/$b"
-            "$FP" split "$out/packed/$b" --into "$out/$dst" >>"$work/logs/split_$dst.log" 2>&1 || ok=0
+            "$FP" split "$out/$src/$b" --into "$out/$dst" >>"$work/logs/split_$dst.log" 2>&1 || ok=0
         done
-        if [ $dst = split_packed_sm90 ]; then
+        if [ $dst != split_packed ]; then
             find "$out/$dst" -name '*.fatpack' ! -name '*.sm_90.fatpack' -delete
         fi
         if [ $ok = 1 ]; then
@@ -338,8 +344,7 @@ if grep -q "^packed OK" "$status_file"; then
             echo "$dst FAILED split (see $work/logs/split_$dst.log)" >>"$status_file"
             failed+=("$dst")
         fi
-    done
-fi
+done
 
 # --- first_kernel benchmark ------------------------------------------------------------------
 bench_ok=1

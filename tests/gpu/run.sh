@@ -5,7 +5,8 @@
 #
 # Needs only bash, coreutils and python3 (no readelf, no network, no CUDA toolkit). Does:
 #   1. every suite variant (plain, plain_compress_all, packed, packed_shared_cudart, ptx_only,
-#      ptx_only_plain, packed_side_file, packed_stripped);
+#      ptx_only_plain, packed_side_file, packed_stripped, ..., packed_release_link: a release
+#      store from -Wl,--fatpack-release, split_release_sm90: its split, sm_90 packs only);
 #   2. runtime checks: FATPACK_LOG=info choices (sm_XY of the device; compute_80 for ptx_only),
 #      FATPACK_ARCH=compute_XY forcing PTX, FATPACK_ARCH=sm_80 failing cleanly, FATPACK_EAGER,
 #      CUDA_MODULE_LOADING=EAGER, tampered stores (header, used blob, middle byte), a missing
@@ -101,7 +102,7 @@ show_failures() {
 echo
 echo "== suite variants"
 CAP=""
-VARIANTS=(plain plain_compress_all packed packed_shared_cudart ptx_only ptx_only_plain packed_side_file packed_stripped packed_eu_stripped tail pruned_packed pruned_plain pruned_tail split_packed split_packed_sm90)
+VARIANTS=(plain plain_compress_all packed packed_shared_cudart ptx_only ptx_only_plain packed_side_file packed_stripped packed_eu_stripped tail pruned_packed pruned_plain pruned_tail split_packed split_packed_sm90 packed_release_link split_release_sm90)
 declare -A suite_ms
 for v in "${VARIANTS[@]}"; do
     if ! built "$v"; then
