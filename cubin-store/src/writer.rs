@@ -219,13 +219,7 @@ impl<W: Write + Seek> StoreWriter<W> {
     /// already stored it is reused; otherwise the bytes are compressed and written now.
     pub fn add_entry(&mut self, m: ModuleId, meta: EntryMeta, raw: &[u8]) -> Result<EntryRef> {
         self.check_poisoned()?;
-        if meta.attrs.len() > MAX_ATTRS_LEN {
-            return Err(StoreError::TooLarge {
-                what: "entry attrs",
-                len: meta.attrs.len() as u64,
-                limit: MAX_ATTRS_LEN as u64,
-            });
-        }
+        check_attrs(&meta)?;
         let module_entries = self
             .modules
             .get(m.index())
@@ -468,6 +462,18 @@ impl<W: Write + Seek> StoreWriter<W> {
     }
 }
 
+/// An entry's attrs must fit the index's u32 pool references (and be of sane size).
+fn check_attrs(meta: &EntryMeta) -> Result<()> {
+    if meta.attrs.len() > MAX_ATTRS_LEN {
+        return Err(StoreError::TooLarge {
+            what: "entry attrs",
+            len: meta.attrs.len() as u64,
+            limit: MAX_ATTRS_LEN as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Compresses `raw` into `buf` (cleared first). Returns false when the blob should be stored
 /// raw instead: zstd did not shrink it, or it would exceed the reader's ratio limit.
 fn compress(
@@ -543,13 +549,7 @@ impl<W: Write + Seek> StoreWriter<W> {
     ) -> Result<Vec<EntryRef>> {
         self.check_poisoned()?;
         for e in &batch {
-            if e.meta.attrs.len() > MAX_ATTRS_LEN {
-                return Err(StoreError::TooLarge {
-                    what: "entry attrs",
-                    len: e.meta.attrs.len() as u64,
-                    limit: MAX_ATTRS_LEN as u64,
-                });
-            }
+            check_attrs(&e.meta)?;
             if e.module.index() >= self.modules.len() {
                 return Err(StoreError::InvalidModuleId(e.module.0));
             }

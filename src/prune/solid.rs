@@ -10,7 +10,6 @@ use std::io::{Seek, Write};
 use cubin_store::{BlobView, Codec, EntryView, Store, StoreError, StoreWriter, WriteOptions};
 
 use super::{PruneReport, Selection};
-use crate::arch::EntryId;
 
 /// The release level partial groups are compressed at.
 const LEVEL: i32 = 19;
@@ -46,20 +45,7 @@ pub(super) fn write_pruned_solid<W: Write + Seek>(
     let mut kept: Vec<Vec<EntryView<'_>>> = Vec::with_capacity(store.module_count());
     let mut kept_blob = vec![false; store.blob_count()];
     for m in store.modules() {
-        let entries: Vec<_> = m.entries().collect();
-        let cands: Vec<EntryId> = entries
-            .iter()
-            .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
-            .collect();
-        let sizes: Vec<u64> = entries.iter().map(|e| e.stored_share()).collect();
-        let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;
-        report.entries_before += entries.len();
-        report.bytes_before += sizes.iter().sum::<u64>();
-        let mine: Vec<_> = entries
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(e, k)| k.then_some(e))
-            .collect();
+        let mine = super::packed::kept_entries(&m, sel, report)?;
         for e in &mine {
             if let Some(k) = kept_blob.get_mut(e.blob_id() as usize) {
                 *k = true;

@@ -5,7 +5,9 @@
 use std::collections::HashSet;
 use std::io::{Seek, Write};
 
-use super::{compress, new_compressor, parallel_map_with, BlobRec, EntryRec, StoreWriter};
+use super::{
+    check_attrs, compress, new_compressor, parallel_map_with, BlobRec, EntryRec, StoreWriter,
+};
 use crate::error::{Result, StoreError};
 use crate::format::*;
 use crate::meta::{Codec, EntryMeta};
@@ -154,13 +156,7 @@ impl<W: Write + Seek> StoreWriter<W> {
         blob: u32,
     ) -> Result<EntryRef> {
         self.check_poisoned()?;
-        if meta.attrs.len() > MAX_ATTRS_LEN {
-            return Err(StoreError::TooLarge {
-                what: "entry attrs",
-                len: meta.attrs.len() as u64,
-                limit: MAX_ATTRS_LEN as u64,
-            });
-        }
+        check_attrs(&meta)?;
         let raw_len = self
             .blobs
             .get(blob as usize)
