@@ -2,7 +2,7 @@
 # Store sizes from the bytes the shipped commands write, on NVIDIA's own device code (the PyPI
 # wheels nvidia-cublas: libcublasLt.so, nvidia-cusparse: libcusparse.so):
 #
-#   bash bench/store_shipped.sh [WORK=/tmp/fatpack-shipped] [FORMS]
+#   bash bench/store_shipped.sh [WORK=/tmp/fatpack-shipped] [FORMS]     (LIBS="libcublasLt.so libcusparse.so")
 #
 # For each library: every fatbin container of its .nv_fatbin, byte for byte as shipped, in
 # objects registered as nvcc's host code registers them (examples/library-link); a program
@@ -43,7 +43,7 @@ timed() { # seconds of the command, its output discarded
     e=$(date +%s.%N)
     python3 -c "print(f'{$e - $s:.1f}')"
 }
-for lib in libcublasLt.so libcusparse.so; do
+for lib in ${LIBS:-libcublasLt.so libcusparse.so}; do
     f="$(find "$site/nvidia" -name "$lib.*" -type f | sort | head -1)"
     [ -n "$f" ] || { echo "no $lib in the wheels" >&2; exit 1; }
     d="$work/$lib"
