@@ -5,8 +5,10 @@
 
 use std::sync::{Arc, Mutex};
 
-/// At most this many decoded bytes are kept (the last group decoded is always kept).
-const KEEP_BYTES: usize = 1 << 30;
+/// At most this many decoded bytes are kept (the last group decoded is always kept). Reading
+/// blob after blob needs one group at a time; reading entries module by module needs one per
+/// GPU family and kind (eight or so): 8 MiB groups take 64 MiB, 32 MiB groups 256.
+const KEEP_BYTES: usize = 256 << 20;
 
 /// Decoded groups by frame offset, least recently used first.
 #[derive(Default)]
