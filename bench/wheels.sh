@@ -6,8 +6,9 @@
 #
 # Installs the wheels (--no-deps) into a venv under WORK, then for each library runs
 # `cargo bench --bench store_sizes` (the same entries as the library holds them, repacked
-# uncompressed, by nvcc's fatbinary in its default and size modes, as fatpack's link default
-# (nvcc's zstd frames kept) and as stores at LEVELS) and `xz -9e` over the entries that
+# uncompressed, by nvcc's fatbinary in its default and size modes, and cubin-store's writer at
+# LEVELS, one frame per entry; what `fatpack ld` and `repack` write is bench/store_shipped.sh)
+# and `xz -9e` over the entries that
 # `fatpack extract` writes (the reference limit), then bench/link_time.sh on objects
 # carrying each library's cubins (plain ld vs fatpack ld: wall, peak RSS, size). Slow on few
 # cores: nvcc's size mode writes about 3 MB/s, xz -9e about 2 MB/s per thread.
@@ -31,6 +32,8 @@ for lib in libcublasLt.so libcusparse.so; do
     [ -n "$f" ] || { echo "no $lib in the wheels" >&2; exit 1; }
     echo
     echo "== $(basename "$f") ($(stat -c %s "$f") bytes)"
+    # nvcc's rows (fatbinary itself) and the raw-level rows; fatpack's own stores are measured
+    # on the bytes its commands write by bench/store_shipped.sh.
     cargo bench -q --bench store_sizes -- "--levels=$levels" --no-dictionary "$f"
     x="$work/extract-$lib"
     rm -rf "$x"
