@@ -736,6 +736,14 @@ pub struct BlobView {
 }
 
 impl BlobView {
+    /// Whether this blob is in the same solid group as `before`, the blob before it: the
+    /// two share one frame, which is stored (and copied, and counted) once.
+    pub fn shares_frame_with(&self, before: &BlobView) -> bool {
+        self.codec == Codec::ZstdSolid
+            && before.codec == Codec::ZstdSolid
+            && self.offset == before.offset
+    }
+
     fn new(id: u32, b: &BlobInfo) -> Self {
         BlobView {
             id,

@@ -14,8 +14,6 @@ use crate::prelude::*;
 
 use crate::error::{Result, StoreError};
 use crate::format::*;
-#[cfg(feature = "std")]
-use crate::meta::Codec;
 use crate::reader::{Parsed, Source, Store};
 
 pub const SKELETON_MAGIC: [u8; 8] = *b"FPSKEL\0\0";
@@ -146,10 +144,12 @@ impl<'a> Store<'a> {
             out.write_all(p.dict_bytes())?;
             pos += p.dict_bytes().len() as u64;
         }
-        let mut last_frame = None;
+        let mut before: Option<crate::BlobView> = None;
         for b in self.blobs() {
             // A solid group's blobs share one frame: written once, for its first blob.
-            if last_frame.replace(b.offset) == Some(b.offset) && b.codec == Codec::ZstdSolid {
+            let shared = before.as_ref().is_some_and(|p| b.shares_frame_with(p));
+            before = Some(b.clone());
+            if shared {
                 continue;
             }
             let bytes = blob(b.id)?;

@@ -7,7 +7,7 @@
 
 use std::io::{Seek, Write};
 
-use cubin_store::{BlobView, Codec, EntryView, Store, StoreError, StoreWriter, WriteOptions};
+use cubin_store::{BlobView, EntryView, Store, StoreError, StoreWriter, WriteOptions};
 
 use super::{PruneReport, Selection};
 
@@ -20,13 +20,7 @@ fn input_groups(store: &Store<'_>) -> Vec<Vec<BlobView>> {
     let mut out: Vec<Vec<BlobView>> = Vec::new();
     for b in store.blobs() {
         match out.last_mut() {
-            Some(g)
-                if b.codec == Codec::ZstdSolid
-                    && g.last()
-                        .is_some_and(|p| p.codec == Codec::ZstdSolid && p.offset == b.offset) =>
-            {
-                g.push(b)
-            }
+            Some(g) if g.last().is_some_and(|p| b.shares_frame_with(p)) => g.push(b),
             _ => out.push(vec![b]),
         }
     }

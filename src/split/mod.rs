@@ -246,24 +246,22 @@ fn write_blobs<W: Write>(
     placements: &mut [Placement],
 ) -> std::io::Result<usize> {
     let mut blobs = 0;
-    // (store offset, pack offset) of the last frame written.
-    let mut last: Option<(u64, u64)> = None;
+    // The blob before (a group's blobs are all in one pack, one after another) and where
+    // its frame went.
+    let mut last: Option<(cubin_store::BlobView, u64)> = None;
     for b in store.blobs().filter(|b| pack_of(b.id as usize) == pi) {
         blobs += 1;
-        let shared = last
-            .filter(|&(from, _)| from == b.offset && b.codec == cubin_store::Codec::ZstdSolid)
-            .map(|(_, at)| at);
-        let offset = match shared {
-            Some(at) => at,
+        let offset = match last.as_ref().filter(|(p, _)| b.shares_frame_with(p)) {
+            Some(&(_, at)) => at,
             None => {
                 w.pad_to_8()?;
                 let at = w.len;
-                last = Some((b.offset, at));
                 w.write_all(&store_bytes[b.offset as usize..(b.offset + b.stored_len) as usize])?;
                 at
             }
         };
         placements[b.id as usize] = Placement { pack: pi, offset };
+        last = Some((b, offset));
     }
     Ok(blobs)
 }
@@ -295,7 +293,7 @@ fn assign_packs(store: &Store<'_>, input: &Path) -> Result<(Vec<PackKind>, Vec<u
     let blobs: Vec<_> = store.blobs().collect();
     for w in 1..blobs.len() {
         let (a, b) = (&blobs[w - 1], &blobs[w]);
-        if b.codec == cubin_store::Codec::ZstdSolid && a.offset == b.offset {
+        if b.shares_frame_with(a) {
             first_kind[b.id as usize] = first_kind[a.id as usize].or(first_kind[b.id as usize]);
         }
     }
@@ -325,7 +323,7 @@ fn families_in_groups(store: &Store<'_>, kinds: &[Option<PackKind>]) -> BTreeSet
     let blobs: Vec<_> = store.blobs().collect();
     for w in 1..blobs.len() {
         let (a, b) = (&blobs[w - 1], &blobs[w]);
-        if b.codec != cubin_store::Codec::ZstdSolid || a.offset != b.offset {
+        if !b.shares_frame_with(a) {
             continue;
         }
         match (kinds[a.id as usize], kinds[b.id as usize]) {

@@ -159,7 +159,7 @@ pub fn write_store<W: Write + Seek>(
 }
 
 /// [`write_store`], or with `release` a release store made from it: the link's store written
-/// in memory as always (nvcc's frames kept, the rest at the default level), its blobs then
+/// in memory (nvcc's frames kept, the rest at level 1), its blobs then
 /// grouped ([`groups::write_solid`]) and compressed at `opts.level`. Memory: the link's
 /// store, compressed.
 pub fn write_store_as<W: Write + Seek>(
@@ -174,10 +174,15 @@ pub fn write_store_as<W: Write + Seek>(
     let Some(solid) = release else {
         return write_store(out, modules, opts, maps, reuse_frames, before);
     };
+    // Only a carrier for the blobs the groups are made of (every one decoded again there):
+    // the fastest level, not the default's; the release store does not depend on it.
     let (first, _) = write_store(
         std::io::Cursor::new(Vec::new()),
         modules,
-        WriteOptions::default(),
+        WriteOptions {
+            level: 1,
+            dictionary: None,
+        },
         maps,
         true,
         before,
