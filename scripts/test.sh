@@ -20,4 +20,8 @@ bash scripts/check-install.sh
 cargo test --workspace --locked --no-fail-fast
 # Every crate packages and builds from its package alone, as from crates.io (fatpack's
 # build script then makes the runtime from the sources rt-sources/ carries).
+# cargo unpacks them from its temporary registry into <CARGO_HOME>/registry/src/-<hash of
+# that registry's path>/ and reuses what it finds there: a run from the same folder before
+# would otherwise verify that run's sources, not these.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/{fatpack,fatpack-format,cubin-store,fatpack-rt}-[0-9]*
 cargo publish --workspace --dry-run --locked --allow-dirty --quiet
