@@ -641,11 +641,8 @@ impl<'a> Store<'a> {
                 (content as usize).min(end.saturating_add(crate::blockwise::BLOCK_MAX)),
             ),
         };
-        let mut group: Vec<u8> = Vec::new();
-        group
-            .try_reserve_exact(cap)
-            .map_err(|_| DecodeError::Frame("out of memory for the solid group".into()))?;
-        group.resize(cap, 0);
+        let mut group = zeroed(cap)
+            .ok_or_else(|| DecodeError::Frame("out of memory for the solid group".into()))?;
         let (dst, tell): (&mut [u8], Progress<'_>) = if solid {
             (&mut group, &mut |_: &[u8]| {})
         } else {
@@ -691,6 +688,24 @@ impl<'a> Store<'a> {
 
 /// Told of each prefix of the output that is final.
 type Progress<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// `len` zero bytes, or None where memory is short. Zeroed by the allocator, not written:
+/// a large block comes as fresh pages (calloc's, or the runtime's huge pages), so the
+/// decoder that fills it is the first to touch each page.
+#[allow(unsafe_code)]
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = core::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size is not zero. A non-null block holds `len` initialised (zero)
+    // bytes from the global allocator with u8's layout, capacity `len`: what
+    // Vec::from_raw_parts takes, and the Vec frees it with the same layout.
+    unsafe {
+        let p = alloc::alloc::alloc_zeroed(layout);
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, len, len))
+    }
+}
 
 enum DecodeError {
     Frame(String),

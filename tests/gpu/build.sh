@@ -63,6 +63,8 @@ set_flags() {
     case "$1" in
         std) echo "$G_FULL" ;;
         ca) echo "$G_FULL -Xfatbin=-compress-all" ;;
+        # nvcc's smallest fat binary (zstd, decoded by the driver; driver >= 550).
+        sz) echo "$G_FULL --compress-mode=size" ;;
         ptx80) echo "$G_PTX80" ;;
     esac
 }
@@ -351,7 +353,7 @@ bench_ok=1
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
     t_start=$SECONDS
     gen="$work/gen"
-    stamp="$( { cat "$here/bench/gen_heavy.py"; echo "${BENCH_TUS:-8} ${BENCH_KPER:-6} ${BENCH_OPS:-2500} $G_FULL ${NV[*]}"; nvcc --version; } | sha256sum | cut -d' ' -f1)"
+    stamp="$( { cat "$here/bench/gen_heavy.py"; echo "${BENCH_TUS:-8} ${BENCH_KPER:-6} ${BENCH_OPS:-2500} $G_FULL ${NV[*]} sets: std ca sz"; nvcc --version; } | sha256sum | cut -d' ' -f1)"
     if [ -f "$work/bobj/stamp" ] && [ "$(cat "$work/bobj/stamp")" = "$stamp" ]; then
         echo "build.sh: benchmark objects unchanged, reusing $work/bobj"
         bench_cached=1
@@ -362,7 +364,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     fi
     bench_tus=()
     for f in "$gen"/heavy_*.cu; do bench_tus+=("$(basename "$f" .cu)"); done
-    for set in std ca; do
+    for set in std ca sz; do
         mkdir -p "$work/bobj/$set"
         # shellcheck disable=SC2207
         flags=($(set_flags $set))
@@ -398,6 +400,7 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
     }
     bench_link plain std plain
     bench_link plain_compress_all ca plain
+    bench_link plain_size sz plain
     bench_link packed std packed
     bench_link tail std tail
     # The release step: the packed binary's store compressed again at level 19.

@@ -96,6 +96,62 @@ fn release_stores_run_the_same() {
     }
 }
 
+/// The sm_90a entries 3 MiB each (the rest as [`payload`] makes them): past the 2 MiB from
+/// which the runtime decodes into pages of their own.
+fn big_payload(module: &str, arch: &str) -> Vec<u8> {
+    let mut v = crate::rt_harness::payload(module, arch);
+    if arch == "sm_90a" {
+        let mut x = 0x9e37_79b9_u32 ^ module.len() as u32;
+        // Runs of a few distinct bytes: zstd has work to do, and finishes fast at -O0.
+        while v.len() < (3 << 20) + 5 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            v.extend(std::iter::repeat_n(
+                b'a' + (x % 23) as u8,
+                1 + (x >> 27) as usize,
+            ));
+        }
+    }
+    v
+}
+
+/// Modules of several MiB, from the default store and from a release store (a solid group of
+/// 6 MiB): the fake cudart is handed exactly the stored bytes.
+#[test]
+fn modules_of_several_mib_register_their_exact_bytes() {
+    let app = crate::rt_harness::build_app_with(StoreAt::Mapped, None, big_payload);
+    let release = scratch("repack-big").join("app");
+    let (code, _, err) = crate::common::run(
+        Command::new(crate::common::fatpack_bin())
+            .arg("repack")
+            .arg(&app.exe)
+            .arg("-o")
+            .arg(&release)
+            .args(["--release", "--group-mib", "8"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    for exe in [&app.exe, &release] {
+        for (mode, module) in [("launchA", "app#A"), ("launchB", "app#B")] {
+            let r = run(exe, mode, Some("90"), &[]);
+            r.assert_clean();
+            let want = big_payload(module, "sm_90a");
+            let found = std::fs::read_dir(&r.dump).unwrap().any(|f| {
+                let got = std::fs::read(f.unwrap().path()).unwrap();
+                let at = got
+                    .windows(want.len().min(16))
+                    .position(|w| w == &want[..16]);
+                at.is_some_and(|at| got.get(at..at + want.len()) == Some(&want[..]))
+            });
+            assert!(
+                found,
+                "{}: {module}'s sm_90a bytes not registered",
+                exe.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn real_nvcc_output_repacked_runs_and_extracts_the_same() {
     let cuda = crate::common::cuda_lib();

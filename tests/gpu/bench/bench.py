@@ -28,6 +28,7 @@ runs = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 ROWS = [
     ("plain", "plain", {}, []),
     ("plain_compress_all", "plain_compress_all", {}, []),
+    ("plain, nvcc --compress-mode=size", "plain_size", {}, []),
     ("packed", "packed", {}, []),
     ("packed, repack --level 19 (release)", "packed_release", {}, []),
     ("packed, repack --release (solid groups)", "packed_solid", {}, []),

@@ -204,6 +204,14 @@ pub fn nvcc_header(c: &EntryId, raw_len: usize) -> Vec<u8> {
 
 /// A store of `modules` (name, arch names) with [`payload`] contents; returns it and its digest.
 pub fn make_store(modules: &[(&str, &[&str])]) -> (Vec<u8>, [u8; 32]) {
+    make_store_with(modules, payload)
+}
+
+/// [`make_store`] with entries made by `payload`.
+pub fn make_store_with(
+    modules: &[(&str, &[&str])],
+    payload: fn(&str, &str) -> Vec<u8>,
+) -> (Vec<u8>, [u8; 32]) {
     let mut w = StoreWriter::new(Cursor::new(Vec::new()), WriteOptions::default()).unwrap();
     for (name, archs) in modules {
         let m = w.add_module(name).unwrap();
@@ -316,8 +324,17 @@ pub struct App {
 
 /// Builds tests/fake/app.c as a packed program.
 pub fn build_app(at: StoreAt, glue_digest: Option<[u8; 32]>) -> App {
+    build_app_with(at, glue_digest, payload)
+}
+
+/// [`build_app`] with entries made by `payload`.
+pub fn build_app_with(
+    at: StoreAt,
+    glue_digest: Option<[u8; 32]>,
+    payload: fn(&str, &str) -> Vec<u8>,
+) -> App {
     let dir = scratch("app");
-    let (store, digest) = make_store(APP_MODULES);
+    let (store, digest) = make_store_with(APP_MODULES, payload);
     let mut h = String::new();
     for (macro_, name) in [
         ("STUB_A", "app#A"),
