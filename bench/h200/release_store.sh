@@ -6,6 +6,7 @@
 # and peak RSS; then, from FATPACK_LOG=info, what each module's first load cost (decode and
 # check) in every store form, as a distribution.
 #   bash bench/h200/release_store.sh [FATPACK]      (default target/release/fatpack)
+#   FORMS="release8 release32" ...   only these of the repacked forms
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "${1:-$root/target/release/fatpack}")"
@@ -38,7 +39,7 @@ printf '| plain | g++ | - | - | %.1f | - |\n' "$(stat -c %s plain)e-6"
 forms="packed"
 declare -A args=([packed]="" [level19]="--level 19" [release4]="--release --group-mib 4" [release8]="--release --group-mib 8" [release16]="--release --group-mib 16" [release32]="--release --group-mib 32" [release8_arch]="--release --group-mib 8 --group-by arch")
 declare -A took=([packed]="-")
-for name in level19 release4 release8 release16 release32 release8_arch; do
+for name in ${FORMS:-level19 release4 release8 release16 release32 release8_arch}; do
     # shellcheck disable=SC2086
     took[$name]=$(secs "$FP" repack packed -o "$name" ${args[$name]})
     [ -x "$name" ] && forms="$forms $name"

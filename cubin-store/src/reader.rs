@@ -156,6 +156,11 @@ pub(crate) struct Parsed {
     /// (the CLI's; the runtime decodes a group's prefix per entry and keeps nothing).
     #[cfg(feature = "std")]
     groups: crate::solid::GroupCache,
+    /// The last solid group the runtime read from, decoded as far as it needed, with its
+    /// decoder: the next blob of that group continues from there. At most one group's bytes
+    /// are kept (its decoded prefix).
+    #[cfg(not(feature = "std"))]
+    last_group: crate::blockwise::LastGroup,
 }
 
 enum ParsedRef<'a> {
@@ -625,22 +630,47 @@ impl<'a> Store<'a> {
                 "the frame's content size is not the index's".into(),
             ));
         }
+        #[cfg(not(feature = "std"))]
+        if solid {
+            return self.parsed.last_group.with(|kept| {
+                let g = match kept {
+                    Some(g) if g.key == blob.offset => g,
+                    _ => kept.insert(
+                        crate::blockwise::Resumable::new(blob.offset, content as usize)
+                            .ok_or_else(|| {
+                                DecodeError::Frame("out of memory for the solid group".into())
+                            })?,
+                    ),
+                };
+                let stretch = match g.advance(src, end) {
+                    Ok(_) => g.decoded().get(skip..end),
+                    Err(
+                        crate::blockwise::Failure::Frame(m)
+                        | crate::blockwise::Failure::Dictionary(m),
+                    ) => {
+                        *kept = None;
+                        return Err(DecodeError::Frame(m));
+                    }
+                };
+                let Some(stretch) = stretch else {
+                    *kept = None;
+                    return Err(DecodeError::Frame(
+                        "the group's frame ends before the blob".into(),
+                    ));
+                };
+                out.copy_from_slice(stretch);
+                progress(out);
+                Ok(len)
+            });
+        }
         let dict = match blob.codec {
             Codec::ZstdDict => Some(self.dictionary_for_decoding().ok_or_else(|| {
                 DecodeError::Dict("blob needs a dictionary the store lacks".into())
             })?),
             _ => None,
         };
-        // A solid blob: the group (the CLI's) or its prefix up to the blob plus room for the
-        // block that crosses its end (the runtime's), into a buffer of its own.
-        let (stop, cap) = match (solid, cfg!(feature = "std")) {
-            (false, _) => (usize::MAX, 0),
-            (true, true) => (usize::MAX, content as usize),
-            (true, false) => (
-                end,
-                (content as usize).min(end.saturating_add(crate::blockwise::BLOCK_MAX)),
-            ),
-        };
+        // A solid blob (the CLI's): the whole group, into a buffer of its own.
+        let cap = if solid { content as usize } else { 0 };
         let mut group = zeroed(cap)
             .ok_or_else(|| DecodeError::Frame("out of memory for the solid group".into()))?;
         let (dst, tell): (&mut [u8], Progress<'_>) = if solid {
@@ -648,12 +678,10 @@ impl<'a> Store<'a> {
         } else {
             (out, progress)
         };
-        let n = crate::blockwise::decode_frame_into(src, dict, dst, stop, tell).map_err(
-            |e| match e {
-                crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
-                crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
-            },
-        )?;
+        let n = crate::blockwise::decode_frame_into(src, dict, dst, tell).map_err(|e| match e {
+            crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
+            crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
+        })?;
         if !solid {
             return Ok(n);
         }
@@ -1079,6 +1107,8 @@ impl Parsed {
             ddict,
             #[cfg(feature = "std")]
             groups: Default::default(),
+            #[cfg(not(feature = "std"))]
+            last_group: Default::default(),
         })
     }
 }

@@ -40,7 +40,6 @@ mod rt;
 #[cfg(not(feature = "std"))]
 mod nostd {
     use core::alloc::{GlobalAlloc, Layout};
-    use core::sync::atomic::{AtomicUsize, Ordering};
 
     /// The C library's allocator, which the host program uses too.
     struct Malloc;
@@ -61,38 +60,14 @@ mod nostd {
             }
         }
 
-        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-            if l.size() >= HUGE && l.align() <= HUGE {
-                let p = huge_pages(l.size());
-                if !p.is_null() {
-                    return p;
-                }
-            }
-            // SAFETY: as alloc; the block is then zeroed whole.
-            let p = unsafe { self.alloc(l) };
-            if !p.is_null() {
-                // SAFETY: p holds l.size() writable bytes.
-                unsafe { core::ptr::write_bytes(p, 0, l.size()) };
-            }
-            p
-        }
-
         unsafe fn dealloc(&self, p: *mut u8, _: Layout) {
-            if p as usize % HUGE == 0 {
-                if let Some(len) = forget_huge(p) {
-                    // SAFETY: huge_pages mapped exactly these pages for this block.
-                    unsafe { libc::munmap(p.cast(), len) };
-                    return;
-                }
-            }
             // SAFETY: p came from malloc or posix_memalign above.
             unsafe { libc::free(p.cast()) }
         }
 
         unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-            if l.align() <= 16 && p as usize % HUGE != 0 {
-                // SAFETY: p came from malloc (not huge_pages, whose blocks start on a HUGE
-                // boundary); realloc keeps malloc's alignment.
+            if l.align() <= 16 {
+                // SAFETY: p came from malloc; realloc keeps malloc's alignment.
                 return unsafe { libc::realloc(p.cast(), new) }.cast();
             }
             // SAFETY: the GlobalAlloc contract: a new block, copy, free the old one.
@@ -109,77 +84,6 @@ mod nostd {
 
     #[global_allocator]
     static ALLOC: Malloc = Malloc;
-
-    /// Zeroed blocks of this size and more (a module's container, a solid group decoded up
-    /// to a blob: filled once by the decoder) are pages of their own on a huge page boundary,
-    /// marked for transparent huge pages: a 32 MiB buffer then faults in 16 times instead of
-    /// 8,192, which took 40% of decoding into fresh memory (BENCHMARKS.md).
-    const HUGE: usize = 2 << 20;
-    const PAGE: usize = 4096;
-
-    /// The live blocks of huge_pages: (start, mapped length); start 0 is a free slot. Only
-    /// dealloc's pointer tells it what to free (the layout is not looked at: passing it would
-    /// grow every drop in the runtime), so the blocks it mapped are the ones listed here. A
-    /// few at a time are live (one per loading thread); with every slot taken, alloc_zeroed
-    /// falls back on malloc.
-    static LIVE: [(AtomicUsize, AtomicUsize); 16] =
-        [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 16];
-
-    /// Takes `p` off the list: the length mapped for it, if huge_pages mapped it.
-    fn forget_huge(p: *mut u8) -> Option<usize> {
-        let (start, len) = LIVE
-            .iter()
-            .find(|(s, _)| s.load(Ordering::Acquire) == p as usize)?;
-        let n = len.load(Ordering::Acquire);
-        start.store(0, Ordering::Release);
-        Some(n)
-    }
-
-    /// `len` zero bytes on a `HUGE` boundary, or null.
-    fn huge_pages(len: usize) -> *mut u8 {
-        let Some(map) = len.next_multiple_of(PAGE).checked_add(HUGE) else {
-            return core::ptr::null_mut();
-        };
-        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                map,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return core::ptr::null_mut();
-        }
-        let base = p as usize;
-        let start = base.next_multiple_of(HUGE);
-        let end = start + len.next_multiple_of(PAGE);
-        let slot = LIVE.iter().find(|(s, _)| {
-            s.compare_exchange(0, start, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        });
-        // SAFETY: the head before `start` and the tail after `end` lie in the mapping made
-        // above and hold nothing; `[start, end)` stays mapped, or all of it goes where no
-        // slot is free. A failed hint is harmless.
-        unsafe {
-            let Some((_, n)) = slot else {
-                libc::munmap(p, map);
-                return core::ptr::null_mut();
-            };
-            n.store(end - start, Ordering::Release);
-            if start > base {
-                libc::munmap(p, start - base);
-            }
-            if base + map > end {
-                libc::munmap(end as *mut libc::c_void, base + map - end);
-            }
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-        start as *mut u8
-    }
 
     /// The precompiled `core` carries unwind tables that name the personality routine, so
     /// the linker wants the symbol; with `panic = "abort"` nothing ever unwinds through this

@@ -208,6 +208,11 @@ int main(int argc, char **argv) {
         if (pwrite(fd, &c, 1, at) != 1) return 10;
         close(fd);
         launch("launchB", kernB);
+    } else if (!strcmp(mode, "seq")) {
+        /* The kernels the arguments name (A, B or D), in that order: modules loaded in any
+         * order, several per process. */
+        for (int i = 2; i < argc; i++)
+            launch(argv[i], argv[i][0] == 'A' ? kernA : argv[i][0] == 'B' ? kernB : kernD);
     } else if (!strcmp(mode, "race")) {
         pthread_t t[32];
         pthread_barrier_init(&barrier, NULL, 32);

@@ -96,8 +96,8 @@ fn release_stores_run_the_same() {
     }
 }
 
-/// The sm_90a entries 3 MiB each (the rest as [`payload`] makes them): past the 2 MiB from
-/// which the runtime decodes into pages of their own.
+/// The sm_90a entries 3 MiB each (the rest as [`payload`] makes them): containers and a solid
+/// group far larger than a zstd block or the fixtures' modules.
 fn big_payload(module: &str, arch: &str) -> Vec<u8> {
     let mut v = crate::rt_harness::payload(module, arch);
     if arch == "sm_90a" {
@@ -149,6 +149,42 @@ fn modules_of_several_mib_register_their_exact_bytes() {
                 exe.display()
             );
         }
+    }
+}
+
+/// The runtime keeps the last solid group it decoded, as far as it went: modules of one group
+/// loaded in either order, modules of two groups in turn, and 32 threads loading one module at
+/// once register what the default store registers (the digest check would refuse anything
+/// else).
+#[test]
+fn solid_groups_read_in_any_order_in_one_process() {
+    let app = build_app(StoreAt::Mapped, None);
+    let out = scratch("repack-order").join("app");
+    let (code, _, err) = crate::common::run(
+        Command::new(crate::common::fatpack_bin())
+            .arg("repack")
+            .arg(&app.exe)
+            .arg("-o")
+            .arg(&out)
+            .args(["--release", "--group-mib", "1"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    for devs in ["86", "90", "120"] {
+        for order in ["seq A D", "seq D A", "seq B A D B A", "seq D B D A"] {
+            let a = run(&app.exe, order, Some(devs), &[]);
+            let b = run(&out, order, Some(devs), &[]);
+            b.assert_clean();
+            assert_eq!(b.registered(), a.registered(), "{devs} {order}");
+            assert_eq!(b.stdout, a.stdout, "{devs} {order}");
+        }
+        let r = run(&out, "race", Some(devs), &[]);
+        r.assert_clean();
+        assert_eq!(
+            r.out("race ok").as_deref(),
+            Some("32"),
+            "{devs}: {}",
+            r.stdout
+        );
     }
 }
 
