@@ -17,6 +17,19 @@ fn repack(input: &Path, output: &Path, level: &str) -> (i32, String, String) {
     )
 }
 
+/// `fatpack repack --release --group-mib MIB`, which must succeed.
+fn repack_release(input: &Path, output: &Path, mib: &str) {
+    let (code, _, err) = crate::common::run(
+        Command::new(crate::common::fatpack_bin())
+            .arg("repack")
+            .arg(input)
+            .arg("-o")
+            .arg(output)
+            .args(["--release", "--group-mib", mib]),
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
 /// (module, arch, raw size, kernels) of every entry, as inspect reports them.
 fn entries(file: &Path) -> Vec<String> {
     let j = crate::common::inspect_json(file);
@@ -122,15 +135,7 @@ fn big_payload(module: &str, arch: &str) -> Vec<u8> {
 fn modules_of_several_mib_register_their_exact_bytes() {
     let app = crate::rt_harness::build_app_with(StoreAt::Mapped, None, big_payload);
     let release = scratch("repack-big").join("app");
-    let (code, _, err) = crate::common::run(
-        Command::new(crate::common::fatpack_bin())
-            .arg("repack")
-            .arg(&app.exe)
-            .arg("-o")
-            .arg(&release)
-            .args(["--release", "--group-mib", "8"]),
-    );
-    assert_eq!(code, 0, "{err}");
+    repack_release(&app.exe, &release, "8");
     for exe in [&app.exe, &release] {
         for (mode, module) in [("launchA", "app#A"), ("launchB", "app#B")] {
             let r = run(exe, mode, Some("90"), &[]);
@@ -160,15 +165,7 @@ fn modules_of_several_mib_register_their_exact_bytes() {
 fn solid_groups_read_in_any_order_in_one_process() {
     let app = build_app(StoreAt::Mapped, None);
     let out = scratch("repack-order").join("app");
-    let (code, _, err) = crate::common::run(
-        Command::new(crate::common::fatpack_bin())
-            .arg("repack")
-            .arg(&app.exe)
-            .arg("-o")
-            .arg(&out)
-            .args(["--release", "--group-mib", "1"]),
-    );
-    assert_eq!(code, 0, "{err}");
+    repack_release(&app.exe, &out, "1");
     for devs in ["86", "90", "120"] {
         for order in ["seq A D", "seq D A", "seq B A D B A", "seq D B D A"] {
             let a = run(&app.exe, order, Some(devs), &[]);
