@@ -290,16 +290,11 @@ impl LastGroup {
         {
             return f(&mut None);
         }
-        // Cleared also if `f` unwinds (the CLI's tests), so the place is never lost.
-        struct Release<'a>(&'a core::sync::atomic::AtomicBool);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, core::sync::atomic::Ordering::Release);
-            }
-        }
-        let _release = Release(&self.busy);
-        // SAFETY: this thread set `busy`: no other reaches `kept` until `_release` drops.
-        f(unsafe { &mut *self.kept.get() })
+        // SAFETY: this thread set `busy`: no other reaches `kept` until it is cleared below
+        // (the runtime aborts on panic, so `f` returns or nothing runs on).
+        let r = f(unsafe { &mut *self.kept.get() });
+        self.busy.store(false, Ordering::Release);
+        r
     }
 }
 

@@ -153,7 +153,7 @@ pub(crate) struct Parsed {
     #[cfg(feature = "std")]
     ddict: Option<crate::blockwise::Dictionary>,
     /// Solid groups decoded whole, so that reading every entry decodes each group once
-    /// (the CLI's; the runtime decodes a group's prefix per entry and keeps nothing).
+    /// (the CLI's; the runtime keeps one group, `last_group`).
     #[cfg(feature = "std")]
     groups: crate::solid::GroupCache,
     /// The last solid group the runtime read from, decoded as far as it needed, with its
@@ -643,22 +643,19 @@ impl<'a> Store<'a> {
                     ),
                 };
                 let stretch = match g.advance(src, end) {
-                    Ok(_) => g.decoded().get(skip..end),
-                    Err(
-                        crate::blockwise::Failure::Frame(m)
-                        | crate::blockwise::Failure::Dictionary(m),
-                    ) => {
+                    Ok(_) => g.decoded().get(skip..end).ok_or_else(|| {
+                        DecodeError::Frame("the group's frame ends before the blob".into())
+                    }),
+                    Err(e) => Err(e.into()),
+                };
+                match stretch {
+                    Ok(stretch) => out.copy_from_slice(stretch),
+                    // A damaged group is not kept.
+                    Err(e) => {
                         *kept = None;
-                        return Err(DecodeError::Frame(m));
+                        return Err(e);
                     }
-                };
-                let Some(stretch) = stretch else {
-                    *kept = None;
-                    return Err(DecodeError::Frame(
-                        "the group's frame ends before the blob".into(),
-                    ));
-                };
-                out.copy_from_slice(stretch);
+                }
                 progress(out);
                 Ok(len)
             });
@@ -669,19 +666,22 @@ impl<'a> Store<'a> {
             })?),
             _ => None,
         };
-        // A solid blob (the CLI's): the whole group, into a buffer of its own.
-        let cap = if solid { content as usize } else { 0 };
-        let mut group = zeroed(cap)
-            .ok_or_else(|| DecodeError::Frame("out of memory for the solid group".into()))?;
+        // A solid blob (the CLI's; the runtime's took the kept group above): the whole group,
+        // into a buffer of its own.
+        let mut group: Vec<u8> = Vec::new();
+        #[cfg(feature = "std")]
+        if solid {
+            group
+                .try_reserve_exact(content as usize)
+                .map_err(|_| DecodeError::Frame("out of memory for the solid group".into()))?;
+            group.resize(content as usize, 0);
+        }
         let (dst, tell): (&mut [u8], Progress<'_>) = if solid {
             (&mut group, &mut |_: &[u8]| {})
         } else {
             (out, progress)
         };
-        let n = crate::blockwise::decode_frame_into(src, dict, dst, tell).map_err(|e| match e {
-            crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
-            crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
-        })?;
+        let n = crate::blockwise::decode_frame_into(src, dict, dst, tell)?;
         if !solid {
             return Ok(n);
         }
@@ -717,27 +717,18 @@ impl<'a> Store<'a> {
 /// Told of each prefix of the output that is final.
 type Progress<'a> = &'a mut dyn FnMut(&[u8]);
 
-/// `len` zero bytes, or None where memory is short. Zeroed by the allocator, not written:
-/// a large block comes as fresh pages (calloc's, or the runtime's huge pages), so the
-/// decoder that fills it is the first to touch each page.
-#[allow(unsafe_code)]
-fn zeroed(len: usize) -> Option<Vec<u8>> {
-    if len == 0 {
-        return Some(Vec::new());
-    }
-    let layout = core::alloc::Layout::array::<u8>(len).ok()?;
-    // SAFETY: the layout's size is not zero. A non-null block holds `len` initialised (zero)
-    // bytes from the global allocator with u8's layout, capacity `len`: what
-    // Vec::from_raw_parts takes, and the Vec frees it with the same layout.
-    unsafe {
-        let p = alloc::alloc::alloc_zeroed(layout);
-        (!p.is_null()).then(|| Vec::from_raw_parts(p, len, len))
-    }
-}
-
 enum DecodeError {
     Frame(String),
     Dict(String),
+}
+
+impl From<crate::blockwise::Failure> for DecodeError {
+    fn from(e: crate::blockwise::Failure) -> Self {
+        match e {
+            crate::blockwise::Failure::Dictionary(m) => DecodeError::Dict(m),
+            crate::blockwise::Failure::Frame(m) => DecodeError::Frame(m),
+        }
+    }
 }
 
 /// Checked before any frame reaches the decoder, so only plain single zstd frames do (no

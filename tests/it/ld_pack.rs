@@ -1378,7 +1378,7 @@ fn repeated_member_names_get_names_in_member_order() {
 }
 
 /// The budget: the runtime adds at most 150 KB to an output, and one page more, which the
-/// resumed solid groups took (910 bytes of code that crossed a page boundary; they cut the sum
+/// resumed solid groups took (825 bytes of code that crossed a page boundary; they cut the sum
 /// of a release store's first loads 5-23 times, BENCHMARKS.md "Release stores"). The fixture
 /// program, plain and packed, as `bench/runtime_size.sh` measures it (a change that pushes the
 /// runtime over a page boundary shows here first).

@@ -7,26 +7,24 @@ use std::process::Command;
 use crate::rt_harness::*;
 
 fn repack(input: &Path, output: &Path, level: &str) -> (i32, String, String) {
+    repack_with(input, output, &["--level", level])
+}
+
+/// `fatpack repack INPUT -o OUTPUT ARGS...`: exit status, stdout, stderr.
+fn repack_with(input: &Path, output: &Path, args: &[&str]) -> (i32, String, String) {
     crate::common::run(
         Command::new(crate::common::fatpack_bin())
             .arg("repack")
             .arg(input)
             .arg("-o")
             .arg(output)
-            .args(["--level", level]),
+            .args(args),
     )
 }
 
 /// `fatpack repack --release --group-mib MIB`, which must succeed.
 fn repack_release(input: &Path, output: &Path, mib: &str) {
-    let (code, _, err) = crate::common::run(
-        Command::new(crate::common::fatpack_bin())
-            .arg("repack")
-            .arg(input)
-            .arg("-o")
-            .arg(output)
-            .args(["--release", "--group-mib", mib]),
-    );
+    let (code, _, err) = repack_with(input, output, &["--release", "--group-mib", mib]);
     assert_eq!(code, 0, "{err}");
 }
 
@@ -78,13 +76,10 @@ fn release_stores_run_the_same() {
         let app = build_app(at, None);
         for by in ["family", "arch"] {
             let out = scratch("repack-release").join("app");
-            let (code, _, err) = crate::common::run(
-                Command::new(crate::common::fatpack_bin())
-                    .arg("repack")
-                    .arg(&app.exe)
-                    .arg("-o")
-                    .arg(&out)
-                    .args(["--release", "--group-by", by, "--group-mib", "1"]),
+            let (code, _, err) = repack_with(
+                &app.exe,
+                &out,
+                &["--release", "--group-by", by, "--group-mib", "1"],
             );
             assert_eq!(code, 0, "{at:?} {by}: {err}");
             assert!(err.contains("solid groups"), "{err}");
@@ -229,14 +224,7 @@ fn a_release_link_writes_what_repack_release_writes() {
         assert_eq!(code, 0, "{err}");
     }
     let repacked = dir.path().join("app-repacked");
-    let (code, _, err) = crate::common::run(
-        Command::new(crate::common::fatpack_bin())
-            .arg("repack")
-            .arg(&exe)
-            .arg("-o")
-            .arg(&repacked)
-            .arg("--release"),
-    );
+    let (code, _, err) = repack_with(&exe, &repacked, &["--release"]);
     assert_eq!(code, 0, "{err}");
     let digest = |f: &Path| crate::common::inspect_json(f)["packed"]["digest"].clone();
     assert_eq!(digest(&rel), digest(&repacked));
@@ -295,14 +283,7 @@ fn pruned_release_stores_keep_their_groups_and_run() {
     let app = build_app(StoreAt::Mapped, None);
     for by in ["arch", "family"] {
         let release = scratch("prune-release").join("app");
-        let (code, _, err) = crate::common::run(
-            Command::new(crate::common::fatpack_bin())
-                .arg("repack")
-                .arg(&app.exe)
-                .arg("-o")
-                .arg(&release)
-                .args(["--release", "--group-by", by]),
-        );
+        let (code, _, err) = repack_with(&app.exe, &release, &["--release", "--group-by", by]);
         assert_eq!(code, 0, "{err}");
         let frames = |file: &Path| -> Vec<Vec<u8>> {
             let bytes = std::fs::read(file).unwrap();
