@@ -136,7 +136,19 @@ impl Drop for Workers {
 /// is passed on (it is a bug, not an input error).
 pub fn map_ordered<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let budget = workers(items.len());
-    let threads = budget.count().min(items.len());
+    map_on(items, budget.count(), f)
+}
+
+/// [`map_ordered`] on one thread fewer than it would take (at least one): for work done while
+/// another process runs beside this one on a CPU of its own (the real linker).
+pub fn map_ordered_beside<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let budget = workers(items.len());
+    let threads = budget.count().min(threads().saturating_sub(1).max(1));
+    map_on(items, threads, f)
+}
+
+fn map_on<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = threads.min(items.len());
     if threads <= 1 {
         return items.iter().map(f).collect();
     }

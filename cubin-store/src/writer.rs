@@ -312,6 +312,21 @@ impl<W: Write + Seek> StoreWriter<W> {
         compressed: Option<&[u8]>,
         digest: [u8; 32],
     ) -> Result<u32> {
+        let (codec, data) = match compressed {
+            Some(c) => (self.compressed_codec, c),
+            None => (Codec::Raw, raw),
+        };
+        self.emit_stored(data, codec, raw.len() as u64, digest)
+    }
+
+    /// Appends one blob as it is to be stored: `data` under `codec`, `raw_len` bytes decoded.
+    fn emit_stored(
+        &mut self,
+        data: &[u8],
+        codec: Codec,
+        raw_len: u64,
+        digest: [u8; 32],
+    ) -> Result<u32> {
         let id = u32::try_from(self.blobs.len()).map_err(|_| StoreError::TooLarge {
             what: "blob count",
             len: self.blobs.len() as u64,
@@ -319,15 +334,11 @@ impl<W: Write + Seek> StoreWriter<W> {
         })?;
         self.pad_to_alignment()?;
         let offset = self.pos;
-        let (codec, data) = match compressed {
-            Some(c) => (self.compressed_codec, c),
-            None => (Codec::Raw, raw),
-        };
         self.write(data)?;
         self.blobs.push(BlobRec {
             offset,
             stored_len: data.len() as u64,
-            raw_len: raw.len() as u64,
+            raw_len,
             codec,
             skip: 0,
             digest,
@@ -522,7 +533,7 @@ pub struct NewEntry<'r> {
 
 /// `frame` as a blob for `raw`: one whole zstd frame, content size `raw.len()`, no
 /// dictionary, smaller than `raw` and within the ratio readers accept.
-fn reusable_frame(frame: &[u8], raw: &[u8]) -> bool {
+pub fn reusable_frame(frame: &[u8], raw: &[u8]) -> bool {
     use zstd::zstd_safe;
     frame.get(..4) == Some(&crate::format::ZSTD_MAGIC[..])
         && matches!(zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == raw.len() as u64)
@@ -650,6 +661,99 @@ impl<W: Write + Seek> StoreWriter<W> {
             });
         }
         Ok(out)
+    }
+}
+
+/// A blob made ready before its store is written, as [`StoreWriter::add_entries`] would
+/// write it for the first entry of its content: the link compresses its device code while the
+/// real linker runs, and writes the store of the modules the linker used afterwards
+/// ([`StoreWriter::add_ready_entry`]).
+#[derive(Debug, Clone, Copy)]
+pub enum ReadyBlob<'a> {
+    /// One zstd frame without a dictionary that decodes to the entry's `raw_len` bytes: one
+    /// [`BlobCompressor`] made, or one [`reusable_frame`] accepts.
+    Frame(&'a [u8]),
+    /// The raw bytes, stored as they are ([`BlobCompressor::compress`] found no gain).
+    Raw(&'a [u8]),
+}
+
+/// Compresses blobs as a store without a dictionary at `level` does: the same frames, so a
+/// blob compressed ahead of its store ([`ReadyBlob`]) is the blob the writer would write.
+pub struct BlobCompressor(zstd::bulk::Compressor<'static>);
+
+impl BlobCompressor {
+    pub fn new(level: i32) -> Result<Self> {
+        let range = zstd::compression_level_range();
+        if !range.contains(&level) {
+            return Err(StoreError::InvalidLevel {
+                level,
+                min: *range.start(),
+                max: *range.end(),
+            });
+        }
+        Ok(BlobCompressor(new_compressor(level, &[])?))
+    }
+
+    /// `raw`'s frame, or `None` where the writer would store `raw` as it is.
+    pub fn compress(&mut self, raw: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut buf = Vec::new();
+        Ok(compress(&mut self.0, raw, &mut buf)?.then_some(buf))
+    }
+}
+
+impl<W: Write + Seek> StoreWriter<W> {
+    /// Appends an entry to module `m` whose blob the caller made ready: `digest` is the
+    /// blake3 of its `raw_len` raw bytes, and `blob()` is called only when no blob of that
+    /// content is stored yet. Entries added this way in the order [`StoreWriter::add_entries`]
+    /// would get them give the same bytes, when each blob is what that call would have
+    /// written for the first entry of its content. The caller vouches for the frame, as for
+    /// [`NewEntry::frame`]; readers check the blake3. Only for stores without a dictionary.
+    pub fn add_ready_entry<'b>(
+        &mut self,
+        m: ModuleId,
+        meta: EntryMeta,
+        digest: [u8; 32],
+        raw_len: u64,
+        blob: impl FnOnce() -> Result<ReadyBlob<'b>>,
+    ) -> Result<EntryRef> {
+        self.check_poisoned()?;
+        check_attrs(&meta)?;
+        if !self.dict.is_empty() {
+            return Err(StoreError::Compression(
+                "a blob compressed ahead cannot go into a store with a dictionary".into(),
+            ));
+        }
+        let index = self
+            .modules
+            .get(m.index())
+            .map(|r| r.entries.len())
+            .ok_or(StoreError::InvalidModuleId(m.0))?;
+        let (blob, deduplicated) = match self.by_digest.get(&digest) {
+            Some(&b) => (b, true),
+            None => {
+                let (data, codec) = match blob()? {
+                    ReadyBlob::Frame(f) => (f, self.compressed_codec),
+                    ReadyBlob::Raw(r) if r.len() as u64 == raw_len => (r, Codec::Raw),
+                    ReadyBlob::Raw(r) => {
+                        return Err(StoreError::Compression(format!(
+                            "a raw blob of {} bytes given for {raw_len}",
+                            r.len()
+                        )))
+                    }
+                };
+                (self.emit_stored(data, codec, raw_len, digest)?, false)
+            }
+        };
+        self.raw_bytes = self.raw_bytes.saturating_add(raw_len);
+        if let Some(rec) = self.modules.get_mut(m.index()) {
+            rec.entries.push(EntryRec { meta, blob });
+        }
+        Ok(EntryRef {
+            module: m,
+            index,
+            blob,
+            deduplicated,
+        })
     }
 }
 

@@ -194,15 +194,13 @@ pub(super) fn rewrite_input(
                 });
             }
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
             // Pages of the input let go member by member once the index has read them (the
             // members are then copied from the file, not through the mapping).
             let release = |i: usize| {
                 let m = &input_members[i];
                 maps.release(&m.file, m.range.0, m.bytes.len() as u64);
             };
-            archive::write_archive_to(&members, &mut w, release)
-                .and_then(|()| std::io::Write::flush(&mut w))
+            archive::write_archive_file(&members, &file, release)
                 .map_err(io_at("writing", &dest))?;
         }
         _ => unreachable!("plan() keeps objects and archives only"),

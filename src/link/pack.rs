@@ -30,7 +30,7 @@ pub(super) struct Session {
     pub(super) line: LinkLine,
     pub(super) opts: PackOptions,
     runtime: runtime::Source,
-    maps: inputs::Maps,
+    maps: std::sync::Arc<inputs::Maps>,
     pub(super) progress: Progress,
     started: Instant,
     /// Each step's name and seconds, for `--fatpack-verbose`.
@@ -38,6 +38,9 @@ pub(super) struct Session {
     timings: Vec<(&'static str, f64, f64)>,
     /// This process's resident set (MiB) when the real linker started (`--fatpack-verbose`).
     rss_during_link: f64,
+    /// How the store was written: made ready beside the linker, or why not
+    /// (`--fatpack-verbose`).
+    store_note: String,
     /// Host ELF files the scan read (archive members included), and how many ELF header
     /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
     /// edits the headers the scan read (`--fatpack-verbose`).
@@ -69,6 +72,44 @@ struct RuntimeFiles {
 struct Linked {
     _dir: crate::commit::signals::TempFolder,
     out: PathBuf,
+}
+
+/// The store being made ready beside the real linker ([`Session::prepare_store`]).
+struct Preparing {
+    signals: std::sync::Arc<crate::store::ready::Signals>,
+    handle: Option<
+        std::thread::JoinHandle<Result<crate::store::ready::Ready, crate::store::PackError>>,
+    >,
+}
+
+impl Preparing {
+    /// The real linker is done: the rest of the work may take every CPU.
+    fn linked(&self) {
+        self.signals
+            .linking
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits for it.
+    fn finish(mut self) -> Result<crate::store::ready::Ready, crate::store::PackError> {
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            // A panic there is a bug; the store is then written after the link.
+            Some(Err(_)) | None => Err(crate::store::PackError::Cancelled),
+        }
+    }
+}
+
+impl Drop for Preparing {
+    /// A link that failed, or an error before the store: the work stops at its next window.
+    fn drop(&mut self) {
+        self.signals
+            .cancel
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// What the store step wrote.
@@ -128,12 +169,17 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     let runtime = s.step("add runtime and glue", |s| {
         s.add_runtime(&planned[0].path, &rewritten)
     })?;
+    // The store's work runs beside the linker; a failed link stops it (on drop).
+    let ready = s.prepare_store(&rewritten);
     let (code, linked) = s.step("link", |s| s.link(&planned, &rewritten, &runtime))?;
+    if let Some(r) = &ready {
+        r.linked();
+    }
     if code != 0 {
         s.progress.done();
         return Ok(code);
     }
-    let stored = s.step("write store", |s| s.write_store(&rewritten, &linked))?;
+    let stored = s.step("write store", |s| s.write_store(&rewritten, &linked, ready))?;
     let (summary, mapping) = (stored.summary, stored.mapping);
     s.step("commit output", |s| s.commit(&linked, stored.pending_side))?;
     s.progress.done();
@@ -252,11 +298,12 @@ impl Session {
             line,
             opts,
             runtime,
-            maps: inputs::Maps::default(),
+            maps: Default::default(),
             progress: Progress::new(),
             started: Instant::now(),
             timings: Vec::new(),
             rss_during_link: 0.0,
+            store_note: String::new(),
             elf_files: 0,
             elf_parses: 0,
         })
@@ -496,11 +543,64 @@ impl Session {
         ))
     }
 
+    /// Starts making the store ready on the CPUs the real linker leaves idle
+    /// ([`crate::store::ready`]): every module the rewrite took out, before the linker says
+    /// which it uses. Not for a release store (its groups are made from the used modules).
+    fn prepare_store(&self, r: &Rewritten) -> Option<Preparing> {
+        if self.opts.release.is_some() {
+            return None;
+        }
+        let signals = std::sync::Arc::new(crate::store::ready::Signals::default());
+        signals
+            .linking
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let (maps, modules, dir) = (
+            self.maps.clone(),
+            r.extracted.clone(),
+            r.work.path().to_path_buf(),
+        );
+        let (level, reuse, sig) = (self.opts.level, self.opts.reuse_frames, signals.clone());
+        let handle = std::thread::Builder::new()
+            .name("fatpack-store".into())
+            .spawn(move || crate::store::ready::prepare(&modules, &maps, level, reuse, &dir, &sig))
+            .ok()?;
+        Some(Preparing {
+            signals,
+            handle: Some(handle),
+        })
+    }
+
     /// The store of the modules the link really used (read back from the output's stubs),
-    /// into the output's `.fatpack` section or the side file, and its digest into the slot.
-    fn write_store(&mut self, r: &Rewritten, linked: &Linked) -> Result<Stored, LinkError> {
+    /// into the output's `.fatpack` section or the side file, and its digest into the slot:
+    /// from what [`Session::prepare_store`] made ready, or, where that failed (a module the
+    /// link may not use could not be read), from the inputs now.
+    fn write_store(
+        &mut self,
+        r: &Rewritten,
+        linked: &Linked,
+        ready: Option<Preparing>,
+    ) -> Result<Stored, LinkError> {
         let tmp_out = &linked.out;
         let used = packed::linked_modules(tmp_out)?;
+        let ready = match ready.map(Preparing::finish) {
+            Some(Ok(ready)) => {
+                self.store_note = format!(
+                    "made ready beside the linker in {:.2}s ({:.1} MiB of blobs kept for {} modules)",
+                    ready.seconds,
+                    ready.kept_bytes as f64 / 1048576.0,
+                    r.extracted.len()
+                );
+                Some(ready)
+            }
+            Some(Err(e)) => {
+                self.store_note = format!("written after the link (made ready: {e})");
+                None
+            }
+            None => {
+                self.store_note = "written after the link (release store)".into();
+                None
+            }
+        };
         let by_name: HashMap<&str, &Extracted> =
             r.extracted.iter().map(|e| (e.module.as_str(), e)).collect();
         let mut modules = Vec::with_capacity(used.len());
@@ -532,32 +632,23 @@ impl Session {
             ));
             done += modules[i].len;
         };
-        let release = self.opts.release;
+        let from = match &ready {
+            Some(ready) => crate::store::Source::Ready(ready),
+            None => crate::store::Source::Inputs {
+                maps,
+                reuse_frames: reuse,
+                release: self.opts.release,
+            },
+        };
         let (summary, pending_side) = if self.opts.side_file {
             let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
-            let (file, summary) = crate::store::write_store_as(
-                file,
-                &modules,
-                wopts,
-                maps,
-                reuse,
-                release,
-                &mut before,
-            )?;
+            let (file, summary) =
+                crate::store::write_link_store(file, &modules, wopts, &from, &mut before)?;
             // Renamed into place with the binary, in commit, never before.
             (summary, Some(file))
         } else {
             let summary = packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
-                Ok(crate::store::write_store_as(
-                    w,
-                    &modules,
-                    wopts,
-                    maps,
-                    reuse,
-                    release,
-                    &mut before,
-                )?
-                .1)
+                Ok(crate::store::write_link_store(w, &modules, wopts, &from, &mut before)?.1)
             })?;
             (summary, None)
         };
@@ -654,6 +745,7 @@ impl Session {
             self.elf_files, self.elf_parses
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
+        eprintln!("fatpack:   store: {}", self.store_note);
         match (mapping, self.opts.side_file) {
             (Some(m), _) => eprintln!(
                 "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",

@@ -142,6 +142,125 @@ pub fn write_archive(members: &[Member]) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// What goes before the members (magic, symbol index, long names) and where each member's
+/// header starts: the whole archive's layout, decided before any member is written.
+struct Layout {
+    prefix: Vec<u8>,
+    header_names: Vec<Vec<u8>>,
+    offsets: Vec<u64>,
+    total: u64,
+}
+
+impl Layout {
+    /// Reads every member's symbols for the index (calling `done(i)` for each, from several
+    /// threads) and lays the archive out.
+    fn new(members: &[Member], done: &(impl Fn(usize) + Sync)) -> io::Result<Layout> {
+        // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
+        let mut longnames = Vec::new();
+        let mut header_names = Vec::with_capacity(members.len());
+        for m in members {
+            let base = m.name.rsplit(|&b| b == b'/').next().unwrap_or(&m.name);
+            // A newline ends a long name and NUL cannot be in a file name: neither reads back.
+            if base.contains(&b'\n') || base.contains(&0) || base.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "archive member name {:?} cannot be written in an ar archive",
+                        String::from_utf8_lossy(&m.name)
+                    ),
+                ));
+            }
+            if base.len() <= 15 {
+                header_names.push([base, b"/"].concat());
+            } else {
+                header_names.push(format!("/{}", longnames.len()).into_bytes());
+                longnames.extend_from_slice(base);
+                longnames.extend_from_slice(b"/\n");
+            }
+        }
+        // GNU ar pads the long-name table to an even size inside the member (readelf, unlike
+        // ld, finds no member header after an odd-sized one).
+        if longnames.len() & 1 == 1 {
+            longnames.push(b'\n');
+        }
+        let symbols = index_symbols(members, done);
+        let nsyms: usize = symbols.iter().map(Vec::len).sum();
+        let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
+        let layout = |word: usize| {
+            // Padded inside the member as well, as GNU ar's index is.
+            let index_size = padded(word + nsyms * word + names_len);
+            let mut off = 8 + 60 + padded(index_size);
+            if !longnames.is_empty() {
+                off += 60 + padded(longnames.len());
+            }
+            let mut offsets = Vec::with_capacity(members.len());
+            for m in members {
+                offsets.push(off as u64);
+                off += 60 + padded(m.len());
+            }
+            (index_size, offsets, off as u64)
+        };
+        let (mut index_size, mut offsets, total) = layout(4);
+        let wide = total > u32::MAX as u64;
+        if wide {
+            (index_size, offsets, _) = layout(8);
+        }
+        let mut out: Vec<u8> = Vec::with_capacity(index_size + longnames.len() + 256);
+        out.extend_from_slice(b"!<arch>\n");
+        header(&mut out, if wide { b"/SYM64/" } else { b"/" }, index_size)?;
+        let put = |out: &mut Vec<u8>, v: u64| {
+            if wide {
+                out.extend_from_slice(&v.to_be_bytes());
+            } else {
+                out.extend_from_slice(&(v as u32).to_be_bytes());
+            }
+        };
+        put(&mut out, nsyms as u64);
+        for (syms, &off) in symbols.iter().zip(&offsets) {
+            for _ in syms {
+                put(&mut out, off);
+            }
+        }
+        for n in symbols.iter().flatten() {
+            out.extend_from_slice(n);
+            out.push(0);
+        }
+        out.resize(8 + 60 + index_size, 0);
+        if !longnames.is_empty() {
+            header(&mut out, b"//", longnames.len())?;
+            out.extend_from_slice(&longnames);
+        }
+        Ok(Layout {
+            prefix: out,
+            header_names,
+            offsets,
+            total,
+        })
+    }
+
+    /// Member `i`: its header, its bytes and the padding to an even offset.
+    fn write_member(&self, members: &[Member], i: usize, sink: &mut impl Sink) -> io::Result<()> {
+        let m = &members[i];
+        let len = m.len();
+        let mut h = Vec::with_capacity(60);
+        header(&mut h, &self.header_names[i], len)?;
+        sink.write_all(&h)?;
+        match &m.pieces {
+            None => sink.write_all(&m.data)?,
+            Some(p) => p.write(sink)?,
+        }
+        if len & 1 == 1 {
+            sink.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// Members are padded to an even size.
+fn padded(n: usize) -> usize {
+    n + (n & 1)
+}
+
 /// [`write_archive`], streamed to `out`: the index first, then each member as it is, so a
 /// large archive is never held in memory a second time. `done(i)` is called when member `i`'s
 /// bytes have been read for the index (from several threads, in any order) and again when
@@ -152,103 +271,103 @@ pub fn write_archive_to(
     sink: &mut impl Sink,
     done: impl Fn(usize) + Sync,
 ) -> io::Result<()> {
-    // Long names table: names over 15 bytes (or with '/') are referenced as "/offset".
-    let mut longnames = Vec::new();
-    let mut header_names = Vec::with_capacity(members.len());
-    for m in members {
-        let base = m.name.rsplit(|&b| b == b'/').next().unwrap_or(&m.name);
-        // A newline ends a long name and NUL cannot be in a file name: neither reads back.
-        if base.contains(&b'\n') || base.contains(&0) || base.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "archive member name {:?} cannot be written in an ar archive",
-                    String::from_utf8_lossy(&m.name)
-                ),
-            ));
-        }
-        if base.len() <= 15 {
-            header_names.push([base, b"/"].concat());
-        } else {
-            header_names.push(format!("/{}", longnames.len()).into_bytes());
-            longnames.extend_from_slice(base);
-            longnames.extend_from_slice(b"/\n");
-        }
-    }
-    // GNU ar pads the long-name table to an even size inside the member (readelf, unlike
-    // ld, finds no member header after an odd-sized one).
-    if longnames.len() & 1 == 1 {
-        longnames.push(b'\n');
-    }
-    let symbols = index_symbols(members, &done);
-    let nsyms: usize = symbols.iter().map(Vec::len).sum();
-    let names_len: usize = symbols.iter().flatten().map(|n| n.len() + 1).sum();
-    let padded = |n: usize| n + (n & 1);
-    let layout = |word: usize| {
-        // Padded inside the member as well, as GNU ar's index is.
-        let index_size = padded(word + nsyms * word + names_len);
-        let mut off = 8 + 60 + padded(index_size);
-        if !longnames.is_empty() {
-            off += 60 + padded(longnames.len());
-        }
-        let mut offsets = Vec::with_capacity(members.len());
-        for m in members {
-            offsets.push(off as u64);
-            off += 60 + padded(m.len());
-        }
-        (index_size, offsets, off as u64)
-    };
-    let (mut index_size, mut offsets, total) = layout(4);
-    let wide = total > u32::MAX as u64;
-    if wide {
-        (index_size, offsets, _) = layout(8);
-    }
-    let mut out: Vec<u8> = Vec::with_capacity(index_size + longnames.len() + 256);
-    out.extend_from_slice(b"!<arch>\n");
-    header(&mut out, if wide { b"/SYM64/" } else { b"/" }, index_size)?;
-    let put = |out: &mut Vec<u8>, v: u64| {
-        if wide {
-            out.extend_from_slice(&v.to_be_bytes());
-        } else {
-            out.extend_from_slice(&(v as u32).to_be_bytes());
-        }
-    };
-    put(&mut out, nsyms as u64);
-    for (syms, &off) in symbols.iter().zip(&offsets) {
-        for _ in syms {
-            put(&mut out, off);
-        }
-    }
-    for n in symbols.iter().flatten() {
-        out.extend_from_slice(n);
-        out.push(0);
-    }
-    out.resize(8 + 60 + index_size, 0);
-    if !longnames.is_empty() {
-        header(&mut out, b"//", longnames.len())?;
-        out.extend_from_slice(&longnames);
-    }
-    let mut written = out.len() as u64;
-    sink.write_all(&out)?;
-    for (i, ((m, hn), &off)) in members.iter().zip(&header_names).zip(&offsets).enumerate() {
+    let layout = Layout::new(members, &done)?;
+    sink.write_all(&layout.prefix)?;
+    let mut written = layout.prefix.len() as u64;
+    for (i, &off) in layout.offsets.iter().enumerate() {
         debug_assert_eq!(written, off);
-        let len = m.len();
-        let mut h = Vec::with_capacity(60);
-        header(&mut h, hn, len)?;
-        sink.write_all(&h)?;
-        match &m.pieces {
-            None => sink.write_all(&m.data)?,
-            Some(p) => p.write(sink)?,
-        }
-        if len & 1 == 1 {
-            sink.write_all(b"\n")?;
-        }
-        written += 60 + (len + (len & 1)) as u64;
+        layout.write_member(members, i, sink)?;
+        written += 60 + padded(members[i].len()) as u64;
         done(i);
     }
-    debug_assert_eq!(written, total);
+    debug_assert_eq!(written, layout.total);
     Ok(())
 }
+
+/// Bytes of members one thread writes in one go when an archive is written in parallel: a
+/// few runs per thread even out members of very different sizes.
+const RUN_BYTES: u64 = 32 << 20;
+
+/// [`write_archive_to`] into `file` (from its start), the members written on several threads,
+/// each run of members at the offset the layout gives it: the same bytes, whatever the thread
+/// count. A rewritten static archive is most of a packed link's own time when written by one
+/// thread (static cuBLAS: 950 MB; BENCHMARKS.md, "Where a packed link's time goes"). `done(i)`
+/// as for [`write_archive_to`], except that members are reported written in any order.
+pub fn write_archive_file(
+    members: &[Member],
+    file: &std::fs::File,
+    done: impl Fn(usize) + Sync,
+) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let layout = Layout::new(members, &done)?;
+    file.set_len(layout.total)?;
+    file.write_all_at(&layout.prefix, 0)?;
+    // Runs of whole members, in order, of about RUN_BYTES each.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    for i in 0..members.len() {
+        let end = layout.offsets.get(i + 1).copied().unwrap_or(layout.total);
+        if end - layout.offsets[start] >= RUN_BYTES || i + 1 == members.len() {
+            runs.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    let results = crate::parallel::map_ordered(&runs, |run| -> io::Result<()> {
+        let mut at = At::new(file, layout.offsets[run.start]);
+        for i in run.clone() {
+            layout.write_member(members, i, &mut at)?;
+            at.flush()?;
+            done(i);
+        }
+        Ok(())
+    });
+    results.into_iter().collect()
+}
+
+/// A writer at a position of a file (`pwrite`), buffered: one run of members.
+struct At<'f> {
+    file: &'f std::fs::File,
+    pos: u64,
+    buf: Vec<u8>,
+}
+
+impl<'f> At<'f> {
+    const BUF: usize = 1 << 20;
+
+    fn new(file: &'f std::fs::File, pos: u64) -> Self {
+        At {
+            file,
+            pos,
+            buf: Vec::with_capacity(Self::BUF),
+        }
+    }
+}
+
+impl Write for At<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + b.len() > Self::BUF {
+            self.flush()?;
+        }
+        if b.len() >= Self::BUF {
+            use std::os::unix::fs::FileExt;
+            self.file.write_all_at(b, self.pos)?;
+            self.pos += b.len() as u64;
+        } else {
+            self.buf.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.write_all_at(&self.buf, self.pos)?;
+        self.pos += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl Sink for At<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -305,6 +424,56 @@ mod tests {
         write_archive_to(&members, &mut w, |_| {}).unwrap();
         w.flush().unwrap();
         assert_eq!(std::fs::read(out.path()).unwrap(), as_bytes);
+    }
+
+    /// Written on several threads at their offsets, members of every size (several runs,
+    /// odd lengths, pieces from a file) give the bytes of the one-thread writer.
+    #[test]
+    fn members_written_in_parallel_give_the_same_archive() {
+        use std::io::Write as _;
+        let mut src = tempfile::tempfile().unwrap();
+        let input: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        src.write_all(&input).unwrap();
+        let sizes = [1usize, 40 << 20, 7, 2_999_999, 0, 33 << 20, 5];
+        let datas: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|k| (k * 31 + i) as u8).collect())
+            .collect();
+        let members = || -> Vec<Member> {
+            let mut v: Vec<Member> = datas
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Member {
+                    name: format!("member_with_a_long_name_{i}.o").into_bytes(),
+                    data: Cow::Borrowed(&d[..]),
+                    pieces: None,
+                })
+                .collect();
+            v.push(Member {
+                name: b"p.o".to_vec(),
+                data: Cow::Borrowed(&input[..]),
+                pieces: Some(FromFile {
+                    parts: Parts {
+                        parts: vec![Part::Input(0..input.len())],
+                        len: input.len(),
+                    },
+                    file: &src,
+                    base: 0,
+                }),
+            });
+            v
+        };
+        let want = write_archive(&members()).unwrap();
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        write_archive_file(&members(), out.as_file(), |i| seen.lock().unwrap().push(i)).unwrap();
+        assert!(std::fs::read(out.path()).unwrap() == want, "bytes differ");
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        let n = sizes.len() + 1;
+        let twice: Vec<usize> = (0..n).flat_map(|i| [i, i]).collect();
+        assert_eq!(seen, twice);
     }
 
     /// The caller lets a member's input pages go on each call, so every member must be

@@ -3,6 +3,7 @@
 //! so the runtime can rebuild a fatbin nvcc's runtime accepts.
 
 pub mod groups;
+pub mod ready;
 
 use std::borrow::Cow;
 use std::io::{Seek, Write};
@@ -28,6 +29,9 @@ pub enum PackError {
     Input(#[from] crate::inputs::InputError),
     #[error("writing the store: {0}")]
     Store(#[from] cubin_store::StoreError),
+    /// The store made ready beside the linker was not wanted any more (the link failed).
+    #[error("the store was not needed")]
+    Cancelled,
 }
 
 /// The store entry metadata for a fatbin entry.
@@ -192,6 +196,40 @@ pub fn write_store_as<W: Write + Seek>(
     let mut w = StoreWriter::new(out, opts)?;
     groups::write_solid(&store, solid, &mut w)?;
     Ok(w.finish()?)
+}
+
+/// Where a link's store comes from.
+pub enum Source<'a> {
+    /// Made ready beside the real linker.
+    Ready(&'a ready::Ready),
+    /// Read from the inputs now: a release store (`release`), or where making it ready failed.
+    Inputs {
+        maps: &'a Maps,
+        reuse_frames: bool,
+        release: Option<groups::Solid>,
+    },
+}
+
+/// The store of a link's used `modules` (in the linker's order), from `from`: the same bytes
+/// either way ([`ready`]).
+pub fn write_link_store<W: Write + Seek>(
+    out: W,
+    modules: &[&Extracted],
+    opts: WriteOptions,
+    from: &Source<'_>,
+    before: &mut dyn FnMut(usize),
+) -> Result<(W, StoreSummary), PackError> {
+    match from {
+        Source::Ready(r) => {
+            let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
+            ready::write_ready(out, &names, r, opts)
+        }
+        Source::Inputs {
+            maps,
+            reuse_frames,
+            release,
+        } => write_store_as(out, modules, opts, maps, *reuse_frames, *release, before),
+    }
 }
 
 #[cfg(test)]

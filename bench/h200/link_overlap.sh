@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# ON THE GPU MACHINE: the default link against plain ld on the two programs issue 24 names,
+# two fatpack builds side by side, 5 interleaved rounds each, warm page cache:
+#   - the static cuBLAS program of tests/gpu/cublas (g++ -B),
+#   - bench/h200/five_libs.cu on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (with a device-linked
+#     load callback) and cuRAND, built with `nvcc -rdc=true` and linked through nvcc.
+# Prints each link's wall times, medians and ratios to plain, NEW's --fatpack-verbose steps,
+# whether OLD's and NEW's outputs are byte-identical given one runtime archive, and each
+# binary's checks on the GPU.
+#   bash bench/h200/link_overlap.sh OLD_FATPACK NEW_FATPACK
+set -u
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+OLD="$(realpath "$1")"
+NEW="$(realpath "$2")"
+CUDA="${CUDA_HOME:-/usr/local/cuda}"
+W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-overlap.XXXXXX")"
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$W/old" "$W/new"
+ln -s "$OLD" "$W/old/ld"
+ln -s "$NEW" "$W/new/ld"
+# nvcc's host compiler for the packed links: g++ finding fatpack as its ld.
+for who in old new; do
+    printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/$who" >"$W/$who/g++" && chmod +x "$W/$who/g++"
+done
+export PATH="$CUDA/bin:$PATH"
+echo "$(nproc) CPUs; $(nvcc --version | tail -2 | head -1)"
+cd "$W"
+nvcc -O2 -std=c++17 -c "$root/tests/gpu/cublas/cublas_check.cu" -o check.o || exit 1
+nvcc -O2 -std=c++17 -rdc=true -arch=sm_90 -c "$root/bench/h200/five_libs.cu" -o five.o || exit 1
+CUBLAS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
+FIVE=(-L"$CUDA/lib64" -lcusolver_static -lcusolver_lapack_static -lcublas_static -lcublasLt_static
+    -lcusparse_static -lcufft_static -lcurand_static -lculibos)
+cat "$CUDA"/lib64/lib{cublas,cublasLt,cusolver,cusolver_lapack,cusparse,cufft,curand}_static.a >/dev/null
+ls -l "$CUDA"/lib64/lib{cublas,cublasLt,cusolver,cusolver_lapack,cusparse,cufft,curand}_static.a | awk '{print "  " $5, $NF}'
+link() { # PROGRAM WHO OUT
+    local prog=$1 who=$2 out=$3
+    case $prog.$who in
+    cublas.plain) g++ -o "$out" check.o "${CUBLAS[@]}" ;;
+    cublas.*) g++ -B"$W/$who" -Wl,--fatpack-verbose -o "$out" check.o "${CUBLAS[@]}" ;;
+    five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
+    five.*) nvcc -rdc=true -arch=sm_90 -ccbin "$W/$who/g++" -Xlinker --fatpack-verbose -o "$out" five.o "${FIVE[@]}" ;;
+    esac
+}
+# timed NAME PROGRAM WHO: "NAME wall rc", the link's stderr in NAME.err
+timed() {
+    local t0 t1 rc
+    t0=$(date +%s.%N)
+    link "$2" "$3" "$2.$3.bin" 2>"$1.err"
+    rc=$?
+    t1=$(date +%s.%N)
+    echo "$1 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $rc"
+}
+for prog in cublas five; do
+    link "$prog" plain "$prog.warm" 2>/dev/null # page cache
+    for round in 1 2 3 4 5; do
+        for who in plain old new; do
+            timed "$prog.$who.$round" "$prog" "$who"
+        done
+    done
+done >times.txt
+python3 - <<'PY'
+import statistics
+rows = [l.split() for l in open("times.txt")]
+by = {}
+for name, wall, rc in rows:
+    prog, who, rnd = name.split(".")
+    by.setdefault(prog, {}).setdefault(who, []).append((float(wall), rc))
+for prog, whos in by.items():
+    base = statistics.median(w for w, _ in whos["plain"])
+    print(f"{prog}: {'link':<6} {'walls (s), 5 rounds':<36} {'median':>7} {'vs plain':>8}")
+    for who, v in whos.items():
+        walls = [w for w, _ in v]
+        med = statistics.median(walls)
+        print(f"{prog}: {who:<6} {' '.join(f'{w:.2f}' for w in walls):<36} {med:>7.2f} {med / base:>8.3f}  rc {','.join(sorted(set(r for _, r in v)))}")
+PY
+for prog in cublas five; do
+    for who in old new; do
+        grep -h "steps:\|store:" "$prog.$who.5.err" | sed "s/^/$prog $who: /"
+    done
+done
+rt="$W/rt.a"
+mkdir -p keep && g++ -B"$W/new" -Wl,--fatpack-save-temps -o keep/new.bin check.o "${CUBLAS[@]}" 2>/dev/null &&
+    cp keep/new.bin.fatpack-temps/libfatpack_rt.a "$rt" &&
+    for prog in cublas five; do
+        FATPACK_RUNTIME="$rt" link "$prog" old "$prog.old_rt.bin" 2>/dev/null &&
+            FATPACK_RUNTIME="$rt" link "$prog" new "$prog.new_rt.bin" 2>/dev/null &&
+            { cmp -s "$prog.old_rt.bin" "$prog.new_rt.bin" && echo "$prog: OLD and NEW with one runtime archive: byte-identical ($(stat -c %s "$prog.new_rt.bin") bytes)" ||
+                echo "$prog: OLD and NEW with one runtime archive: DIFFER"; }
+    done
+for who in plain old new; do
+    out="$(timeout 300 "./cublas.$who.bin" 2>&1)"
+    echo "cublas $who: rc $? $(echo "$out" | grep -c 'cublas_check: PASS') PASS, $(stat -c %s "cublas.$who.bin") bytes"
+    out="$(timeout 300 "./five.$who.bin" 2>&1)"
+    echo "five $who: rc $? $(echo "$out" | grep -c 'five_libs: PASS') PASS, $(stat -c %s "five.$who.bin") bytes; $(echo "$out" | tail -1)"
+done
+grep -h "FAIL" ./*.err 2>/dev/null | head -5
