@@ -81,10 +81,13 @@ done
 rt="$W/rt.a"
 mkdir -p keep && g++ -B"$W/new" -Wl,--fatpack-save-temps -o keep/new.bin check.o "${CUBLAS[@]}" 2>/dev/null &&
     cp keep/new.bin.fatpack-temps/libfatpack_rt.a "$rt" &&
+    mkdir -p old_rt new_rt &&
     for prog in cublas five; do
-        FATPACK_RUNTIME="$rt" link "$prog" old "$prog.old_rt.bin" 2>/dev/null &&
-            FATPACK_RUNTIME="$rt" link "$prog" new "$prog.new_rt.bin" 2>/dev/null &&
-            { cmp -s "$prog.old_rt.bin" "$prog.new_rt.bin" && echo "$prog: OLD and NEW with one runtime archive: byte-identical ($(stat -c %s "$prog.new_rt.bin") bytes)" ||
+        # One output name for both: nvcc names its device-link object after the output, and
+        # the store records module names.
+        FATPACK_RUNTIME="$rt" link "$prog" old "old_rt/$prog.bin" 2>/dev/null &&
+            FATPACK_RUNTIME="$rt" link "$prog" new "new_rt/$prog.bin" 2>/dev/null &&
+            { cmp -s "old_rt/$prog.bin" "new_rt/$prog.bin" && echo "$prog: OLD and NEW with one runtime archive: byte-identical ($(stat -c %s "new_rt/$prog.bin") bytes)" ||
                 echo "$prog: OLD and NEW with one runtime archive: DIFFER"; }
     done
 for who in plain old new; do

@@ -147,19 +147,31 @@ pub(super) fn rewrite_input(
                     files.insert(&m.file, f);
                 }
             }
+            // The sections by file and offset: each member finds its own by a binary search
+            // (a scan of all of them per member was quadratic: 3,000 members, 0.1 s).
+            let mut order: Vec<usize> = (0..p.sections.len()).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&p.sections[a], &p.sections[b]);
+                (&a.file, a.file_offset).cmp(&(&b.file, b.file_offset))
+            });
             let mut members = Vec::with_capacity(input_members.len());
             for m in &input_members {
                 let file = &files[m.file.as_path()];
                 // This member's sections, by where their bytes are (names can repeat in an archive).
-                let mut secs: Vec<DeviceSection> = p
-                    .sections
-                    .iter_mut()
-                    .filter(|s| {
-                        s.file == m.file && m.range.0 <= s.file_offset && s.file_offset < m.range.1
-                    })
-                    .map(|s| DeviceSection {
-                        elf: s.elf.take(),
-                        ..s.clone()
+                let key = |i: &usize| (&p.sections[*i].file, p.sections[*i].file_offset);
+                let from = order.partition_point(|i| key(i) < (&m.file, m.range.0));
+                let to = order.partition_point(|i| key(i) < (&m.file, m.range.1));
+                // In the scan's order, which names the modules.
+                let mut mine = order[from..to].to_vec();
+                mine.sort_unstable();
+                let mut secs: Vec<DeviceSection> = mine
+                    .into_iter()
+                    .map(|i| {
+                        let s = &mut p.sections[i];
+                        DeviceSection {
+                            elf: s.elf.take(),
+                            ..s.clone()
+                        }
                     })
                     .collect();
                 // Stores record the short origin (see origin_of).

@@ -90,6 +90,11 @@ impl Preparing {
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The linker used `names`: only those are still to be made ready.
+    fn use_only(&self, names: &[String]) {
+        let _ = self.signals.used.set(names.iter().cloned().collect());
+    }
+
     /// Waits for it.
     fn finish(mut self) -> Result<crate::store::ready::Ready, crate::store::PackError> {
         match self.handle.take().map(std::thread::JoinHandle::join) {
@@ -582,13 +587,17 @@ impl Session {
     ) -> Result<Stored, LinkError> {
         let tmp_out = &linked.out;
         let used = packed::linked_modules(tmp_out)?;
-        let ready = match ready.map(Preparing::finish) {
+        let ready = match ready.map(|r| {
+            r.use_only(&used);
+            r.finish()
+        }) {
             Some(Ok(ready)) => {
                 self.store_note = format!(
-                    "made ready beside the linker in {:.2}s ({:.1} MiB of blobs kept for {} modules)",
+                    "made ready beside the linker in {:.2}s ({} of {} modules, {:.1} MiB of blobs kept)",
                     ready.seconds,
+                    ready.module_count(),
+                    r.extracted.len(),
                     ready.kept_bytes as f64 / 1048576.0,
-                    r.extracted.len()
                 );
                 Some(ready)
             }

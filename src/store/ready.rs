@@ -21,6 +21,11 @@ use crate::fatbin::{Compression, Entry};
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
 
+/// Modules per window at most: the linker's list of used modules is heeded from the next
+/// window on, and 16 MiB of small compressed containers is thousands of modules, a third of
+/// a second of work (3,000 members of 7 KB: 0.38 s on the dev machine).
+const WINDOW_MODULES: usize = 256;
+
 /// Bytes kept in the temp file: where, how long, and whether they are a frame or raw bytes.
 #[derive(Debug, Clone, Copy)]
 struct Kept {
@@ -76,6 +81,9 @@ pub struct Signals {
     pub cancel: AtomicBool,
     /// The real linker is running on a CPU of its own: leave it that one.
     pub linking: AtomicBool,
+    /// The modules the linker used, once it is done: the others are not made ready any more
+    /// (a link that pulls few members of large archives waits for no more than their work).
+    pub used: std::sync::OnceLock<std::collections::HashSet<String>>,
 }
 
 /// Makes every module of `modules` ready at `level` (nvcc's zstd frames kept with
@@ -107,21 +115,34 @@ pub fn prepare(
         if signals.cancel.load(Ordering::Relaxed) {
             return Err(PackError::Cancelled);
         }
-        let mut j = i;
+        let wanted = |m: &Extracted| signals.used.get().is_none_or(|u| u.contains(&m.module));
+        let mut window: Vec<&Extracted> = Vec::new();
         let mut bytes = 0u64;
-        while j < modules.len() && (j == i || bytes + modules[j].len <= WINDOW_BYTES) {
-            bytes += modules[j].len;
-            j += 1;
+        while let Some(m) = modules.get(i) {
+            if !wanted(m) {
+                i += 1;
+                continue;
+            }
+            if !window.is_empty()
+                && (bytes + m.len > WINDOW_BYTES || window.len() == WINDOW_MODULES)
+            {
+                break;
+            }
+            bytes += m.len;
+            window.push(m);
+            i += 1;
         }
-        let window = &modules[i..j];
+        if window.is_empty() {
+            break;
+        }
         let parsed = window
             .iter()
             .map(|m| read_module(m, maps))
             .collect::<Result<Vec<_>, _>>()?;
         let flat: Vec<(&Entry, &Extracted)> = parsed
             .iter()
-            .zip(window)
-            .flat_map(|(f, m)| f.entries.iter().map(move |e| (e, m)))
+            .zip(&window)
+            .flat_map(|(f, m)| f.entries.iter().map(move |e| (e, *m)))
             .collect();
         let linking = signals.linking.load(Ordering::Relaxed);
         let decoded = map(linking, &flat, |&(e, m)| {
@@ -185,7 +206,6 @@ pub fn prepare(
         for m in window {
             maps.release(&m.file, m.file_offset, m.len);
         }
-        i = j;
     }
     spill.w.flush().map_err(StoreError::Io)?;
     Ok(Ready {
@@ -203,6 +223,13 @@ fn map<T: Sync, R: Send>(linking: bool, items: &[T], f: impl Fn(&T) -> R + Sync)
         crate::parallel::map_ordered_beside(items, f)
     } else {
         crate::parallel::map_ordered(items, f)
+    }
+}
+
+impl Ready {
+    /// How many modules were made ready.
+    pub fn module_count(&self) -> usize {
+        self.modules.len()
     }
 }
 
@@ -354,6 +381,13 @@ mod tests {
                 assert_eq!(summary.modules, used.len());
             }
         }
+        // Once the linker has named the modules it used, only those are made ready.
+        let signals = Signals::default();
+        let _ = signals
+            .used
+            .set([all[2].module.clone()].into_iter().collect());
+        let ready = prepare(&all, &maps, 9, true, dir.path(), &signals).unwrap();
+        assert_eq!(ready.module_count(), 1);
         // A failed link stops the preparation; a module it did not make ready is an error.
         let stop = Signals::default();
         stop.cancel.store(true, Ordering::Relaxed);
