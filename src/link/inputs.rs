@@ -93,6 +93,15 @@ fn strip_nvcc_temp_prefix(s: &str) -> String {
     }
 }
 
+/// Where the rewrite's time went (`--fatpack-verbose`), over all inputs: reading archive
+/// members, making their stubs, and writing (an archive's index and its members).
+#[derive(Default)]
+pub(super) struct RewriteTimes {
+    pub(super) members: f64,
+    pub(super) stubs: f64,
+    pub(super) write: f64,
+}
+
 /// Write the rewritten copy of one planned input into `dir`; returns its path. The headers
 /// the scan kept for each rewritten object are let go as soon as it is rewritten: a link
 /// holds them only for what is still to rewrite.
@@ -103,6 +112,7 @@ pub(super) fn rewrite_input(
     names: &mut Names,
     extracted: &mut Vec<Extracted>,
     maps: &inputs::Maps,
+    times: &mut RewriteTimes,
 ) -> Result<PathBuf, LinkError> {
     let base = p
         .path
@@ -113,10 +123,10 @@ pub(super) fn rewrite_input(
     file_name.push(&base);
     let dest = dir.join(file_name);
     let map = maps.get(&p.path)?;
-    let mut name_for = |o: &str, i: usize| names.name(o, i);
     match p.kind {
         FileKind::Object => {
             let origin = origin_of(&p.path);
+            let mut name_for = |o: &str, i: usize| names.name(o, i);
             let (parts, ex) = rewrite_object_parts(&origin, &map, &p.sections, &mut name_for)?;
             extracted.extend(ex);
             for s in &mut p.sections {
@@ -136,6 +146,7 @@ pub(super) fn rewrite_input(
                 .map_err(io_at("writing", &dest))?;
         }
         FileKind::Archive | FileKind::ThinArchive => {
+            let t = std::time::Instant::now();
             let shown = origin_of(&p.path);
             let input_members = inputs::archive::members(&p.path, &shown, &map, maps)?;
             // The files members' bytes are copied from: the archive, or a thin archive's
@@ -154,9 +165,11 @@ pub(super) fn rewrite_input(
                 let (a, b) = (&p.sections[a], &p.sections[b]);
                 (&a.file, a.file_offset).cmp(&(&b.file, b.file_offset))
             });
-            let mut members = Vec::with_capacity(input_members.len());
+            // Each member's sections and its modules' names, in order (names are unique
+            // within the link, so they are given one after another) ...
+            let mut jobs: Vec<(Vec<DeviceSection>, Vec<String>)> =
+                Vec::with_capacity(input_members.len());
             for m in &input_members {
-                let file = &files[m.file.as_path()];
                 // This member's sections, by where their bytes are (names can repeat in an archive).
                 let key = |i: &usize| (&p.sections[*i].file, p.sections[*i].file_offset);
                 let from = order.partition_point(|i| key(i) < (&m.file, m.range.0));
@@ -178,33 +191,55 @@ pub(super) fn rewrite_input(
                 for s in &mut secs {
                     s.origin = m.origin.clone();
                 }
+                // The order rewrite_object_parts asks for them in.
+                let given: Vec<String> = secs
+                    .iter()
+                    .flat_map(|s| 0..s.spans.len())
+                    .map(|i| names.name(&m.origin, i))
+                    .collect();
+                jobs.push((secs, given));
+            }
+            times.members += t.elapsed().as_secs_f64();
+            // ... then the stubs of every member, on every CPU.
+            let t = std::time::Instant::now();
+            let indexed: Vec<usize> = (0..input_members.len()).collect();
+            let made = crate::parallel::map_ordered(&indexed, |&k| {
+                let (m, (secs, given)) = (&input_members[k], &jobs[k]);
                 // Members without device code are copied as they are; rewritten ones keep
                 // most of their bytes, copied from the input too.
-                let parts = if secs.is_empty() {
-                    Parts {
+                if secs.is_empty() {
+                    let whole = Parts {
                         parts: vec![Part::Input(0..m.bytes.len())],
                         len: m.bytes.len(),
-                    }
-                } else {
-                    let (parts, ex) =
-                        rewrite_object_parts(&m.origin, &m.bytes, &secs, &mut name_for)?;
-                    extracted.extend(ex);
-                    // The headers, symbols and relocations it read: let them go until the
-                    // index reads the symbols again, or every member's stay resident.
-                    maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-                    parts
-                };
+                    };
+                    return Ok((whole, Vec::new()));
+                }
+                let mut given = given.iter();
+                let mut name_for = |_: &str, _: usize| given.next().cloned().unwrap_or_default();
+                let made = rewrite_object_parts(&m.origin, &m.bytes, secs, &mut name_for)?;
+                // The headers, symbols and relocations it read: let them go until the
+                // index reads the symbols again, or every member's stay resident.
+                maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+                Ok::<_, LinkError>(made)
+            });
+            drop(jobs);
+            let mut members = Vec::with_capacity(input_members.len());
+            for (m, made) in input_members.iter().zip(made) {
+                let (parts, ex) = made?;
+                extracted.extend(ex);
                 members.push(archive::Member {
                     name: m.name.clone(),
                     // The index is read from the input member: the same symbols.
                     data: Cow::Borrowed(&m.bytes[..]),
                     pieces: Some(archive::FromFile {
                         parts,
-                        file,
+                        file: &files[m.file.as_path()],
                         base: m.range.0,
                     }),
                 });
             }
+            times.stubs += t.elapsed().as_secs_f64();
+            let t = std::time::Instant::now();
             let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             // Pages of the input let go member by member once the index has read them (the
             // members are then copied from the file, not through the mapping).
@@ -214,6 +249,7 @@ pub(super) fn rewrite_input(
             };
             archive::write_archive_file(&members, &file, release)
                 .map_err(io_at("writing", &dest))?;
+            times.write += t.elapsed().as_secs_f64();
         }
         _ => unreachable!("plan() keeps objects and archives only"),
     }

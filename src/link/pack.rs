@@ -41,6 +41,8 @@ pub(super) struct Session {
     /// How the store was written: made ready beside the linker, or why not
     /// (`--fatpack-verbose`).
     store_note: String,
+    /// Where the rewrite's time went (`--fatpack-verbose`).
+    rewrite_times: super::inputs::RewriteTimes,
     /// Host ELF files the scan read (archive members included), and how many ELF header
     /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
     /// edits the headers the scan read (`--fatpack-verbose`).
@@ -309,6 +311,7 @@ impl Session {
             timings: Vec::new(),
             rss_during_link: 0.0,
             store_note: String::new(),
+            rewrite_times: Default::default(),
             elf_files: 0,
             elf_parses: 0,
         })
@@ -416,7 +419,15 @@ impl Session {
                 count,
                 p.path.display()
             ));
-            let dest = rewrite_input(p, seq, work.path(), &mut names, &mut extracted, &self.maps)?;
+            let dest = rewrite_input(
+                p,
+                seq,
+                work.path(),
+                &mut names,
+                &mut extracted,
+                &self.maps,
+                &mut self.rewrite_times,
+            )?;
             replace.insert(p.id, dest);
         }
         self.elf_parses += crate::elf::parse_count() - parses;
@@ -755,6 +766,11 @@ impl Session {
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         eprintln!("fatpack:   store: {}", self.store_note);
+        let rt = &self.rewrite_times;
+        eprintln!(
+            "fatpack:   rewrite: archive members read {:.2}s, stubs made {:.2}s, archives indexed and written {:.2}s",
+            rt.members, rt.stubs, rt.write
+        );
         match (mapping, self.opts.side_file) {
             (Some(m), _) => eprintln!(
                 "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",
