@@ -75,7 +75,7 @@ for prog, whos in by.items():
 PY
 for prog in cublas five; do
     for who in old new; do
-        grep -h "steps:\|store:" "$prog.$who.5.err" | sed "s/^/$prog $who: /"
+        grep -h "steps:\|store:\|rewrite:" "$prog.$who.5.err" | sed "s/^/$prog $who: /"
     done
 done
 rt="$W/rt.a"
