@@ -240,14 +240,7 @@ pub(super) fn rewrite_input(
             }
             times.stubs += t.elapsed().as_secs_f64();
             let t = std::time::Instant::now();
-            // Read as well as written: the members are written through mappings of it.
-            let file = std::fs::File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&dest)
-                .map_err(io_at("writing", &dest))?;
+            let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
             // Pages of the input let go member by member once the index has read them (the
             // members are then copied from the file, not through the mapping).
             let release = |i: usize| {

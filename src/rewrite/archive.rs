@@ -298,16 +298,6 @@ pub fn write_archive_file(
     file: &std::fs::File,
     done: impl Fn(usize) + Sync,
 ) -> io::Result<()> {
-    write_archive_file_as(members, file, done, true)
-}
-
-/// [`write_archive_file`], through mappings only when `map` (and the blocks can be reserved).
-fn write_archive_file_as(
-    members: &[Member],
-    file: &std::fs::File,
-    done: impl Fn(usize) + Sync,
-    map: bool,
-) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let layout = Layout::new(members, &done)?;
     file.set_len(layout.total)?;
@@ -322,24 +312,8 @@ fn write_archive_file_as(
             start = i + 1;
         }
     }
-    // Written through mappings of the file where its blocks could be reserved first (a
-    // mapped page cannot report a full disk), else with pwrite.
-    let mapped = map && reserve(file, layout.total);
     let results = crate::parallel::map_ordered(&runs, |run| -> io::Result<()> {
-        let from = layout.offsets[run.start];
-        let to = layout.offsets.get(run.end).copied().unwrap_or(layout.total);
-        // A file that cannot be mapped for writing (opened write-only, say) takes pwrite.
-        if let Some(mut into) = mapped
-            .then(|| MappedRun::new(file, from, to).ok())
-            .flatten()
-        {
-            for i in run.clone() {
-                layout.write_member(members, i, &mut into)?;
-                done(i);
-            }
-            return into.finish();
-        }
-        let mut at = At::new(file, from);
+        let mut at = At::new(file, layout.offsets[run.start]);
         for i in run.clone() {
             layout.write_member(members, i, &mut at)?;
             at.flush()?;
@@ -348,82 +322,6 @@ fn write_archive_file_as(
         Ok(())
     });
     results.into_iter().collect()
-}
-
-/// Reserves the blocks of `file`'s first `len` bytes (`fallocate`); false where the file
-/// system cannot.
-fn reserve(file: &std::fs::File, len: u64) -> bool {
-    use std::os::unix::io::AsRawFd;
-    let Ok(len) = libc::off_t::try_from(len) else {
-        return false;
-    };
-    // SAFETY: a plain syscall on our own open file descriptor.
-    len > 0 && unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) } == 0
-}
-
-/// A writer into a shared mapping of `[from, to)` of a file whose blocks are reserved: the
-/// threads writing one archive fault in pages of their own runs side by side, where buffered
-/// writes to one file would take its inode lock in turn. Input ranges are read straight into
-/// the mapping.
-struct MappedRun {
-    map: memmap2::MmapMut,
-    pos: usize,
-}
-
-impl MappedRun {
-    fn new(file: &std::fs::File, from: u64, to: u64) -> io::Result<Self> {
-        let len = usize::try_from(to - from)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "run too large"))?;
-        // SAFETY: the file is this link's own new temp file, its blocks reserved, and no
-        // other mapping or writer touches this range while the run is written.
-        let map = unsafe {
-            memmap2::MmapOptions::new()
-                .offset(from)
-                .len(len)
-                .map_mut(file)?
-        };
-        Ok(MappedRun { map, pos: 0 })
-    }
-
-    /// Checks the run was written exactly, and hands its pages to the page cache.
-    fn finish(self) -> io::Result<()> {
-        if self.pos != self.map.len() {
-            return Err(io::Error::other(format!(
-                "archive run written short: {} of {} bytes",
-                self.pos,
-                self.map.len()
-            )));
-        }
-        Ok(())
-    }
-
-    fn room(&mut self, n: usize) -> io::Result<&mut [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.map.len());
-        let Some(end) = end else {
-            return Err(io::Error::other("archive run written past its end"));
-        };
-        let at = self.pos;
-        self.pos = end;
-        Ok(&mut self.map[at..end])
-    }
-}
-
-impl Write for MappedRun {
-    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.room(b.len())?.copy_from_slice(b);
-        Ok(b.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Sink for MappedRun {
-    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: usize) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        file.read_exact_at(self.room(len)?, offset)
-    }
 }
 
 /// A writer at a position of a file (`pwrite`), buffered: one run of members.
@@ -567,22 +465,15 @@ mod tests {
             v
         };
         let want = write_archive(&members()).unwrap();
-        // Through mappings (where the file system reserves blocks: /tmp here) and with pwrite.
-        for map in [true, false] {
-            let out = tempfile::NamedTempFile::new().unwrap();
-            let seen = std::sync::Mutex::new(Vec::new());
-            let done = |i| seen.lock().unwrap().push(i);
-            write_archive_file_as(&members(), out.as_file(), done, map).unwrap();
-            assert!(
-                std::fs::read(out.path()).unwrap() == want,
-                "bytes differ (map {map})"
-            );
-            let mut seen = seen.into_inner().unwrap();
-            seen.sort_unstable();
-            let n = sizes.len() + 1;
-            let twice: Vec<usize> = (0..n).flat_map(|i| [i, i]).collect();
-            assert_eq!(seen, twice);
-        }
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        write_archive_file(&members(), out.as_file(), |i| seen.lock().unwrap().push(i)).unwrap();
+        assert!(std::fs::read(out.path()).unwrap() == want, "bytes differ");
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        let n = sizes.len() + 1;
+        let twice: Vec<usize> = (0..n).flat_map(|i| [i, i]).collect();
+        assert_eq!(seen, twice);
     }
 
     /// The caller lets a member's input pages go on each call, so every member must be
