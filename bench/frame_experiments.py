@@ -117,14 +117,7 @@ def main() -> None:
     per = sum(zlen(d, level) for d in data)
     print(f"one frame per cubin: {per / 2**20:.2f} MiB = 1.000")
     for mib in (8, 32):
-        total, cur = 0, b""
-        for d in data:
-            if cur and len(cur) + len(d) > mib << 20:
-                total += zlen(cur, level, "--long=27")
-                cur = b""
-            cur += d
-        if cur:
-            total += zlen(cur, level, "--long=27")
+        total = solid(data, mib, level)
         print(f"solid groups of {mib} MiB: {total / 2**20:.2f} MiB = {total / per:.3f}")
     step = max(1, len(data) // 40)
     for mib in (4, 8):

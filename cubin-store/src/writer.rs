@@ -141,14 +141,7 @@ impl<W: Write + Seek> StoreWriter<W> {
     /// Starts a store at the current position of `out` (writes a placeholder header and the
     /// dictionary, if any).
     pub fn new(mut out: W, opts: WriteOptions) -> Result<Self> {
-        let range = zstd::compression_level_range();
-        if !range.contains(&opts.level) {
-            return Err(StoreError::InvalidLevel {
-                level: opts.level,
-                min: *range.start(),
-                max: *range.end(),
-            });
-        }
+        check_level(opts.level)?;
         let dict = opts.dictionary.unwrap_or_default();
         let compressor = new_compressor(opts.level, &dict)?;
 
@@ -508,6 +501,19 @@ fn compress(
             .is_some_and(|max| raw_len <= max))
 }
 
+/// A zstd level the writer takes, or the error naming the range.
+fn check_level(level: i32) -> Result<()> {
+    let range = zstd::compression_level_range();
+    if range.contains(&level) {
+        return Ok(());
+    }
+    Err(StoreError::InvalidLevel {
+        level,
+        min: *range.start(),
+        max: *range.end(),
+    })
+}
+
 fn new_compressor(level: i32, dict: &[u8]) -> Result<zstd::bulk::Compressor<'static>> {
     let mut c = zstd::bulk::Compressor::with_dictionary(level, dict)
         .map_err(|e| StoreError::BadDictionary(e.to_string()))?;
@@ -683,14 +689,7 @@ pub struct BlobCompressor(zstd::bulk::Compressor<'static>);
 
 impl BlobCompressor {
     pub fn new(level: i32) -> Result<Self> {
-        let range = zstd::compression_level_range();
-        if !range.contains(&level) {
-            return Err(StoreError::InvalidLevel {
-                level,
-                min: *range.start(),
-                max: *range.end(),
-            });
-        }
+        check_level(level)?;
         Ok(BlobCompressor(new_compressor(level, &[])?))
     }
 

@@ -167,7 +167,7 @@ pub(super) fn rewrite_input(
             });
             // Each member's sections and its modules' names, in order (names are unique
             // within the link, so they are given one after another) ...
-            let mut jobs: Vec<(Vec<DeviceSection>, Vec<String>)> =
+            let mut jobs: Vec<(&inputs::archive::Member, Vec<DeviceSection>, Vec<String>)> =
                 Vec::with_capacity(input_members.len());
             for m in &input_members {
                 // This member's sections, by where their bytes are (names can repeat in an archive).
@@ -197,14 +197,12 @@ pub(super) fn rewrite_input(
                     .flat_map(|s| 0..s.spans.len())
                     .map(|i| names.name(&m.origin, i))
                     .collect();
-                jobs.push((secs, given));
+                jobs.push((m, secs, given));
             }
             times.members += t.elapsed().as_secs_f64();
             // ... then the stubs of every member, on every CPU.
             let t = std::time::Instant::now();
-            let indexed: Vec<usize> = (0..input_members.len()).collect();
-            let made = crate::parallel::map_ordered(&indexed, |&k| {
-                let (m, (secs, given)) = (&input_members[k], &jobs[k]);
+            let made = crate::parallel::map_ordered(&jobs, |(m, secs, given)| {
                 // Members without device code are copied as they are; rewritten ones keep
                 // most of their bytes, copied from the input too.
                 if secs.is_empty() {

@@ -316,10 +316,10 @@ pub fn write_archive_file(
         let mut at = At::new(file, layout.offsets[run.start]);
         for i in run.clone() {
             layout.write_member(members, i, &mut at)?;
-            at.flush()?;
+            // Its input is copied (into the buffer or the file): its pages may go.
             done(i);
         }
-        Ok(())
+        at.flush()
     });
     results.into_iter().collect()
 }

@@ -16,15 +16,10 @@ use cubin_store::{
     BlobCompressor, EntryMeta, ReadyBlob, StoreError, StoreSummary, StoreWriter, WriteOptions,
 };
 
-use super::{entry_meta, read_module, PackError, WINDOW_BYTES};
-use crate::fatbin::{Compression, Entry};
+use super::{entry_meta, nvcc_frame, payload, read_module, window_full, PackError};
+use crate::fatbin::Entry;
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
-
-/// Modules per window at most: the linker's list of used modules is heeded from the next
-/// window on, and 16 MiB of small compressed containers is thousands of modules, a third of
-/// a second of work (3,000 members of 7 KB: 0.38 s on the dev machine).
-const WINDOW_MODULES: usize = 256;
 
 /// Bytes kept in the temp file: where, how long, and whether they are a frame or raw bytes.
 #[derive(Debug, Clone, Copy)]
@@ -123,9 +118,7 @@ pub fn prepare(
                 i += 1;
                 continue;
             }
-            if !window.is_empty()
-                && (bytes + m.len > WINDOW_BYTES || window.len() == WINDOW_MODULES)
-            {
+            if window_full(window.len(), bytes, m.len) {
                 break;
             }
             bytes += m.len;
@@ -146,16 +139,10 @@ pub fn prepare(
             .collect();
         let linking = signals.linking.load(Ordering::Relaxed);
         let decoded = map(linking, &flat, |&(e, m)| {
-            let raw = e.payload().map_err(|source| PackError::Payload {
-                origin: m.origin.clone(),
-                module: m.module.clone(),
-                source,
-            })?;
+            let raw = payload(e, m)?;
             let digest = *blake3::hash(&raw).as_bytes();
-            let frame = (reuse_frames && e.compression() == Compression::Zstd)
-                .then(|| e.stored.get(..e.header.compressed_len as usize))
-                .flatten()
-                .filter(|f| cubin_store::reusable_frame(f, &raw));
+            let frame =
+                nvcc_frame(e, reuse_frames).filter(|f| cubin_store::reusable_frame(f, &raw));
             let frame_digest = frame.map(|f| *blake3::hash(f).as_bytes());
             Ok((raw, digest, frame, frame_digest))
         })
