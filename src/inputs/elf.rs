@@ -44,7 +44,7 @@ pub(crate) fn device_sections(
     // their device code is read whole (inspect, prune, extract; never a link's scan, which
     // only rewrites what cudart registers).
     let search_data = match host_kind(&layout) {
-        FileKind::SharedLibrary | FileKind::Executable => true,
+        FileKind::SharedLibrary | FileKind::Executable => depth != Depth::Registered,
         FileKind::Object => depth == Depth::Full,
         _ => false,
     };

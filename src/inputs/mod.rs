@@ -87,6 +87,10 @@ pub enum Depth {
     /// Check headers and bounds and record where containers are; copy no payload
     /// (what `fatpack ld` does, so that its memory does not grow with the device code).
     Spans,
+    /// As [`Depth::Spans`], of the sections cudart registers only (`.nv_fatbin`,
+    /// `__nv_relfatbin`), never fatbins embedded in a linked file's data: what `fatpack ld`
+    /// reads of its own output. Section names are kept.
+    Registered,
 }
 
 /// `(offset, length)` of each container in a section.
@@ -98,7 +102,7 @@ pub(crate) fn read_containers(
     depth: Depth,
 ) -> Result<(Spans, Vec<Fatbin>), FatbinError> {
     match depth {
-        Depth::Spans => Ok((
+        Depth::Spans | Depth::Registered => Ok((
             fatbin::spans(bytes)?
                 .into_iter()
                 .map(|(o, l)| (o as u64, l as u64))

@@ -61,6 +61,9 @@ pub enum LinkError {
     Pack(#[from] PackError),
     #[error(transparent)]
     Store(#[from] cubin_store::StoreError),
+    /// The direct route's cut of the output failed after it began writing (a fatpack bug).
+    #[error(transparent)]
+    Cut(crate::prune::PruneError),
 }
 
 /// `map_err` for an I/O error while doing `what` to `path`.

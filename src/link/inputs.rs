@@ -57,7 +57,7 @@ impl Names {
 /// relative, else its file name, so that the store (and its digest) does not depend on the
 /// build folder; nvcc's temporary-file prefix (`tmpxft_00002b42_00000000-6_`, which holds a
 /// process id) is dropped for the same reason. Names stay unique: [`Names`] numbers repeats.
-fn origin_of(p: &Path) -> String {
+pub(super) fn origin_of(p: &Path) -> String {
     let shown = if p.is_relative() {
         p.display().to_string()
     } else {

@@ -4,6 +4,7 @@
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
 mod cleanup;
+mod direct;
 mod dry_run;
 mod error;
 pub mod glue;

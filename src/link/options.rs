@@ -31,6 +31,7 @@ pub const KNOWN: &[&str] = &[
     "dry-run",
     "threads",
     "release",
+    "route",
 ];
 
 /// What `--fatpack-*` options and the environment ask for.
@@ -54,6 +55,22 @@ pub struct PackOptions {
     /// `--fatpack-release`: a release store (solid groups, what `fatpack repack --release`
     /// writes), at `--fatpack-level` or 19.
     pub release: Option<crate::store::groups::Solid>,
+    /// `--fatpack-route=`: how the device code leaves the link ([`Route`]).
+    pub route: Route,
+}
+
+/// How a packed link keeps device code out of its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `copy` (the default): the inputs with device code are copied with stubs in place of
+    /// their containers, and the real linker links the copies.
+    Copy,
+    /// `direct`: the real linker links the inputs as given, the device sections placed last
+    /// by the tail script, and the containers are then replaced by stubs in the output, which
+    /// is cut short (`src/link/direct.rs`). Where it cannot be taken (gold, mold, a line with
+    /// its own linker script, a layout the cut refuses) the link takes the copy route, and
+    /// `--fatpack-verbose` says why.
+    Direct,
 }
 
 impl PackOptions {
@@ -102,6 +119,19 @@ impl PackOptions {
                 )))
             }
         };
+        let route = match line
+            .fatpack_value("route")
+            .map(|v| v.to_string_lossy().into_owned())
+        {
+            None => Route::Copy,
+            Some(m) if m == "copy" => Route::Copy,
+            Some(m) if m == "direct" => Route::Direct,
+            Some(m) => {
+                return Err(LinkError::Option(format!(
+                    "--fatpack-route={m}: want `copy` or `direct`"
+                )))
+            }
+        };
         let threads = match line.fatpack_value("threads") {
             None => None,
             Some(v) => Some(
@@ -118,6 +148,7 @@ impl PackOptions {
         };
         Ok(PackOptions {
             mode,
+            route,
             threads,
             side_file: switch(line, "side-file")?,
             save_temps: switch(line, "save-temps")?,

@@ -13,7 +13,7 @@ use cubin_store::WriteOptions;
 use super::abi;
 use super::error::io_at;
 use super::inputs::{rewrite_input, Names, Planned};
-use super::options::{Mode, PackOptions};
+use super::options::{Mode, PackOptions, Route};
 use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
@@ -48,6 +48,8 @@ pub(super) struct Session {
     /// edits the headers the scan read (`--fatpack-verbose`).
     elf_files: usize,
     elf_parses: usize,
+    /// Which route the link took, and why (`--fatpack-verbose`).
+    route_note: String,
 }
 
 /// What the rewrite step made.
@@ -61,6 +63,8 @@ struct Rewritten {
     replace: BTreeMap<InputId, PathBuf>,
     /// The link's ELF machine (from its inputs).
     machine: u16,
+    /// Arguments for the real linker after the user's (the direct route's tail script).
+    extra: Vec<OsString>,
 }
 
 /// The glue object and the runtime archive, as files for the real linker.
@@ -172,6 +176,18 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         return Ok(code);
     }
     let mut planned = planned;
+    if s.opts.route == Route::Direct {
+        match s.direct_script() {
+            Ok(script) => {
+                if let Some(code) = s.direct(&planned, script)? {
+                    return Ok(code);
+                }
+            }
+            Err(why) => {
+                s.route_note = format!("copy: the direct route is not for this link: {why}")
+            }
+        }
+    }
     let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&mut planned))?;
     let runtime = s.step("add runtime and glue", |s| {
         s.add_runtime(&planned[0].path, &rewritten)
@@ -186,27 +202,83 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         s.progress.done();
         return Ok(code);
     }
-    let stored = s.step("write store", |s| s.write_store(&rewritten, &linked, ready))?;
-    let (summary, mapping) = (stored.summary, stored.mapping);
-    s.step("commit output", |s| s.commit(&linked, stored.pending_side))?;
-    s.progress.done();
-    s.report(&planned, &summary, mapping.as_ref());
-    // What the steps do not include, so that `--fatpack-verbose` accounts for the whole
-    // command: the time before the first step, and letting go of the rewritten inputs (temp
-    // files) and the inputs' mappings.
-    let (verbose, started) = (s.opts.verbose, s.started);
-    let t = Instant::now();
-    drop((rewritten, runtime, linked, planned, s));
-    if verbose {
-        eprintln!(
-            "fatpack:   before the first step {:.2}s; cleanup after the last (temp files, mappings) {:.2}s",
-            started
-                .checked_duration_since(process_start())
-                .map_or(0.0, |d| d.as_secs_f64()),
-            t.elapsed().as_secs_f64()
-        );
+    s.finish(planned, rewritten, runtime, linked, ready)
+}
+
+impl Session {
+    /// The direct route ([`super::direct`]): the exit code of a link it finished or that
+    /// failed; None where its output cannot be cut (nothing is kept of it, and the copy
+    /// route follows).
+    fn direct(&mut self, planned: &[Planned], script: &str) -> Result<Option<i32>, LinkError> {
+        let r = self.step("name modules", |s| s.direct_inputs(planned, script))?;
+        let runtime = self.step("add runtime and glue", |s| {
+            s.add_runtime(&planned[0].path, &r)
+        })?;
+        let ready = self.prepare_store(&r);
+        let (code, linked) = self.step("link", |s| s.link(planned, &r, &runtime))?;
+        if let Some(p) = &ready {
+            p.linked();
+        }
+        if code != 0 {
+            self.progress.done();
+            return Ok(Some(code));
+        }
+        match self.step("stub output", |s| s.stub_output(&r, &linked))? {
+            Ok(()) => {}
+            Err(why) => {
+                self.route_note =
+                    format!("copy: the direct route's output could not be cut ({why})");
+                return Ok(None);
+            }
+        }
+        // `finish` takes the planned inputs for its report only.
+        let planned = planned
+            .iter()
+            .map(|p| Planned {
+                id: p.id,
+                path: p.path.clone(),
+                kind: p.kind,
+                sections: Vec::new(),
+            })
+            .collect();
+        self.finish(planned, r, runtime, linked, ready).map(Some)
     }
-    Ok(0)
+}
+
+impl Session {
+    /// After a successful link: the store, the output put in place, the report.
+    fn finish(
+        &mut self,
+        planned: Vec<Planned>,
+        rewritten: Rewritten,
+        runtime: RuntimeFiles,
+        linked: Linked,
+        ready: Option<Preparing>,
+    ) -> Result<i32, LinkError> {
+        let s = self;
+        let stored = s.step("write store", |s| s.write_store(&rewritten, &linked, ready))?;
+        let (summary, mapping) = (stored.summary, stored.mapping);
+        s.step("commit output", |s| s.commit(&linked, stored.pending_side))?;
+        s.progress.done();
+        s.report(&planned, &summary, mapping.as_ref());
+        // What the steps do not include, so that `--fatpack-verbose` accounts for the whole
+        // command: the time before the first step, and letting go of the rewritten inputs
+        // (temp files) and the inputs' mappings.
+        let (verbose, started) = (s.opts.verbose, s.started);
+        let t = Instant::now();
+        drop((rewritten, runtime, linked, planned));
+        s.maps = Default::default();
+        if verbose {
+            eprintln!(
+                "fatpack:   before the first step {:.2}s; cleanup after the last (temp files, mappings) {:.2}s",
+                started
+                    .checked_duration_since(process_start())
+                    .map_or(0.0, |d| d.as_secs_f64()),
+                t.elapsed().as_secs_f64()
+            );
+        }
+        Ok(0)
+    }
 }
 
 /// When this process began its work (`main`'s first statement marks it).
@@ -290,6 +362,15 @@ fn remove_stale_side_file(output: &Path) {
     }
 }
 
+/// The link's ELF machine, from the headers the scan read of its first input with device
+/// code.
+fn machine_of(planned: &[Planned]) -> Result<u16, LinkError> {
+    let first = &planned[0];
+    first
+        .machine()
+        .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))
+}
+
 /// The line as given, for the real linker: nothing to pack.
 pub(super) fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
     let argv = line.render(&BTreeMap::new(), &[], &[])?;
@@ -314,6 +395,7 @@ impl Session {
             rewrite_times: Default::default(),
             elf_files: 0,
             elf_parses: 0,
+            route_note: "copy: the inputs with device code copied with stubs".into(),
         })
     }
 
@@ -390,24 +472,9 @@ impl Session {
     /// A copy of each planned input with its containers replaced by stubs, in a private temp
     /// folder; the link's machine from the first of them.
     fn rewrite_inputs(&mut self, planned: &mut [Planned]) -> Result<Rewritten, LinkError> {
-        let work = if self.opts.save_temps {
-            let dir = saved_temps(&self.line.output);
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(io_at("removing", &dir))?;
-            }
-            std::fs::create_dir_all(&dir).map_err(io_at("creating", &dir))?;
-            Work::Kept(dir)
-        } else {
-            Work::Temp(cleanup::temp_folder(
-                cleanup::WORK_PREFIX,
-                &std::env::temp_dir(),
-            )?)
-        };
+        let work = self.work_folder()?;
         // From the headers the scan read, before the rewrite lets them go.
-        let first = &planned[0];
-        let machine = first
-            .machine()
-            .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))?;
+        let machine = machine_of(planned)?;
         let parses = crate::elf::parse_count();
         let mut names = Names::default();
         let (mut extracted, mut replace) = (Vec::new(), BTreeMap::new());
@@ -437,7 +504,71 @@ impl Session {
             extracted,
             replace,
             machine,
+            extra: Vec::new(),
         })
+    }
+
+    /// The folder of the link's own files: a temp folder, or `<output>.fatpack-temps/`.
+    fn work_folder(&self) -> Result<Work, LinkError> {
+        Ok(if self.opts.save_temps {
+            let dir = saved_temps(&self.line.output);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(io_at("removing", &dir))?;
+            }
+            std::fs::create_dir_all(&dir).map_err(io_at("creating", &dir))?;
+            Work::Kept(dir)
+        } else {
+            Work::Temp(cleanup::temp_folder(
+                cleanup::WORK_PREFIX,
+                &std::env::temp_dir(),
+            )?)
+        })
+    }
+
+    /// The direct route's inputs: the user's, as given, with the tail script `script`, and
+    /// the name of every module they hold (nothing is copied).
+    fn direct_inputs(&mut self, planned: &[Planned], script: &str) -> Result<Rewritten, LinkError> {
+        let work = self.work_folder()?;
+        let machine = machine_of(planned)?;
+        let path = super::tail::write_script(work.path(), script)?;
+        Ok(Rewritten {
+            extracted: super::direct::modules(planned),
+            replace: BTreeMap::new(),
+            machine,
+            extra: super::tail::script_args(&path),
+            work,
+        })
+    }
+
+    /// Whether this link can take the direct route: the tail script for its linker, or
+    /// why not.
+    fn direct_script(&self) -> Result<&'static str, String> {
+        if !self.line.scripts.is_empty() {
+            return Err("the line gives its own linker script".into());
+        }
+        super::tail::script_for(&self.real).map_err(|e| match e {
+            LinkError::TailUnsupported { linker, why } => format!("{linker} {why}"),
+            e => e.to_string(),
+        })
+    }
+
+    /// The direct route's output, its containers replaced by stubs and cut short; or why
+    /// that cannot be done (the copy route is then taken).
+    fn stub_output(
+        &mut self,
+        r: &Rewritten,
+        linked: &Linked,
+    ) -> Result<Result<(), String>, LinkError> {
+        let done = super::direct::stub_output(&linked.out, &r.extracted, &self.maps)?;
+        if let Ok(d) = &done {
+            self.route_note = format!(
+                "direct: the inputs linked as given, {} containers replaced by stubs in the output, {:.1} of {:.1} MiB kept",
+                d.containers,
+                d.after as f64 / 1048576.0,
+                d.before as f64 / 1048576.0
+            );
+        }
+        Ok(done.map(|_| ()))
     }
 
     /// The runtime archive for the link's machine and the glue object with the digest slot.
@@ -483,7 +614,7 @@ impl Session {
         crate::commit::remember(&tmp_out, &self.line.output);
         let copies: Vec<(PathBuf, PathBuf)> = planned
             .iter()
-            .map(|p| (r.replace[&p.id].clone(), p.path.clone()))
+            .filter_map(|p| Some((r.replace.get(&p.id)?.clone(), p.path.clone())))
             .collect();
         let user_names = names::UserNames::new(
             &copies,
@@ -492,12 +623,13 @@ impl Session {
             r.work.path(),
             &files.runtime,
         );
-        let (prepend, append) = link_extras(
+        let (prepend, mut append) = link_extras(
             files.glue.clone().into_os_string(),
             files.runtime.clone().into_os_string(),
             self.line.kind == OutputKind::SharedLibrary,
             tmp_out.clone().into_os_string(),
         );
+        append.splice(0..0, r.extra.iter().cloned());
         let argv = self.line.render(&r.replace, &prepend, &append)?;
         if let Work::Kept(dir) = &r.work {
             // The real link's command line, writing into the temps folder: `ld @ld.rsp`.
@@ -767,10 +899,12 @@ impl Session {
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         eprintln!("fatpack:   store: {}", self.store_note);
         let rt = &self.rewrite_times;
-        eprintln!(
-            "fatpack:   rewrite: archive members read {:.2}s, stubs made {:.2}s, archives indexed and written {:.2}s",
-            rt.members, rt.stubs, rt.write
-        );
+        if !self.route_note.starts_with("direct") {
+            eprintln!(
+                "fatpack:   rewrite: archive members read {:.2}s, stubs made {:.2}s, archives indexed and written {:.2}s",
+                rt.members, rt.stubs, rt.write
+            );
+        }
         match (mapping, self.opts.side_file) {
             (Some(m), _) => eprintln!(
                 "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",
@@ -782,8 +916,13 @@ impl Session {
                  header of its own): the runtime reads it from the file"
             ),
         }
+        eprintln!("fatpack:   route: {}", self.route_note);
+        let done = match self.route_note.starts_with("direct") {
+            true => "linked as given",
+            false => "rewrote",
+        };
         for p in planned {
-            eprintln!("fatpack:   rewrote {}", p.path.display());
+            eprintln!("fatpack:   {done} {}", p.path.display());
         }
     }
 }

@@ -239,7 +239,12 @@ pub fn slot_range(data: &[u8]) -> Option<Result<(u64, u64, u64), String>> {
 /// really used.
 pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
     let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-    let file = object::File::parse(&*map).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+    stub_modules(path, &map)
+}
+
+/// [`linked_modules`] of a linked file's bytes `data` (read from `path`).
+pub fn stub_modules(path: &Path, data: &[u8]) -> Result<Vec<String>, OutputError> {
+    let file = object::File::parse(data).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
     let mut out = Vec::new();
     for name in DEVICE_SECTIONS {
         let Some(sec) = file.section_by_name(name) else {

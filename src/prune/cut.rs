@@ -38,7 +38,7 @@ use fatpack_format::fatbin::{WrapperRecord, WRAPPER_MAGIC};
 
 /// Why a layout is not cut (the file is pruned in place instead).
 #[derive(Debug)]
-pub(super) struct Refused(pub String);
+pub(crate) struct Refused(pub String);
 
 /// Where the file is cut: `[from, resume)` of the file is replaced by the compacted device
 /// code and zeros, and everything from `resume` on moves down.
@@ -240,6 +240,11 @@ fn moves_phdrs_off_the_first_segment(layout: &Layout, p: &Phdr) -> bool {
     loaded && first.is_some_and(|f| delta(f) != delta(p))
 }
 
+/// What becomes of container `index` of a device section (whose bytes are given): its new
+/// bytes.
+pub(crate) type Replace<'a> =
+    dyn FnMut(&DeviceSection, usize, &[u8]) -> Result<Vec<u8>, PruneError> + 'a;
+
 /// The pruned device code, packed from the first device section's start.
 struct Compacted {
     /// The new bytes from `Plan::from`.
@@ -255,12 +260,12 @@ struct Compacted {
 /// device-link stub `fatbinData`, and cuSPARSE 12.6 keeps one at the start of its
 /// `.nv_fatbin`) stays at its address; the others pack around it.
 fn compact(
+    data: &[u8],
     layout: &Layout,
     cut: &Plan,
     scanned: &Scanned,
     pointed: &std::collections::BTreeSet<u64>,
-    sel: &Selection,
-    report: &mut PruneReport,
+    replace: &mut Replace<'_>,
 ) -> Result<Compacted, PruneError> {
     let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
     let mut secs: Vec<_> = movable(scanned, &cut.run).collect();
@@ -278,7 +283,7 @@ fn compact(
             .map_or(8, |s| s.sh_addralign.get(LE).max(1));
         let at = (cut.from + body.len() as u64).next_multiple_of(align);
         body.resize((at - cut.from) as usize, 0);
-        for (index, (fb, &(off, _))) in d.containers.iter().zip(&d.spans).enumerate() {
+        for (index, &(off, len)) in d.spans.iter().enumerate() {
             let old = d.file_offset + off;
             let registered = pointed.contains(&addr_of(old));
             // Packed containers only move down, so a pinned one's place is still ahead.
@@ -290,10 +295,8 @@ fn compact(
             if registered {
                 c.moved.insert(addr_of(old), addr_of(to));
             }
-            // Whatever loads a pinned one (code that names it), it may register it through
-            // cudart: it is pruned as a registered module (never emptied).
-            let module = format!("{}#{index}", d.origin);
-            body.extend(prune_container(&module, fb, sel, true, report)?);
+            let bytes = file_range(data, old, len).unwrap_or_default();
+            body.extend(replace(d, index, bytes)?);
         }
         let end = cut.from + body.len() as u64;
         c.sections.push((d.section_index, at, end - at));
@@ -314,13 +317,13 @@ fn word(buf: &[u8], offset: usize) -> Option<u64> {
 
 /// The file after the cut, built in memory, and the (old) file ranges whose bytes changed
 /// on purpose: pointers to moved containers.
-struct Rebuilt {
-    out: Vec<u8>,
+struct Rebuilt<'a> {
+    out: &'a mut [u8],
     patched: Vec<(u64, u64)>,
     shift: Shift,
 }
 
-impl Rebuilt {
+impl Rebuilt<'_> {
     fn new_offset(&self, off: u64) -> u64 {
         self.shift.apply(off)
     }
@@ -335,19 +338,26 @@ impl Rebuilt {
     }
 }
 
-/// Prunes `data` (a linked ELF file whose headers are `layout` and whose device sections
-/// are `scanned`) into `tmp`, cutting the freed bytes out of the file. `Ok(Err(_))`: the
-/// layout cannot be cut (nothing is written and `report` is untouched).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn prune_cut(
-    input: &Path,
+/// A cut worked out (nothing written yet): where, the new device code, and the pointers to
+/// redirect.
+struct Prepared {
+    cut: Plan,
+    c: Compacted,
+    sites: Vec<(u64, Site)>,
+    /// With a tail: where the program header table (one entry longer) goes.
+    phdrs: Option<u64>,
+    shift: Shift,
+}
+
+/// Works out the cut of `data` (a linked ELF file whose headers are `layout` and whose device
+/// sections are `scanned`), each container of the packed run becoming what `replace` makes of
+/// it. `Ok(Err(_))`: the layout cannot be cut.
+fn prepare(
     data: &[u8],
     layout: &Layout,
     scanned: &Scanned,
-    sel: &Selection,
-    tmp: &mut tempfile::NamedTempFile,
-    report: &mut PruneReport,
-) -> Result<Result<(), Refused>, PruneError> {
+    replace: &mut Replace<'_>,
+) -> Result<Result<Prepared, Refused>, PruneError> {
     let cut = match plan(layout, scanned) {
         Ok(cut) => cut,
         Err(r) => return Ok(Err(r)),
@@ -368,10 +378,8 @@ pub(super) fn prune_cut(
             containers.len()
         ))));
     }
-    let mut trial = PruneReport::default();
-    let c = compact(layout, &cut, scanned, &pointed, sel, &mut trial)?;
+    let c = compact(data, layout, &cut, scanned, &pointed, replace)?;
     let phdr_len = std::mem::size_of::<Phdr>() as u64;
-    // With a tail, the program header table (one entry longer) follows the kept code.
     let phdrs = cut
         .tail
         .map(|_| (cut.from + c.body.len() as u64).next_multiple_of(8));
@@ -380,41 +388,88 @@ pub(super) fn prune_cut(
         None => cut.from + c.body.len() as u64,
     };
     let freed = cut.resume.saturating_sub(kept_end);
-    let shift = freed / cut.align * cut.align;
-    if shift == 0 {
+    let by = freed / cut.align * cut.align;
+    if by == 0 {
         return Ok(Err(Refused(format!(
             "the bytes it frees ({freed}) hold no whole alignment unit ({:#x} bytes)",
             cut.align
         ))));
     }
-    let mut r = Rebuilt {
-        out: Vec::with_capacity(data.len() - shift as usize),
-        patched: Vec::new(),
-        shift: Shift {
-            resume: cut.resume,
-            by: shift,
-        },
+    let shift = Shift {
+        resume: cut.resume,
+        by,
     };
-    r.out.extend_from_slice(&data[..cut.from as usize]);
-    r.out.extend_from_slice(&c.body);
-    r.out.resize((cut.resume - shift) as usize, 0);
-    r.out.extend_from_slice(&data[cut.resume as usize..]);
+    Ok(Ok(Prepared {
+        cut,
+        c,
+        sites,
+        phdrs,
+        shift,
+    }))
+}
 
-    let new = cut_headers(layout, &cut, &c, phdrs, r.shift);
+/// Writes the new headers into the cut file `r` and points every pointer and symbol at
+/// the containers' new places.
+fn finish_cut(
+    layout: &Layout,
+    p: &Prepared,
+    r: &mut Rebuilt<'_>,
+    bad: &dyn Fn(String) -> PruneError,
+) -> Result<(), PruneError> {
+    let new = cut_headers(layout, &p.cut, &p.c, p.phdrs, p.shift);
+    new.write_into(r.out)
+        .map_err(|e| bad(format!("the cut file's headers do not fit: {e}")))?;
+    let redirected = redirect(&p.sites, &p.c.moved, r);
+    if redirected < p.c.moved.len() {
+        return Err(bad(format!(
+            "redirected the pointers of {redirected} of {} moved containers",
+            p.c.moved.len()
+        )));
+    }
+    move_symbols(layout, &p.c, r);
+    Ok(())
+}
+
+/// Prunes `data` (a linked ELF file whose headers are `layout` and whose device sections
+/// are `scanned`) into `tmp`, cutting the freed bytes out of the file. `Ok(Err(_))`: the
+/// layout cannot be cut (nothing is written and `report` is untouched).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn prune_cut(
+    input: &Path,
+    data: &[u8],
+    layout: &Layout,
+    scanned: &Scanned,
+    sel: &Selection,
+    tmp: &mut tempfile::NamedTempFile,
+    report: &mut PruneReport,
+) -> Result<Result<(), Refused>, PruneError> {
+    let mut trial = PruneReport::default();
+    // Whatever loads a pinned container (code that names it), it may register it through
+    // cudart: each is pruned as a registered module (never emptied).
+    let mut prune = |d: &DeviceSection, index: usize, _: &[u8]| {
+        let module = format!("{}#{index}", d.origin);
+        prune_container(&module, &d.containers[index], sel, true, &mut trial)
+    };
+    let p = match prepare(data, layout, scanned, &mut prune)? {
+        Ok(p) => p,
+        Err(r) => return Ok(Err(r)),
+    };
+    let (cut, c, shift) = (&p.cut, &p.c, p.shift);
+    let mut out = Vec::with_capacity(data.len() - shift.by as usize);
+    out.extend_from_slice(&data[..cut.from as usize]);
+    out.extend_from_slice(&c.body);
+    out.resize((cut.resume - shift.by) as usize, 0);
+    out.extend_from_slice(&data[cut.resume as usize..]);
+    let mut r = Rebuilt {
+        out: &mut out,
+        patched: Vec::new(),
+        shift,
+    };
     let bad = |m: String| PruneError::Cut {
         path: input.to_path_buf(),
         message: m,
     };
-    new.write_into(&mut r.out)
-        .map_err(|e| bad(format!("the cut file's headers do not fit: {e}")))?;
-    let redirected = redirect(&sites, &c.moved, &mut r);
-    if redirected < c.moved.len() {
-        return Err(bad(format!(
-            "redirected the pointers of {redirected} of {} moved containers",
-            c.moved.len()
-        )));
-    }
-    move_symbols(layout, &c, &mut r);
+    finish_cut(layout, &p, &mut r, &bad)?;
     // Fatbins embedded in the program's data stay where its code expects them, and so do
     // device sections before the packed run.
     let embedded: Vec<&DeviceSection> = scanned
@@ -426,11 +481,10 @@ pub(super) fn prune_cut(
         r.patched
             .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));
     }
-    let shift = r.shift;
     let at = move |o: u64| shift.apply(o);
     let zeroed = super::elf_inplace::prune_in_place(
         input,
-        &mut r.out,
+        r.out,
         embedded.iter().copied(),
         &at,
         sel,
@@ -441,15 +495,134 @@ pub(super) fn prune_cut(
         .iter()
         .map(|d| d.spans.len())
         .sum::<usize>();
-    verify(input, data, layout, &r, &c, containers).map_err(bad)?;
+    verify(input, data, layout, &r, c, containers).map_err(bad)?;
     let path = tmp.path().to_path_buf();
-    tmp.as_file_mut().write_all(&r.out).map_err(io_at(&path))?;
+    tmp.as_file_mut().write_all(&out).map_err(io_at(&path))?;
     super::elf_inplace::punch_holes(tmp.as_file(), &zeroed);
     *report = PruneReport {
         absent: std::mem::take(&mut report.absent),
         ..trial
     };
     Ok(Ok(()))
+}
+
+/// What [`InPlace::apply`] did to a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CutDone {
+    /// Containers replaced.
+    pub containers: usize,
+    /// The file's length before and after.
+    pub before: u64,
+    pub after: u64,
+}
+
+/// A cut of a linked file made in the file itself (`fatpack ld`'s own output, whose device
+/// code its tail script placed last): worked out first, from the file's bytes as they are
+/// ([`InPlace::plan`]), so that the caller can check what it read before anything is
+/// written; then written, and the file truncated ([`InPlace::apply`]). Only a layout with
+/// nothing after the device code in its segment is cut this way: what follows it in the
+/// file (symbols, debug info, section headers) moves down, nothing that loads does.
+pub(crate) struct InPlace {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    map: memmap2::MmapMut,
+    layout: Layout,
+    scanned: Scanned,
+    p: Prepared,
+}
+
+impl InPlace {
+    /// Works out the cut of the file at `path`, each container of `.nv_fatbin` and
+    /// `__nv_relfatbin` becoming what `replace` makes of it (given the section and the
+    /// container's index in it). `Ok(Err(_))`: the file cannot be cut in place.
+    pub(crate) fn plan(
+        path: &Path,
+        replace: &mut Replace<'_>,
+    ) -> Result<Result<InPlace, Refused>, PruneError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io_at(path))?;
+        // SAFETY: the file is fatpack's own temp output, which no other process has open
+        // (the real linker has exited); a shared writable mapping of it stays valid while
+        // `map` lives, and the file is truncated only after the mapping is dropped.
+        let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(io_at(path))?;
+        let scanned = inputs::scan_at(path, &map, inputs::Depth::Registered)?;
+        let Some(layout) = scanned.sections.iter().find_map(|d| d.elf.clone()) else {
+            return Ok(Err(Refused("it has no device sections".into())));
+        };
+        let layout = (*layout).clone();
+        let p = match prepare(&map, &layout, &scanned, replace)? {
+            Ok(p) => p,
+            Err(r) => return Ok(Err(r)),
+        };
+        if p.cut.tail.is_some() {
+            return Ok(Err(Refused(
+                "its device code is not the last thing its segment loads".into(),
+            )));
+        }
+        Ok(Ok(InPlace {
+            path: path.to_path_buf(),
+            file,
+            map,
+            layout,
+            scanned,
+            p,
+        }))
+    }
+
+    /// The file's bytes before the cut.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Makes the cut: the new device code at the first device section's start, what
+    /// followed the device code moved down, new headers, pointers and symbols; checks the
+    /// result (its layout, then `check` on the cut file's bytes: what its device sections
+    /// now hold); truncates the file.
+    pub(crate) fn apply(
+        mut self,
+        check: &dyn Fn(&[u8]) -> Result<(), String>,
+    ) -> Result<CutDone, PruneError> {
+        let (from, resume, by) = (
+            self.p.cut.from as usize,
+            self.p.cut.resume as usize,
+            self.p.shift.by as usize,
+        );
+        let before = self.map.len();
+        let new_len = before - by;
+        let map = &mut self.map[..];
+        map.copy_within(resume.., resume - by);
+        let body = &self.p.c.body;
+        map[from..from + body.len()].copy_from_slice(body);
+        map[from + body.len()..resume - by].fill(0);
+        let mut r = Rebuilt {
+            out: &mut map[..new_len],
+            patched: Vec::new(),
+            shift: self.p.shift,
+        };
+        let path = self.path.clone();
+        let bad = |m: String| PruneError::Cut {
+            path: path.clone(),
+            message: m,
+        };
+        finish_cut(&self.layout, &self.p, &mut r, &bad)?;
+        let containers = movable(&self.scanned, &self.p.cut.run)
+            .map(|d| d.spans.len())
+            .sum::<usize>();
+        loads_in_place(r.out).map_err(&bad)?;
+        check(r.out).map_err(&bad)?;
+        drop(self.map);
+        self.file
+            .set_len(new_len as u64)
+            .map_err(io_at(&self.path))?;
+        Ok(CutDone {
+            containers,
+            before: before as u64,
+            after: new_len as u64,
+        })
+    }
 }
 
 /// The headers of the cut file.
@@ -547,7 +720,7 @@ fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
             continue;
         }
         let (off, size) = (r.new_offset(s.sh_offset.get(LE)), s.sh_size.get(LE));
-        let Some(len) = file_range(&r.out, off, size).map(<[u8]>::len) else {
+        let Some(len) = file_range(r.out, off, size).map(<[u8]>::len) else {
             continue;
         };
         let at = off as usize;
@@ -694,24 +867,7 @@ fn verify(
     c: &Compacted,
     containers: usize,
 ) -> Result<(), String> {
-    let new = Layout::parse(&r.out).map_err(|e| format!("the cut file does not parse: {e}"))?;
-    let mut loads: Vec<&Phdr> = new.segments.iter().filter(|p| load(p)).collect();
-    for p in &loads {
-        let (off, va, al) = (
-            p.p_offset.get(LE),
-            p.p_vaddr.get(LE),
-            p.p_align.get(LE).max(1),
-        );
-        if off % al != va % al || file_end(p) > r.out.len() as u64 {
-            return Err(format!("segment at {va:#x} is misplaced in the cut file"));
-        }
-    }
-    loads.sort_by_key(|p| p.p_vaddr.get(LE));
-    for w in loads.windows(2) {
-        if w[0].p_vaddr.get(LE) + w[0].p_memsz.get(LE) > w[1].p_vaddr.get(LE) {
-            return Err("two loaded segments overlap in the cut file".into());
-        }
-    }
+    let new = loads_in_place(r.out)?;
     let mut patched = r.patched.clone();
     patched.sort_unstable();
     for (i, s) in old.sections.iter().enumerate() {
@@ -730,14 +886,43 @@ fn verify(
             return Err(format!("section {i} is no longer loaded at its address"));
         };
         if at != new.sections[i].sh_offset.get(LE)
-            || !same_bytes(data, &r.out, off, at, size, &patched)
+            || !same_bytes(data, r.out, off, at, size, &patched)
         {
             return Err(format!("section {i} changed in the cut file"));
         }
     }
-    let check = inputs::scan_bytes(input, &r.out)
+    reads_back(input, r.out, containers)
+}
+
+/// The cut file `out` parses, and every loaded segment is congruent to its address, inside
+/// the file and apart from the others; returns its headers.
+fn loads_in_place(out: &[u8]) -> Result<Layout, String> {
+    let new = Layout::parse(out).map_err(|e| format!("the cut file does not parse: {e}"))?;
+    let mut loads: Vec<&Phdr> = new.segments.iter().filter(|p| load(p)).collect();
+    for p in &loads {
+        let (off, va, al) = (
+            p.p_offset.get(LE),
+            p.p_vaddr.get(LE),
+            p.p_align.get(LE).max(1),
+        );
+        if off % al != va % al || file_end(p) > out.len() as u64 {
+            return Err(format!("segment at {va:#x} is misplaced in the cut file"));
+        }
+    }
+    loads.sort_by_key(|p| p.p_vaddr.get(LE));
+    for w in loads.windows(2) {
+        if w[0].p_vaddr.get(LE) + w[0].p_memsz.get(LE) > w[1].p_vaddr.get(LE) {
+            return Err("two loaded segments overlap in the cut file".into());
+        }
+    }
+    Ok(new)
+}
+
+/// The cut file `out`, scanned at `depth`, holds `containers` containers.
+fn reads_back(path: &Path, out: &[u8], containers: usize) -> Result<(), String> {
+    let check = inputs::scan_bytes(path, out)
         .map_err(|e| format!("the cut file does not read back: {e}"))?;
-    let got: usize = check.sections.iter().map(|d| d.containers.len()).sum();
+    let got: usize = check.sections.iter().map(|d| d.spans.len()).sum();
     if got != containers {
         return Err(format!(
             "the cut file reads back {got} containers, not {containers}"

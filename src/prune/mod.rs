@@ -12,7 +12,7 @@
 //!
 //! The output is written to a temp file beside it and renamed; the input is never touched.
 
-mod cut;
+pub(crate) mod cut;
 mod elf_inplace;
 mod error;
 mod package;

@@ -94,4 +94,68 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
         "{names:?}"
     );
     assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    // The direct route (the inputs linked as given, nvcc's device-link object first, the
+    // relocatable containers of `__nv_relfatbin` too): the same store.
+    let direct = dir.path().join("app-direct");
+    let (code, _, err) = run(Command::new(&nvcc)
+        .args([
+            "-rdc=true",
+            "-gencode",
+            "arch=compute_75,code=sm_75",
+            "-gencode",
+            "arch=compute_90,code=[sm_90,compute_90]",
+        ])
+        .arg(format!("-Xcompiler=-B{}", w.path().display()))
+        .args([
+            "-Xlinker",
+            "--fatpack-route=direct",
+            "-Xlinker",
+            "--fatpack-verbose",
+        ])
+        .arg(format!("-L{}", cuda.display()))
+        .arg("-o")
+        .arg(&direct)
+        .arg(&objs[3])
+        .arg(fixture("other.o"))
+        .arg(fixture("main.o")));
+    assert_eq!(code, 0, "nvcc link: {err}");
+    assert!(err.contains("fatpack:   route: direct: "), "{err}");
+    let store = |p: &std::path::Path| {
+        use object::{Object, ObjectSection};
+        let data = std::fs::read(p).unwrap();
+        let f = object::File::parse(&*data).unwrap();
+        f.section_by_name(".fatpack")
+            .unwrap()
+            .data()
+            .unwrap()
+            .to_vec()
+    };
+    // nvcc names its device-link object after the output: link the copy route's output
+    // under the same name.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    let copy_exe = copy.join("app-direct");
+    let (code, _, err) = run(Command::new(&nvcc)
+        .current_dir(dir.path())
+        .args([
+            "-rdc=true",
+            "-gencode",
+            "arch=compute_75,code=sm_75",
+            "-gencode",
+            "arch=compute_90,code=[sm_90,compute_90]",
+        ])
+        .arg(format!("-Xcompiler=-B{}", w.path().display()))
+        .arg(format!("-L{}", cuda.display()))
+        .arg("-o")
+        .arg(&copy_exe)
+        .arg(&objs[3])
+        .arg(fixture("other.o"))
+        .arg(fixture("main.o")));
+    assert_eq!(code, 0, "nvcc link: {err}");
+    assert!(
+        store(&direct) == store(&copy_exe),
+        "the direct route's store differs"
+    );
+    assert_eq!(inspect_json(&direct)["packed"]["digest_matches"], true);
+    assert_eq!(run(&mut Command::new(&direct)).1, "fixture main ok\n");
 }

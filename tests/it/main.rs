@@ -14,6 +14,7 @@ mod inspect_cli;
 mod integrations;
 mod jobserver;
 mod ld_args;
+mod ld_direct;
 mod ld_pack;
 mod prune_cut;
 mod prune_package;

@@ -1,0 +1,240 @@
+//! `fatpack ld --fatpack-route=direct`: the inputs linked as given and the output's
+//! containers replaced by stubs afterwards. Every case is checked against the copy route on
+//! the same inputs: the same store bytes, and the same registrations and launches against the
+//! fake cudart (nvcc's own host code from the fixtures registers and launches); the output
+//! is sound (eu-elflint says nothing the copy route's output does not make it say) and the
+//! same bytes link after link.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::*;
+use crate::rt_harness::fakes;
+
+/// Links `inputs` through fatpack by `route` against the fake cudart; returns the linker's
+/// stderr (`--fatpack-verbose`).
+fn link(w: &Path, route: &str, out: &Path, inputs: &[PathBuf], extra: &[&str]) -> String {
+    let (code, _, err) = run(Command::new("g++")
+        .arg(format!("-B{}", w.display()))
+        .arg(format!("-Wl,--fatpack-route={route}"))
+        .arg("-Wl,--fatpack-verbose")
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .args(inputs)
+        .arg(format!("-L{}", fakes().display()))
+        .arg("-lfakecudart")
+        .arg(format!("-Wl,-rpath,{}", fakes().display())));
+    assert_eq!(code, 0, "{route} {extra:?}: {err}");
+    err
+}
+
+/// The fake cudart's log of a launch of the fixture program (`exe go` launches its kernels)
+/// on an sm_90 device.
+fn launch_log(exe: &Path) -> String {
+    let r = crate::rt_harness::run(exe, "go", Some("90"), &[]);
+    assert_eq!(
+        r.stdout,
+        "fixture main ok\n",
+        "{}: {}",
+        exe.display(),
+        r.stderr
+    );
+    assert!(
+        r.log.contains("launchkernel fill_iota"),
+        "{}: {}",
+        exe.display(),
+        r.log
+    );
+    r.log
+}
+
+/// The bytes of section `name` of `file` (empty when it has none).
+fn section(file: &Path, name: &str) -> Vec<u8> {
+    use object::{Object, ObjectSection};
+    let data = std::fs::read(file).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    f.section_by_name(name)
+        .map(|s| s.data().unwrap().to_vec())
+        .unwrap_or_default()
+}
+
+/// What `eu-elflint --gnu-ld` says about `file`, as a set of messages.
+fn elflint(file: &Path) -> BTreeSet<String> {
+    let (_, out, err) = run(Command::new(tool("eu-elflint", "apt-get install elfutils"))
+        .arg("--gnu-ld")
+        .arg(file));
+    let name = file.display().to_string();
+    out.lines()
+        .chain(err.lines())
+        .map(|l| l.replace(&name, "FILE"))
+        .filter(|l| !l.trim().is_empty() && l.trim() != "No errors")
+        .collect()
+}
+
+fn route_line(err: &str) -> &str {
+    err.lines()
+        .find_map(|l| l.strip_prefix("fatpack:   route: "))
+        .unwrap_or_else(|| panic!("no route line: {err}"))
+}
+
+/// The direct route's output against the copy route's, for one link.
+fn same_as_copy(
+    w: &Path,
+    dir: &Path,
+    name: &str,
+    inputs: &[PathBuf],
+    extra: &[&str],
+    launch: bool,
+) {
+    let copy = dir.join(format!("{name}-copy"));
+    let direct = dir.join(format!("{name}-direct"));
+    let again = dir.join(format!("{name}-direct-again"));
+    let err = link(w, "copy", &copy, inputs, extra);
+    assert!(route_line(&err).starts_with("copy: "), "{name}: {err}");
+    let err = link(w, "direct", &direct, inputs, extra);
+    assert!(route_line(&err).starts_with("direct: "), "{name}: {err}");
+    link(w, "direct", &again, inputs, extra);
+    assert!(
+        std::fs::read(&direct).unwrap() == std::fs::read(&again).unwrap(),
+        "{name}: two direct links of the same inputs differ"
+    );
+    let r = inspect_json(&direct);
+    assert_eq!(r["packed"]["digest_matches"], true, "{name}");
+    // The same modules under the same names, the same blobs: the same store bytes.
+    let store = section(&direct, ".fatpack");
+    assert!(!store.is_empty(), "{name}");
+    assert!(
+        store == section(&copy, ".fatpack"),
+        "{name}: the stores differ"
+    );
+    // Only stubs are left of the device code, and the file lost it.
+    assert!(section(&direct, ".nv_fatbin").len() < 512, "{name}");
+    let extra_lint: Vec<String> = elflint(&direct)
+        .difference(&elflint(&copy))
+        .cloned()
+        .collect();
+    assert!(extra_lint.is_empty(), "{name}: eu-elflint: {extra_lint:?}");
+    if launch {
+        assert_eq!(launch_log(&direct), launch_log(&copy), "{name}");
+    }
+}
+
+#[test]
+fn the_direct_route_registers_and_stores_what_the_copy_route_does() {
+    crate::common::tool("ld.lld", "apt-get install lld");
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let main_c = dir.path().join("m.c");
+    std::fs::write(
+        &main_c,
+        "#include <stdio.h>\nint launch_fill(int*);\nint main(int c, char** v){ if (c > 1) launch_fill(0); puts(\"fixture main ok\"); return 0; }\n",
+    )
+    .unwrap();
+    let main_o = dir.path().join("m.o");
+    assert!(Command::new("gcc")
+        .arg("-c")
+        .arg(&main_c)
+        .arg("-o")
+        .arg(&main_o)
+        .status()
+        .unwrap()
+        .success());
+    let objs = fixture_objs();
+    let cases: [(&str, Vec<PathBuf>, &[&str]); 6] = [
+        ("pie", objs.clone(), &[]),
+        ("no-pie", objs.clone(), &["-no-pie"]),
+        ("lld", objs.clone(), &["-fuse-ld=lld"]),
+        ("lld-no-pie", objs.clone(), &["-fuse-ld=lld", "-no-pie"]),
+        (
+            "archive",
+            vec![main_o.clone(), fixture("libfixture.a")],
+            &[],
+        ),
+        (
+            "thin-archive",
+            vec![main_o.clone(), fixture("libfixture_thin.a")],
+            &[],
+        ),
+    ];
+    for (name, inputs, extra) in &cases {
+        same_as_copy(w.path(), dir.path(), name, inputs, extra, true);
+    }
+}
+
+#[test]
+fn the_direct_route_packs_a_shared_library() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let objs = [fixture("kernels.o"), fixture("other.o")];
+    for (name, extra) in [("bfd", "-fuse-ld=bfd"), ("lld", "-fuse-ld=lld")] {
+        same_as_copy(
+            w.path(),
+            dir.path(),
+            &format!("lib{name}.so"),
+            &objs,
+            &["-shared", extra],
+            false,
+        );
+        // A program on the library registers and launches its device code the same way.
+        let mut logs = Vec::new();
+        for route in ["copy", "direct"] {
+            let so = dir.path().join(format!("lib{name}.so-{route}"));
+            let exe = dir.path().join(format!("uses-{name}-{route}"));
+            let libs = [fixture("main.o"), so];
+            let rpath = format!("-Wl,-rpath,{}", dir.path().display());
+            link(w.path(), "copy", &exe, &libs, &[&rpath]);
+            logs.push(launch_log(&exe));
+        }
+        assert_eq!(logs[0], logs[1], "{name}");
+    }
+}
+
+#[test]
+fn where_the_direct_route_cannot_go_the_link_copies() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    // The line's own linker script: ld's default one, given with -T.
+    let (_, verbose, _) = run(Command::new("ld").arg("--verbose"));
+    let script: String = verbose
+        .split("==================================================")
+        .nth(1)
+        .expect("ld --verbose prints its default script")
+        .to_string();
+    let script_path = dir.path().join("own.ld");
+    std::fs::write(&script_path, script).unwrap();
+    let t = format!("-Wl,-T,{}", script_path.display());
+    for (name, extra, why) in [
+        ("gold", "-fuse-ld=gold", "gold does not support INSERT"),
+        ("mold", "-fuse-ld=mold", "mold does not read SECTIONS"),
+        ("script", t.as_str(), "the line gives its own linker script"),
+    ] {
+        let exe = dir.path().join(name);
+        let err = link(w.path(), "direct", &exe, &fixture_objs(), &[extra]);
+        let line = route_line(&err);
+        assert!(
+            line.starts_with("copy: the direct route is not for this link: ") && line.contains(why),
+            "{name}: {line}"
+        );
+        assert_eq!(
+            inspect_json(&exe)["packed"]["digest_matches"],
+            true,
+            "{name}"
+        );
+        launch_log(&exe);
+    }
+    // A misspelt route is an error, as every --fatpack- option's bad value is.
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &dir.path().join("bad"),
+        &fixture_objs(),
+        &cuda_lib(),
+        &["-Wl,--fatpack-route=fast"],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--fatpack-route=fast: want `copy` or `direct`"),
+        "{err}"
+    );
+}
