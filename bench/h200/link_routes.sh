@@ -2,9 +2,10 @@
 # ON THE GPU MACHINE: the default link's two routes against plain ld, on the two programs of
 # issue 24, 5 interleaved rounds each, warm page cache, one fatpack build:
 #   plain  - g++/nvcc with the system ld;
-#   copy   - fatpack ld, the inputs with device code copied with stubs (the default);
+#   copy   - fatpack ld --fatpack-route=copy, the inputs with device code copied with stubs;
 #   direct - fatpack ld --fatpack-route=direct, the inputs linked as given and the output's
-#            containers replaced by stubs afterwards.
+#            containers replaced by stubs afterwards;
+# and which of the two the default (--fatpack-route=auto) takes for each program.
 # Programs: the static cuBLAS program of tests/gpu/cublas (g++ -B), and bench/h200/five_libs.cu
 # on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (device-linked callback) and cuRAND through
 # `nvcc -rdc=true`. Prints wall times, medians and ratios, the direct route's steps, whether
@@ -33,10 +34,10 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     local prog=$1 who=$2 out="$2/$1.bin"
     case $prog.$who in
     cublas.plain) g++ -o "$out" check.o "${CUBLAS[@]}" ;;
-    cublas.copy) g++ -B"$W/fp" -Wl,--fatpack-verbose -o "$out" check.o "${CUBLAS[@]}" ;;
+    cublas.copy) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=copy -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.direct) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
     five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
-    five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -o "$out" five.o "${FIVE[@]}" ;;
+    five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=copy -o "$out" five.o "${FIVE[@]}" ;;
     five.direct) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
     esac
 }
@@ -71,6 +72,9 @@ for prog, whos in by.items():
         med = statistics.median(walls)
         print(f"{prog}: {who:<6} {' '.join(f'{w:.2f}' for w in walls):<36} {med:>7.2f} {med / base:>8.3f}  rc {','.join(sorted(set(r for _, r in v)))}")
 PY
+# The route the default (--fatpack-route=auto) takes for each program.
+g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"
+nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-dry-run -o auto.bin five.o "${FIVE[@]}" | grep "^route:" | sed "s/^/five auto: /"
 for prog in cublas five; do
     for who in copy direct; do
         grep -h "steps:\|store:\|route:\|packed " "$prog.$who.5.err" | sed "s/^/$prog $who: /"

@@ -58,25 +58,44 @@ pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result
                 command(&s.real, &argv)
             );
         } else {
+            let direct = s.route_for(&planned).map(|_| ());
             let mut replace = std::collections::BTreeMap::new();
             for (seq, p) in planned.iter().enumerate() {
                 let containers: usize = p.sections.iter().map(|x| x.spans.len()).sum();
                 out += &format!(
-                    "would rewrite {} ({containers} fatbin container{})\n",
+                    "would {} {} ({containers} fatbin container{})\n",
+                    if direct.is_ok() {
+                        "link as given"
+                    } else {
+                        "rewrite"
+                    },
                     p.path.display(),
                     if containers == 1 { "" } else { "s" }
                 );
                 let name = p.path.file_name().unwrap_or_default().to_string_lossy();
-                replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
+                if direct.is_err() {
+                    replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
+                }
             }
-            let (prepend, append) = super::pack::link_extras(
+            let (prepend, mut append) = super::pack::link_extras(
                 "<fatpack>/fatpack-glue.o".into(),
                 "<fatpack>/libfatpack_rt.a".into(),
                 s.line.kind == OutputKind::SharedLibrary,
                 format!("<temp beside {output}>").into(),
             );
+            match &direct {
+                Ok(()) => {
+                    out += "route: direct (the inputs linked as given, the device sections last)\n";
+                    append.splice(0..0, ["-T".into(), "<fatpack>/fatbin-tail.ld".into()]);
+                }
+                Err(why) => out += &format!("route: copy ({why})\n"),
+            }
             let argv = s.line.render(&replace, &prepend, &append)?;
             out += &format!("would run: {}\n", command(&s.real, &argv));
+            if direct.is_ok() {
+                out += "then: each container in the output replaced by its module's stub and the \
+                        output cut short where they end\n";
+            }
             out += &format!(
                 "then: the store of the modules the link uses into {} ({}), its digest and the \
                  build ID patched, the output renamed to {output}\n",

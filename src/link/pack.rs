@@ -176,17 +176,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         return Ok(code);
     }
     let mut planned = planned;
-    if s.opts.route == Route::Direct {
-        match s.direct_script() {
-            Ok(script) => {
-                if let Some(code) = s.direct(&planned, script)? {
-                    return Ok(code);
-                }
-            }
-            Err(why) => {
-                s.route_note = format!("copy: the direct route is not for this link: {why}")
+    match s.route_for(&planned) {
+        Ok(script) => {
+            if let Some(code) = s.direct(&planned, script)? {
+                return Ok(code);
             }
         }
+        Err(why) => s.route_note = format!("copy: {why}"),
     }
     let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&mut planned))?;
     let runtime = s.step("add runtime and glue", |s| {
@@ -371,6 +367,19 @@ fn machine_of(planned: &[Planned]) -> Result<u16, LinkError> {
         .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))
 }
 
+/// The bytes of device code in the planned inputs, and their other bytes (what the copy
+/// route writes: an archive is copied whole, its containers replaced by stubs).
+fn device_and_other_bytes(planned: &[Planned]) -> (u64, u64) {
+    let (mut device, mut other) = (0u64, 0u64);
+    for p in planned {
+        let d: u64 = p.sections.iter().flat_map(|s| &s.spans).map(|s| s.1).sum();
+        let len = std::fs::metadata(&p.path).map_or(d, |m| m.len());
+        device += d;
+        other += len.saturating_sub(d);
+    }
+    (device, other)
+}
+
 /// The line as given, for the real linker: nothing to pack.
 pub(super) fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
     let argv = line.render(&BTreeMap::new(), &[], &[])?;
@@ -538,6 +547,27 @@ impl Session {
             extra: super::tail::script_args(&path),
             work,
         })
+    }
+
+    /// Whether this link takes the direct route ([`Route`]): the tail script for its
+    /// linker, or why not.
+    pub(super) fn route_for(&self, planned: &[Planned]) -> Result<&'static str, String> {
+        match self.opts.route {
+            Route::Copy => return Err("--fatpack-route=copy".into()),
+            Route::Direct => {}
+            Route::Auto => {
+                let (device, other) = device_and_other_bytes(planned);
+                if device > other {
+                    return Err(format!(
+                        "the inputs with device code hold more of it ({device} bytes) than \
+                         other bytes ({other}), so copying them writes less than linking them \
+                         as given"
+                    ));
+                }
+            }
+        }
+        self.direct_script()
+            .map_err(|why| format!("the direct route is not for this link: {why}"))
     }
 
     /// Whether this link can take the direct route: the tail script for its linker, or

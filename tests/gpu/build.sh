@@ -220,6 +220,9 @@ variant ptx_only ptx80 packed static
 variant ptx_only_plain ptx80 plain static
 # The store next to the binary (<file>.fatpack) instead of inside it.
 variant packed_side_file std packed static -Wl,--fatpack-side-file
+# The direct route (inputs linked as given, containers replaced in the output), whatever
+# the inputs' sizes would choose.
+variant packed_direct std packed static -Wl,--fatpack-route=direct
 
 # A packed build after `strip` (what distribution packaging does to binaries).
 if grep -q '^packed OK' "$status_file"; then

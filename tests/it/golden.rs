@@ -131,7 +131,8 @@ fn every_writer_gives_the_recorded_bytes() {
         &exe,
         &fixture_objs(),
         &cuda_lib(),
-        &["-Wl,--fatpack-save-temps"],
+        // The copy route: it writes the rewritten objects recorded here.
+        &["-Wl,--fatpack-save-temps", "-Wl,--fatpack-route=copy"],
     );
     assert_eq!(code, 0, "{err}");
     let temps = dir.path().join("linked.fatpack-temps");

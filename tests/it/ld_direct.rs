@@ -234,7 +234,143 @@ fn where_the_direct_route_cannot_go_the_link_copies() {
     );
     assert_ne!(code, 0);
     assert!(
-        err.contains("--fatpack-route=fast: want `copy` or `direct`"),
+        err.contains("--fatpack-route=fast: want `auto`, `direct` or `copy`"),
         "{err}"
     );
+}
+
+/// Two archive members whose containers are the same bytes, pulled in the other order than
+/// they sit in the archive: the direct route cannot tell which is which, and names them in
+/// the archive's order. Both names stand for the same code, so the program registers and
+/// launches exactly what the copy route's does; only which name goes with which stub differs.
+#[test]
+fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
+    let nvcc = cuda_tool("nvcc");
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("k.cu"),
+        "static __global__ void kern(int* p) { if (p) p[threadIdx.x] = 1; }\n\
+         #ifdef NEEDS\nextern \"C\" int NEEDS();\n#endif\n\
+         extern \"C\" int NAME() { kern<<<1, 1>>>(nullptr);\n\
+         #ifdef NEEDS\n return NEEDS() + 1;\n#else\n return 1;\n#endif\n}\n",
+    )
+    .unwrap();
+    // b.o defines fb; a.o defines fa and needs fb; the archive holds b.o first, so ld pulls
+    // a.o (for main's fa) and then b.o.
+    for (obj, defs) in [
+        ("b.o", vec!["-DNAME=fb"]),
+        ("a.o", vec!["-DNAME=fa", "-DNEEDS=fb"]),
+    ] {
+        let (code, _, err) = run(Command::new(&nvcc)
+            .args(["-arch=sm_90", "-c", "k.cu", "-o", obj])
+            .args(&defs)
+            .current_dir(d));
+        assert_eq!(code, 0, "{err}");
+    }
+    assert!(
+        section(&d.join("a.o"), ".nv_fatbin") == section(&d.join("b.o"), ".nv_fatbin"),
+        "nvcc gave the two objects different device code"
+    );
+    let (code, _, err) = run(Command::new("ar")
+        .args(["rcs", "libdup.a", "b.o", "a.o"])
+        .current_dir(d));
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(
+        d.join("m.c"),
+        "#include <stdio.h>\nint fa(void);\nint main(int c, char** v) { if (c > 1 && fa() == 2) puts(\"fixture main ok\"); else if (c == 1) puts(\"fixture main ok\"); return 0; }\n",
+    )
+    .unwrap();
+    assert!(Command::new("gcc")
+        .args(["-c", "m.c", "-o", "m.o"])
+        .current_dir(d)
+        .status()
+        .unwrap()
+        .success());
+    let inputs = [d.join("m.o"), d.join("libdup.a")];
+    let mut names = Vec::new();
+    let mut logs = Vec::new();
+    for route in ["copy", "direct"] {
+        let exe = d.join(route);
+        let err = link(w.path(), route, &exe, &inputs, &[]);
+        assert!(route_line(&err).starts_with(route), "{err}");
+        let r = inspect_json(&exe);
+        assert_eq!(r["packed"]["digest_matches"], true, "{route}");
+        let mods: Vec<String> = r["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["origin"].as_str().unwrap().to_string())
+            .collect();
+        names.push(mods);
+        let run = crate::rt_harness::run(&exe, "go", Some("90"), &[]);
+        assert_eq!(run.stdout, "fixture main ok\n", "{route}: {}", run.stderr);
+        assert!(run.log.contains("launchkernel"), "{route}: {}", run.log);
+        logs.push(run.log);
+    }
+    assert_eq!(
+        names[0],
+        ["libdup.a(a.o)#0", "libdup.a(b.o)#0"],
+        "link order"
+    );
+    assert_eq!(
+        names[1],
+        ["libdup.a(b.o)#0", "libdup.a(a.o)#0"],
+        "archive order"
+    );
+    assert_eq!(logs[0], logs[1]);
+}
+
+/// The default route (`auto`) weighs what each route writes: the copy route copies the
+/// inputs' other bytes, the direct route has the linker write their device code. The
+/// fixtures are mostly device code: copied. The same objects with 1 MB of host data each
+/// beside it: linked as given. Either way the program registers and launches the same.
+#[test]
+fn the_default_route_is_the_one_that_writes_less() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("host.bin");
+    std::fs::write(
+        &data,
+        (0..1_000_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let mut heavy = Vec::new();
+    for o in fixture_objs() {
+        let out = dir.path().join(o.file_name().unwrap());
+        let (code, _, err) = run(Command::new("objcopy")
+            .arg(format!("--add-section=.hostdata={}", data.display()))
+            .arg("--set-section-flags=.hostdata=alloc,load,data,contents")
+            .arg(&o)
+            .arg(&out));
+        assert_eq!(code, 0, "{err}");
+        heavy.push(out);
+    }
+    let mut logs = Vec::new();
+    for (name, inputs, want) in [
+        (
+            "fixtures",
+            fixture_objs(),
+            "copy: the inputs with device code hold more of it",
+        ),
+        ("host-heavy", heavy, "direct: "),
+    ] {
+        let exe = dir.path().join(name);
+        let (code, _, err) = run(Command::new("g++")
+            .arg(format!("-B{}", w.path().display()))
+            .arg("-Wl,--fatpack-verbose")
+            .arg("-o")
+            .arg(&exe)
+            .args(&inputs)
+            .arg(format!("-L{}", fakes().display()))
+            .arg("-lfakecudart")
+            .arg(format!("-Wl,-rpath,{}", fakes().display())));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(route_line(&err).starts_with(want), "{name}: {err}");
+        logs.push(launch_log(&exe));
+    }
+    assert_eq!(logs[0], logs[1]);
 }

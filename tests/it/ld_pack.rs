@@ -1003,60 +1003,76 @@ fn dry_run_and_save_temps() {
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("app");
-    let (code, out, err) = gxx(
-        Some(w.path()),
-        &exe,
-        &fixture_objs(),
-        &cuda,
-        &["-Wl,--fatpack-dry-run"],
-    );
-    assert_eq!(code, 0, "{err}");
-    for o in fixture_objs() {
-        assert!(
-            out.contains(&format!(
-                "would rewrite {} (1 fatbin container)",
-                o.display()
-            )),
+    // (route flags, what the dry run says of each input, the route line, the temps kept)
+    let routes: [(&[&str], &str, &str, &[&str]); 2] = [
+        (
+            &["-Wl,--fatpack-route=direct"],
+            "would link as given",
+            "route: direct (",
+            &[
+                "fatbin-tail.ld",
+                "fatpack-glue.o",
+                "ld.rsp",
+                "libfatpack_rt.a",
+            ],
+        ),
+        (
+            &["-Wl,--fatpack-route=copy"],
+            "would rewrite",
+            "route: copy (--fatpack-route=copy)",
+            &[
+                "0000-main.o",
+                "0001-kernels.o",
+                "0002-other.o",
+                "fatpack-glue.o",
+                "ld.rsp",
+                "libfatpack_rt.a",
+            ],
+        ),
+    ];
+    for (flags, says, route, temps_kept) in routes {
+        let mut dry = vec!["-Wl,--fatpack-dry-run"];
+        dry.extend_from_slice(flags);
+        let (code, out, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &dry);
+        assert_eq!(code, 0, "{err}");
+        for o in fixture_objs() {
+            assert!(
+                out.contains(&format!("{says} {} (1 fatbin container)", o.display())),
+                "{out}"
+            );
+        }
+        assert!(out.contains(route), "{out}");
+        assert!(out.contains("would run: ") && out.contains("--wrap=__cudaRegisterFatBinary"));
+        assert_eq!(
+            out.contains("-T '<fatpack>/fatbin-tail.ld'"),
+            says == "would link as given",
             "{out}"
         );
-    }
-    assert!(out.contains("would run: ") && out.contains("--wrap=__cudaRegisterFatBinary"));
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert!(left.is_empty(), "a dry run wrote {left:?}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "a dry run wrote {left:?}");
 
-    let (code, _, err) = gxx(
-        Some(w.path()),
-        &exe,
-        &fixture_objs(),
-        &cuda,
-        &["-Wl,--fatpack-save-temps"],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
-    let temps = dir.path().join("app.fatpack-temps");
-    assert!(
-        err.contains(&format!("temps kept in {}", temps.display())),
-        "{err}"
-    );
-    let mut kept: Vec<String> = std::fs::read_dir(&temps)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    kept.sort();
-    assert_eq!(
-        kept,
-        [
-            "0000-main.o",
-            "0001-kernels.o",
-            "0002-other.o",
-            "fatpack-glue.o",
-            "ld.rsp",
-            "libfatpack_rt.a"
-        ]
-    );
-    let (code, _, err) = run(Command::new("ld").arg("@ld.rsp").current_dir(&temps));
-    assert_eq!(code, 0, "{err}");
-    assert!(temps.join("out").is_file());
+        let mut save = vec!["-Wl,--fatpack-save-temps"];
+        save.extend_from_slice(flags);
+        let (code, _, err) = gxx(Some(w.path()), &exe, &fixture_objs(), &cuda, &save);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+        let temps = dir.path().join("app.fatpack-temps");
+        assert!(
+            err.contains(&format!("temps kept in {}", temps.display())),
+            "{err}"
+        );
+        let mut kept: Vec<String> = std::fs::read_dir(&temps)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        kept.sort();
+        assert_eq!(kept, temps_kept, "{flags:?}");
+        let (code, _, err) = run(Command::new("ld").arg("@ld.rsp").current_dir(&temps));
+        assert_eq!(code, 0, "{err}");
+        assert!(temps.join("out").is_file());
+        std::fs::remove_dir_all(&temps).unwrap();
+        std::fs::remove_file(&exe).unwrap();
+    }
 }
 
 /// The runtime exports nothing but its `__wrap_*` entry points, so a packed program can link
