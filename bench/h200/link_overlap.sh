@@ -12,7 +12,6 @@ set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OLD="$(realpath "$1")"
 NEW="$(realpath "$2")"
-CUDA="${CUDA_HOME:-/usr/local/cuda}"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-overlap.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$W/old" "$W/new"
@@ -22,16 +21,8 @@ ln -s "$NEW" "$W/new/ld"
 for who in old new; do
     printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/$who" >"$W/$who/g++" && chmod +x "$W/$who/g++"
 done
-export PATH="$CUDA/bin:$PATH"
-echo "$(nproc) CPUs; $(nvcc --version | tail -2 | head -1)"
 cd "$W"
-nvcc -O2 -std=c++17 -c "$root/tests/gpu/cublas/cublas_check.cu" -o check.o || exit 1
-nvcc -O2 -std=c++17 -rdc=true -arch=sm_90 -c "$root/bench/h200/five_libs.cu" -o five.o || exit 1
-CUBLAS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
-FIVE=(-L"$CUDA/lib64" -lcusolver_static -lcusolver_lapack_static -lcublas_static -lcublasLt_static
-    -lcusparse_static -lcufft_static -lcurand_static -lculibos)
-cat "$CUDA"/lib64/lib{cublas,cublasLt,cusolver,cusolver_lapack,cusparse,cufft,curand}_static.a >/dev/null
-ls -l "$CUDA"/lib64/lib{cublas,cublasLt,cusolver,cusolver_lapack,cusparse,cufft,curand}_static.a | awk '{print "  " $5, $NF}'
+source "$root/bench/h200/programs.sh"
 link() { # PROGRAM WHO OUT
     local prog=$1 who=$2 out=$3
     case $prog.$who in
@@ -41,15 +32,6 @@ link() { # PROGRAM WHO OUT
     five.*) nvcc -rdc=true -arch=sm_90 -ccbin "$W/$who/g++" -Xlinker --fatpack-verbose -o "$out" five.o "${FIVE[@]}" ;;
     esac
 }
-# timed NAME PROGRAM WHO: "NAME wall rc", the link's stderr in NAME.err
-timed() {
-    local t0 t1 rc
-    t0=$(date +%s.%N)
-    link "$2" "$3" "$2.$3.bin" 2>"$1.err"
-    rc=$?
-    t1=$(date +%s.%N)
-    echo "$1 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $rc"
-}
 for prog in cublas five; do
     link "$prog" plain "$prog.warm" 2>/dev/null # page cache
     for round in 1 2 3 4 5; do
@@ -58,21 +40,7 @@ for prog in cublas five; do
         done
     done
 done >times.txt
-python3 - <<'PY'
-import statistics
-rows = [l.split() for l in open("times.txt")]
-by = {}
-for name, wall, rc in rows:
-    prog, who, rnd = name.split(".")
-    by.setdefault(prog, {}).setdefault(who, []).append((float(wall), rc))
-for prog, whos in by.items():
-    base = statistics.median(w for w, _ in whos["plain"])
-    print(f"{prog}: {'link':<6} {'walls (s), 5 rounds':<36} {'median':>7} {'vs plain':>8}")
-    for who, v in whos.items():
-        walls = [w for w, _ in v]
-        med = statistics.median(walls)
-        print(f"{prog}: {who:<6} {' '.join(f'{w:.2f}' for w in walls):<36} {med:>7.2f} {med / base:>8.3f}  rc {','.join(sorted(set(r for _, r in v)))}")
-PY
+medians times.txt
 for prog in cublas five; do
     for who in old new; do
         grep -h "steps:\|store:\|rewrite:" "$prog.$who.5.err" | sed "s/^/$prog $who: /"

@@ -114,33 +114,20 @@ impl PackOptions {
             None if switch(line, "release")? => RELEASE_LEVEL,
             None => cubin_store::DEFAULT_LEVEL,
         };
-        let mode = match line
-            .fatpack_value("mode")
-            .map(|v| v.to_string_lossy().into_owned())
-        {
-            None => Mode::Packed,
-            Some(m) if m == "packed" => Mode::Packed,
-            Some(m) if m == "tail" => Mode::Tail,
-            Some(m) => {
-                return Err(LinkError::Option(format!(
-                    "--fatpack-mode={m}: want `packed` or `tail`"
-                )))
-            }
-        };
-        let route = match line
-            .fatpack_value("route")
-            .map(|v| v.to_string_lossy().into_owned())
-        {
-            None => Route::Auto,
-            Some(m) if m == "auto" => Route::Auto,
-            Some(m) if m == "copy" => Route::Copy,
-            Some(m) if m == "direct" => Route::Direct,
-            Some(m) => {
-                return Err(LinkError::Option(format!(
-                    "--fatpack-route={m}: want `auto`, `direct` or `copy`"
-                )))
-            }
-        };
+        let mode = choice(
+            line,
+            "mode",
+            &[("packed", Mode::Packed), ("tail", Mode::Tail)],
+        )?;
+        let route = choice(
+            line,
+            "route",
+            &[
+                ("auto", Route::Auto),
+                ("direct", Route::Direct),
+                ("copy", Route::Copy),
+            ],
+        )?;
         let threads = match line.fatpack_value("threads") {
             None => None,
             Some(v) => Some(
@@ -167,6 +154,29 @@ impl PackOptions {
             reuse_frames: line.fatpack_value("level").is_none(),
             release: switch(line, "release")?.then_some(crate::store::groups::Solid::RELEASE),
         })
+    }
+}
+
+/// An option that names one of `values` (the first is the default, when it is not given);
+/// any other value is an error listing them.
+fn choice<T: Copy>(line: &LinkLine, name: &str, values: &[(&str, T)]) -> Result<T, LinkError> {
+    let Some(given) = line.fatpack_value(name) else {
+        return Ok(values[0].1);
+    };
+    let given = given.to_string_lossy();
+    match values.iter().find(|(v, _)| *v == given) {
+        Some(&(_, t)) => Ok(t),
+        None => {
+            let names: Vec<String> = values.iter().map(|(v, _)| format!("`{v}`")).collect();
+            let (last, rest) = names.split_last().expect("an option has values");
+            let want = match rest {
+                [] => last.clone(),
+                _ => format!("{} or {last}", rest.join(", ")),
+            };
+            Err(LinkError::Option(format!(
+                "--fatpack-{name}={given}: want {want}"
+            )))
+        }
     }
 }
 

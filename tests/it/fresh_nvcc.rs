@@ -59,10 +59,10 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
     // through the wrapper: packed, reproducible run to run, and it runs.
     let cuda = cuda_lib();
     let w = wrapper_dir();
-    let exe = dir.path().join("app");
-    let mut builds = Vec::new();
-    for _ in 0..2 {
+    // nvcc -rdc as the link driver, through the wrapper, run in `cwd`.
+    let nvcc_link = |out: &std::path::Path, extra: &[&str], cwd: &std::path::Path| {
         let (code, _, err) = run(Command::new(&nvcc)
+            .current_dir(cwd)
             .args([
                 "-rdc=true",
                 "-gencode",
@@ -71,13 +71,20 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
                 "arch=compute_90,code=[sm_90,compute_90]",
             ])
             .arg(format!("-Xcompiler=-B{}", w.path().display()))
+            .args(extra)
             .arg(format!("-L{}", cuda.display()))
             .arg("-o")
-            .arg(&exe)
+            .arg(out)
             .arg(&objs[3])
             .arg(fixture("other.o"))
             .arg(fixture("main.o")));
-        assert_eq!(code, 0, "nvcc link: {err}");
+        assert_eq!(code, 0, "nvcc link {extra:?}: {err}");
+        err
+    };
+    let exe = dir.path().join("app");
+    let mut builds = Vec::new();
+    for _ in 0..2 {
+        nvcc_link(&exe, &["-Xlinker", "--fatpack-route=copy"], dir.path());
         builds.push(std::fs::read(&exe).unwrap());
     }
     assert_eq!(builds[0], builds[1], "nvcc-driven packed links differ");
@@ -95,31 +102,8 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
     );
     assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
     // The direct route (the inputs linked as given, nvcc's device-link object first, the
-    // relocatable containers of `__nv_relfatbin` too): the same store.
-    let direct = dir.path().join("app-direct");
-    let (code, _, err) = run(Command::new(&nvcc)
-        .args([
-            "-rdc=true",
-            "-gencode",
-            "arch=compute_75,code=sm_75",
-            "-gencode",
-            "arch=compute_90,code=[sm_90,compute_90]",
-        ])
-        .arg(format!("-Xcompiler=-B{}", w.path().display()))
-        .args([
-            "-Xlinker",
-            "--fatpack-route=direct",
-            "-Xlinker",
-            "--fatpack-verbose",
-        ])
-        .arg(format!("-L{}", cuda.display()))
-        .arg("-o")
-        .arg(&direct)
-        .arg(&objs[3])
-        .arg(fixture("other.o"))
-        .arg(fixture("main.o")));
-    assert_eq!(code, 0, "nvcc link: {err}");
-    assert!(err.contains("fatpack:   route: direct: "), "{err}");
+    // relocatable containers of `__nv_relfatbin` too): the same store. nvcc names its
+    // device-link object after the output, so both are linked under one name.
     let store = |p: &std::path::Path| {
         use object::{Object, ObjectSection};
         let data = std::fs::read(p).unwrap();
@@ -130,32 +114,24 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
             .unwrap()
             .to_vec()
     };
-    // nvcc names its device-link object after the output: link the copy route's output
-    // under the same name.
-    let copy = dir.path().join("copy");
-    std::fs::create_dir_all(&copy).unwrap();
-    let copy_exe = copy.join("app-direct");
-    let (code, _, err) = run(Command::new(&nvcc)
-        .current_dir(dir.path())
-        .args([
-            "-rdc=true",
-            "-gencode",
-            "arch=compute_75,code=sm_75",
-            "-gencode",
-            "arch=compute_90,code=[sm_90,compute_90]",
-        ])
-        .arg(format!("-Xcompiler=-B{}", w.path().display()))
-        .arg(format!("-L{}", cuda.display()))
-        .arg("-o")
-        .arg(&copy_exe)
-        .arg(&objs[3])
-        .arg(fixture("other.o"))
-        .arg(fixture("main.o")));
-    assert_eq!(code, 0, "nvcc link: {err}");
-    assert!(
-        store(&direct) == store(&copy_exe),
-        "the direct route's store differs"
-    );
-    assert_eq!(inspect_json(&direct)["packed"]["digest_matches"], true);
-    assert_eq!(run(&mut Command::new(&direct)).1, "fixture main ok\n");
+    let (copy, direct) = (dir.path().join("copy"), dir.path().join("direct"));
+    let mut stores = Vec::new();
+    for (folder, route) in [(&copy, "copy"), (&direct, "direct")] {
+        std::fs::create_dir_all(folder).unwrap();
+        let out = folder.join("app");
+        let flag = format!("--fatpack-route={route}");
+        let err = nvcc_link(
+            &out,
+            &["-Xlinker", &flag, "-Xlinker", "--fatpack-verbose"],
+            folder,
+        );
+        assert!(
+            err.contains(&format!("fatpack:   route: {route}: ")),
+            "{err}"
+        );
+        assert_eq!(inspect_json(&out)["packed"]["digest_matches"], true);
+        assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
+        stores.push(store(&out));
+    }
+    assert!(stores[0] == stores[1], "the direct route's store differs");
 }

@@ -126,21 +126,11 @@ fn the_direct_route_registers_and_stores_what_the_copy_route_does() {
     crate::common::tool("ld.lld", "apt-get install lld");
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
-    let main_c = dir.path().join("m.c");
-    std::fs::write(
-        &main_c,
+    let main_o = c_object(
+        dir.path(),
+        "m",
         "#include <stdio.h>\nint launch_fill(int*);\nint main(int c, char** v){ if (c > 1) launch_fill(0); puts(\"fixture main ok\"); return 0; }\n",
-    )
-    .unwrap();
-    let main_o = dir.path().join("m.o");
-    assert!(Command::new("gcc")
-        .arg("-c")
-        .arg(&main_c)
-        .arg("-o")
-        .arg(&main_o)
-        .status()
-        .unwrap()
-        .success());
+    );
     let objs = fixture_objs();
     let cases: [(&str, Vec<PathBuf>, &[&str]); 6] = [
         ("pie", objs.clone(), &[]),
@@ -277,18 +267,12 @@ fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
         .args(["rcs", "libdup.a", "b.o", "a.o"])
         .current_dir(d));
     assert_eq!(code, 0, "{err}");
-    std::fs::write(
-        d.join("m.c"),
+    let main_o = c_object(
+        d,
+        "m",
         "#include <stdio.h>\nint fa(void);\nint main(int c, char** v) { if (c > 1 && fa() == 2) puts(\"fixture main ok\"); else if (c == 1) puts(\"fixture main ok\"); return 0; }\n",
-    )
-    .unwrap();
-    assert!(Command::new("gcc")
-        .args(["-c", "m.c", "-o", "m.o"])
-        .current_dir(d)
-        .status()
-        .unwrap()
-        .success());
-    let inputs = [d.join("m.o"), d.join("libdup.a")];
+    );
+    let inputs = [main_o, d.join("libdup.a")];
     let mut names = Vec::new();
     let mut logs = Vec::new();
     for route in ["copy", "direct"] {

@@ -219,3 +219,16 @@ pub fn big_objects(dir: &Path, n: usize) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// `DIR/NAME.o` compiled by gcc from the C `source` (written to `DIR/NAME.c`).
+pub fn c_object(dir: &Path, name: &str, source: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, source).unwrap();
+    let o = dir.join(format!("{name}.o"));
+    let (code, _, err) = run(Command::new("gcc")
+        .args(["-c", "-fPIC", "-o"])
+        .arg(&o)
+        .arg(&c));
+    assert_eq!(code, 0, "{err}");
+    o
+}
