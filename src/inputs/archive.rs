@@ -104,12 +104,22 @@ pub(super) fn device_sections(
     maps: &Maps,
 ) -> Result<(Vec<DeviceSection>, usize), InputError> {
     let shown = path.display().to_string();
-    let (mut out, mut elf_files) = (Vec::new(), 0);
-    for m in members(path, &shown, data, maps)? {
-        elf_files += scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut out)?;
+    let members = members(path, &shown, data, maps)?;
+    // Members are read on every CPU (static cuBLAS: 0.13 s for 3,000 members on one), and
+    // their sections kept in member order.
+    let scanned = crate::parallel::map_ordered(&members, |m| {
+        let mut found = Vec::new();
+        let elf = scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut found);
         // A large archive (static cuBLAS: 831 MB) would otherwise be resident by the end of
         // its scan; a no-op for a file `maps` did not map.
         maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+        elf.map(|n| (found, n))
+    });
+    let (mut out, mut elf_files) = (Vec::new(), 0);
+    for r in scanned {
+        let (found, n) = r?;
+        out.extend(found);
+        elf_files += n;
     }
     Ok((out, elf_files))
 }
