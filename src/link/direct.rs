@@ -7,10 +7,15 @@
 //!
 //! Which module a container of the output is: the one with the same bytes, of the
 //! containers the scan found in the inputs (the linker copies a section's bytes as they
-//! are). Of several with the same bytes, the first in the scan's order not yet taken, so the
-//! names are those the copy route gives wherever contents differ. Every pairing is checked
-//! byte for byte before the output is touched; anything in the output that no input holds,
-//! or a layout the cut refuses, sends the link down the copy route instead.
+//! are). Several inputs may hold the same bytes (static cuBLAS: hundreds of archive members),
+//! and the linker may pull them in another order than the archive's: of those, the one whose
+//! object names the same source file (its first `STT_FILE` symbol; nvcc's are unique per
+//! compile) as the output's symbol table does before the container's local symbol
+//! (`fatbinData`, which the linker emits after the `STT_FILE` of the object it came from);
+//! where that does not tell (a stripped output, no such symbols), the first in the scan's
+//! order not yet taken. Every pairing is checked byte for byte before the output is touched;
+//! anything in the output that no input holds, or a layout the cut refuses, sends the link
+//! down the copy route instead.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -20,17 +25,25 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
 use super::inputs::{origin_of, Names, Planned};
 use super::LinkError;
-use crate::inputs::{self, DeviceSection, FileKind, RELFATBIN_SECTION};
+use crate::elf::{file_range, records, Sym, LE};
+use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
 use crate::prune::cut::{CutDone, InPlace, Refused};
 use crate::prune::PruneError;
 use crate::rewrite::Extracted;
 
+/// The source file a module's object names first (its first `STT_FILE` symbol), if any.
+pub(super) type Source = Option<Vec<u8>>;
+
 /// Every container of the planned inputs under its module name: the names and the order
 /// the copy route gives them (inputs in order, an archive's members in order, each
-/// member's containers in order).
-pub(super) fn modules(planned: &[Planned]) -> Vec<Extracted> {
+/// member's containers in order); and for each, the source file its object names first
+/// ([`first_source`]).
+pub(super) fn modules(
+    planned: &[Planned],
+    maps: &inputs::Maps,
+) -> Result<(Vec<Extracted>, Vec<Source>), LinkError> {
     let mut names = Names::default();
-    let mut out = Vec::new();
+    let (mut out, mut sources) = (Vec::new(), Vec::new());
     for p in planned {
         let shown = p.path.display().to_string();
         let short = origin_of(&p.path);
@@ -43,7 +56,15 @@ pub(super) fn modules(planned: &[Planned]) -> Vec<Extracted> {
                     None => d.origin.clone(),
                 },
             };
+            let source = match &d.elf {
+                Some(layout) => {
+                    let map = maps.get(&d.file)?;
+                    first_source(&map, d, layout)
+                }
+                None => None,
+            };
             for (i, &(off, len)) in d.spans.iter().enumerate() {
+                sources.push(source.clone());
                 out.push(Extracted {
                     module: names.name(&origin, i),
                     origin: origin.clone(),
@@ -52,6 +73,85 @@ pub(super) fn modules(planned: &[Planned]) -> Vec<Extracted> {
                     file_offset: d.file_offset + off,
                     len,
                 });
+            }
+        }
+    }
+    Ok((out, sources))
+}
+
+/// How many of an object's first symbols are looked at for its `STT_FILE` symbol (the
+/// compiler writes it first, after the null symbol).
+const FILE_SYMBOL_WITHIN: u64 = 4;
+
+/// The name of the first `STT_FILE` symbol of the ELF file (whose headers are `layout`)
+/// that holds `d`, in `data` (the bytes of the file `d.file`); None where it has none.
+fn first_source(data: &[u8], d: &DeviceSection, layout: &crate::elf::Layout) -> Option<Vec<u8>> {
+    let own = layout.sections.get(d.section_index)?;
+    let base = d.file_offset.checked_sub(own.sh_offset.get(LE))?;
+    let symtab = layout
+        .sections
+        .iter()
+        .find(|s| s.sh_type.get(LE) == object::elf::SHT_SYMTAB)?;
+    let strtab = layout.sections.get(symtab.sh_link.get(LE) as usize)?;
+    let len = symtab
+        .sh_size
+        .get(LE)
+        .min(FILE_SYMBOL_WITHIN * std::mem::size_of::<Sym>() as u64);
+    let syms = file_range(data, base + symtab.sh_offset.get(LE), len)?;
+    let file = records::<Sym>(syms)
+        .iter()
+        .find(|s| s.st_info & 0xf == object::elf::STT_FILE)?;
+    let strings = file_range(
+        data,
+        base + strtab.sh_offset.get(LE),
+        strtab.sh_size.get(LE),
+    )?;
+    c_string(strings, file.st_name.get(LE) as usize)
+}
+
+/// The NUL-terminated string at `at` of `strings`.
+fn c_string(strings: &[u8], at: usize) -> Option<Vec<u8>> {
+    let rest = strings.get(at..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    (end > 0).then(|| rest[..end].to_vec())
+}
+
+/// In the linked file `data`: the address of every local symbol in a device section, with
+/// the name of the `STT_FILE` symbol before it in the symbol table (the object it came from).
+fn output_sources(data: &[u8]) -> HashMap<u64, Vec<u8>> {
+    let mut out = HashMap::new();
+    let Ok(layout) = crate::elf::Layout::parse(data) else {
+        return out;
+    };
+    let device: Vec<usize> = DEVICE_SECTIONS
+        .iter()
+        .filter_map(|n| layout.section_by_name(n).map(|(i, _)| i))
+        .collect();
+    let Some(symtab) = layout
+        .sections
+        .iter()
+        .find(|s| s.sh_type.get(LE) == object::elf::SHT_SYMTAB)
+    else {
+        return out;
+    };
+    let (Some(syms), Some(strings)) = (
+        file_range(data, symtab.sh_offset.get(LE), symtab.sh_size.get(LE)),
+        layout
+            .sections
+            .get(symtab.sh_link.get(LE) as usize)
+            .and_then(|t| file_range(data, t.sh_offset.get(LE), t.sh_size.get(LE))),
+    ) else {
+        return out;
+    };
+    let mut file: Option<Vec<u8>> = None;
+    for sym in records::<Sym>(syms) {
+        if sym.st_info & 0xf == object::elf::STT_FILE {
+            file = c_string(strings, sym.st_name.get(LE) as usize);
+        } else if sym.st_info >> 4 == object::elf::STB_LOCAL
+            && device.contains(&usize::from(sym.st_shndx.get(LE)))
+        {
+            if let Some(f) = &file {
+                out.entry(sym.st_value.get(LE)).or_insert_with(|| f.clone());
             }
         }
     }
@@ -83,6 +183,7 @@ fn input_bytes<'a>(m: &Extracted, map: &'a memmap2::Mmap) -> Result<&'a [u8], Li
 pub(super) fn stub_output(
     out: &Path,
     modules: &[Extracted],
+    sources: &[Source],
     maps: &inputs::Maps,
 ) -> Result<Result<CutDone, String>, LinkError> {
     // Each module's key, from the first bytes of its container in the input.
@@ -92,11 +193,31 @@ pub(super) fn stub_output(
         let bytes = input_bytes(m, &map)?;
         by_key.entry(key(bytes)).or_default().push_back(i);
     }
+    // Where inputs hold the same bytes: which source file each of the output's containers
+    // came from, and its device sections' addresses.
+    let (placed, addrs) = match by_key.values().any(|q| q.len() > 1) {
+        true => {
+            let data = inputs::map_file(out)?;
+            let addrs: Vec<u64> = crate::elf::Layout::parse(&data)
+                .map(|l| l.sections.iter().map(|s| s.sh_addr.get(LE)).collect())
+                .unwrap_or_default();
+            (output_sources(&data), addrs)
+        }
+        false => Default::default(),
+    };
     // (file offset in the output, module) of every container, as the cut meets them.
     let mut pairs: Vec<(u64, usize)> = Vec::new();
     let mut stubs = |d: &DeviceSection, index: usize, bytes: &[u8]| {
         let at = d.file_offset + d.spans[index].0;
-        let Some(m) = by_key.get_mut(&key(bytes)).and_then(VecDeque::pop_front) else {
+        let addr = addrs.get(d.section_index).map(|a| a + d.spans[index].0);
+        let from = addr.and_then(|a| placed.get(&a));
+        let Some(m) = by_key.get_mut(&key(bytes)).and_then(|q| {
+            let same_source = from.and_then(|f| {
+                q.iter()
+                    .position(|&m| sources.get(m).is_some_and(|s| s.as_ref() == Some(f)))
+            });
+            q.remove(same_source.unwrap_or(0))
+        }) else {
             return Err(PruneError::Cut {
                 path: out.to_path_buf(),
                 message: format!(

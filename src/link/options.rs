@@ -75,9 +75,9 @@ pub enum Route {
     /// bytes (an archive is copied whole); linking them as given has the real linker write
     /// their device code too (and hold it, as plain ld does). So the direct route where the
     /// inputs with device code hold no more device code than other bytes (static CUDA
-    /// libraries: H200, 1.05x plain ld where copying is 1.15x), else the copy route (objects
-    /// that are mostly device code: on 2 CPUs, 4.8 s where the direct route takes 6.7 s, and
-    /// ld's peak stays small). The choice depends on the inputs only.
+    /// libraries: H200, 1.02-1.12x plain ld where copying is 1.05-1.24x), else the copy
+    /// route (objects that are mostly device code: on 2 CPUs, 4.8 s where the direct route
+    /// takes 6.7 s, and ld's peak stays small). The choice depends on the inputs only.
     Auto,
 }
 

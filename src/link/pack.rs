@@ -65,6 +65,8 @@ struct Rewritten {
     machine: u16,
     /// Arguments for the real linker after the user's (the direct route's tail script).
     extra: Vec<OsString>,
+    /// The direct route: the source file each extracted module's object names first.
+    sources: Vec<super::direct::Source>,
 }
 
 /// The glue object and the runtime archive, as files for the real linker.
@@ -514,6 +516,7 @@ impl Session {
             replace,
             machine,
             extra: Vec::new(),
+            sources: Vec::new(),
         })
     }
 
@@ -540,8 +543,10 @@ impl Session {
         let work = self.work_folder()?;
         let machine = machine_of(planned)?;
         let path = super::tail::write_script(work.path(), script)?;
+        let (extracted, sources) = super::direct::modules(planned, &self.maps)?;
         Ok(Rewritten {
-            extracted: super::direct::modules(planned),
+            extracted,
+            sources,
             replace: BTreeMap::new(),
             machine,
             extra: super::tail::script_args(&path),
@@ -589,7 +594,7 @@ impl Session {
         r: &Rewritten,
         linked: &Linked,
     ) -> Result<Result<(), String>, LinkError> {
-        let done = super::direct::stub_output(&linked.out, &r.extracted, &self.maps)?;
+        let done = super::direct::stub_output(&linked.out, &r.extracted, &r.sources, &self.maps)?;
         if let Ok(d) = &done {
             self.route_note = format!(
                 "direct: the inputs linked as given, {} containers replaced by stubs in the output, {:.1} of {:.1} MiB kept",

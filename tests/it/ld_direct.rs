@@ -230,9 +230,11 @@ fn where_the_direct_route_cannot_go_the_link_copies() {
 }
 
 /// Two archive members whose containers are the same bytes, pulled in the other order than
-/// they sit in the archive: the direct route cannot tell which is which, and names them in
-/// the archive's order. Both names stand for the same code, so the program registers and
-/// launches exactly what the copy route's does; only which name goes with which stub differs.
+/// they sit in the archive: the direct route tells them apart by the source file each
+/// object names (the output's symbol table has it before each container's symbol), and
+/// gives them the copy route's names. Stripped (`-s`), the output cannot tell, and they are
+/// named in the archive's order: both names stand for the same code, so the program
+/// registers and launches exactly what the copy route's does.
 #[test]
 fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
     let nvcc = cuda_tool("nvcc");
@@ -275,9 +277,9 @@ fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
     let inputs = [main_o, d.join("libdup.a")];
     let mut names = Vec::new();
     let mut logs = Vec::new();
-    for route in ["copy", "direct"] {
-        let exe = d.join(route);
-        let err = link(w.path(), route, &exe, &inputs, &[]);
+    for (route, extra) in [("copy", None), ("direct", None), ("direct", Some("-Wl,-s"))] {
+        let exe = d.join(format!("{route}{}", extra.unwrap_or("")));
+        let err = link(w.path(), route, &exe, &inputs, extra.as_slice());
         assert!(route_line(&err).starts_with(route), "{err}");
         let r = inspect_json(&exe);
         assert_eq!(r["packed"]["digest_matches"], true, "{route}");
@@ -298,12 +300,14 @@ fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
         ["libdup.a(a.o)#0", "libdup.a(b.o)#0"],
         "link order"
     );
+    assert_eq!(names[1], names[0], "told apart by their source files");
     assert_eq!(
-        names[1],
+        names[2],
         ["libdup.a(b.o)#0", "libdup.a(a.o)#0"],
-        "archive order"
+        "stripped: archive order"
     );
     assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[0], logs[2]);
 }
 
 /// The default route (`auto`) weighs what each route writes: the copy route copies the
