@@ -279,3 +279,45 @@ pub(super) fn stub_output(
     };
     plan.apply(&check).map(Ok).map_err(LinkError::Cut)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An output the direct route cannot stub (a container no input holds; a layout whose
+    /// device code is not last) is left as it was: the copy route links again.
+    #[test]
+    fn an_output_it_cannot_stub_is_left_untouched() {
+        let fixture =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvcc13/fixture_exe");
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::copy(&fixture, &out).unwrap();
+        let before = std::fs::read(&out).unwrap();
+        let maps = inputs::Maps::default();
+        let why = stub_output(&out, &[], &[], &maps).unwrap().unwrap_err();
+        assert!(why.contains("is in none of the inputs read"), "{why}");
+        // Its own containers as the modules: they match, but the device code is not last.
+        let scanned = inputs::scan_at(&fixture, &before, inputs::Depth::Registered).unwrap();
+        let mut modules = Vec::new();
+        for d in &scanned.sections {
+            for (i, &(off, len)) in d.spans.iter().enumerate() {
+                modules.push(Extracted {
+                    module: format!("m#{i}"),
+                    origin: "m".into(),
+                    section: d.section.clone(),
+                    file: fixture.clone(),
+                    file_offset: d.file_offset + off,
+                    len,
+                });
+            }
+        }
+        assert!(!modules.is_empty());
+        let sources = vec![None; modules.len()];
+        let why = stub_output(&out, &modules, &sources, &maps)
+            .unwrap()
+            .unwrap_err();
+        assert!(why.contains("not the last thing"), "{why}");
+        assert!(std::fs::read(&out).unwrap() == before, "the output changed");
+    }
+}
