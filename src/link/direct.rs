@@ -177,15 +177,25 @@ fn input_bytes<'a>(m: &Extracted, map: &'a memmap2::Mmap) -> Result<&'a [u8], Li
     })
 }
 
+/// Why the direct route's output was not stubbed; either way the copy route links again.
+#[derive(Debug)]
+pub(super) enum NotStubbed {
+    /// The output cannot be cut (a container no input holds, a layout the cut refuses):
+    /// nothing was written.
+    Refused(String),
+    /// The cut was made but its result failed its check (a fatpack bug): the temp output is
+    /// thrown away.
+    Failed(String),
+}
+
 /// Replaces each container of the linked file `out` by the stub of the module in `modules`
-/// it is, and cuts the file short. `Ok(Err(why))`: it cannot (nothing was written; the copy
-/// route is left).
+/// it is, and cuts the file short. `Ok(Err(_))`: it did not ([`NotStubbed`]).
 pub(super) fn stub_output(
     out: &Path,
     modules: &[Extracted],
     sources: &[Source],
     maps: &inputs::Maps,
-) -> Result<Result<CutDone, String>, LinkError> {
+) -> Result<Result<CutDone, NotStubbed>, LinkError> {
     // Each module's key, from the first bytes of its container in the input.
     let mut by_key: HashMap<(u64, u64), VecDeque<usize>> = HashMap::new();
     for (i, m) in modules.iter().enumerate() {
@@ -237,8 +247,8 @@ pub(super) fn stub_output(
     };
     let plan = match InPlace::plan(out, &mut stubs) {
         Ok(Ok(plan)) => plan,
-        Ok(Err(Refused(why))) => return Ok(Err(why)),
-        Err(PruneError::Cut { message, .. }) => return Ok(Err(message)),
+        Ok(Err(Refused(why))) => return Ok(Err(NotStubbed::Refused(why))),
+        Err(PruneError::Cut { message, .. }) => return Ok(Err(NotStubbed::Refused(message))),
         Err(e) => return Err(LinkError::Cut(e)),
     };
     let data = plan.data();
@@ -253,10 +263,10 @@ pub(super) fn stub_output(
     });
     for (same, &(at, m)) in same.into_iter().zip(&pairs) {
         if !same? {
-            return Ok(Err(format!(
+            return Ok(Err(NotStubbed::Refused(format!(
                 "the container at offset {at:#x} differs from {}, whose first bytes it shares",
                 modules[m].module
-            )));
+            ))));
         }
     }
     // The cut output holds a stub of each module taken, and nothing else.
@@ -277,7 +287,11 @@ pub(super) fn stub_output(
             )),
         }
     };
-    plan.apply(&check).map(Ok).map_err(LinkError::Cut)
+    match plan.apply(&check) {
+        Ok(done) => Ok(Ok(done)),
+        Err(e @ PruneError::Cut { .. }) => Ok(Err(NotStubbed::Failed(e.to_string()))),
+        Err(e) => Err(LinkError::Cut(e)),
+    }
 }
 
 #[cfg(test)]
@@ -295,7 +309,11 @@ mod tests {
         std::fs::copy(&fixture, &out).unwrap();
         let before = std::fs::read(&out).unwrap();
         let maps = inputs::Maps::default();
-        let why = stub_output(&out, &[], &[], &maps).unwrap().unwrap_err();
+        let refused = |r: Result<CutDone, NotStubbed>| match r {
+            Err(NotStubbed::Refused(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        let why = refused(stub_output(&out, &[], &[], &maps).unwrap());
         assert!(why.contains("is in none of the inputs read"), "{why}");
         // Its own containers as the modules: they match, but the device code is not last.
         let scanned = inputs::scan_at(&fixture, &before, inputs::Depth::Registered).unwrap();
@@ -314,9 +332,7 @@ mod tests {
         }
         assert!(!modules.is_empty());
         let sources = vec![None; modules.len()];
-        let why = stub_output(&out, &modules, &sources, &maps)
-            .unwrap()
-            .unwrap_err();
+        let why = refused(stub_output(&out, &modules, &sources, &maps).unwrap());
         assert!(why.contains("not the last thing"), "{why}");
         assert!(std::fs::read(&out).unwrap() == before, "the output changed");
     }

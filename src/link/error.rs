@@ -61,7 +61,7 @@ pub enum LinkError {
     Pack(#[from] PackError),
     #[error(transparent)]
     Store(#[from] cubin_store::StoreError),
-    /// The direct route's cut of the output failed after it began writing (a fatpack bug).
+    /// The direct route's cut of the output could not read or write it.
     #[error(transparent)]
     Cut(crate::prune::PruneError),
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 use cubin_store::WriteOptions;
 
 use super::abi;
+use super::direct::NotStubbed;
 use super::error::io_at;
 use super::inputs::{rewrite_input, Names, Planned};
 use super::options::{Mode, PackOptions, Route};
@@ -223,9 +224,18 @@ impl Session {
         }
         match self.step("stub output", |s| s.stub_output(&r, &linked))? {
             Ok(()) => {}
-            Err(why) => {
+            Err(NotStubbed::Refused(why)) => {
                 self.route_note =
                     format!("copy: the direct route's output could not be cut ({why})");
+                return Ok(None);
+            }
+            // The link is still made, through copies, but this must be heard of.
+            Err(NotStubbed::Failed(why)) => {
+                eprintln!(
+                    "fatpack: warning: {}: {why}; linking through copies of the inputs instead",
+                    self.line.output.display()
+                );
+                self.route_note = format!("copy: the direct route's cut failed its check ({why})");
                 return Ok(None);
             }
         }
@@ -593,7 +603,7 @@ impl Session {
         &mut self,
         r: &Rewritten,
         linked: &Linked,
-    ) -> Result<Result<(), String>, LinkError> {
+    ) -> Result<Result<(), NotStubbed>, LinkError> {
         let done = super::direct::stub_output(&linked.out, &r.extracted, &r.sources, &self.maps)?;
         if let Ok(d) = &done {
             self.route_note = format!(
