@@ -116,8 +116,9 @@ fn c_string(strings: &[u8], at: usize) -> Option<Vec<u8>> {
     (end > 0).then(|| rest[..end].to_vec())
 }
 
-/// In the linked file `data`: the address of every local symbol in a device section, with
-/// the name of the `STT_FILE` symbol before it in the symbol table (the object it came from).
+/// In the linked file `data`: the file offset of every local symbol in a device section,
+/// with the name of the `STT_FILE` symbol before it in the symbol table (the object it came
+/// from).
 fn output_sources(data: &[u8]) -> HashMap<u64, Vec<u8>> {
     let mut out = HashMap::new();
     let Ok(layout) = crate::elf::Layout::parse(data) else {
@@ -147,12 +148,14 @@ fn output_sources(data: &[u8]) -> HashMap<u64, Vec<u8>> {
     for sym in records::<Sym>(syms) {
         if sym.st_info & 0xf == object::elf::STT_FILE {
             file = c_string(strings, sym.st_name.get(LE) as usize);
-        } else if sym.st_info >> 4 == object::elf::STB_LOCAL
-            && device.contains(&usize::from(sym.st_shndx.get(LE)))
-        {
-            if let Some(f) = &file {
-                out.entry(sym.st_value.get(LE)).or_insert_with(|| f.clone());
-            }
+        } else if sym.st_info >> 4 == object::elf::STB_LOCAL {
+            let index = usize::from(sym.st_shndx.get(LE));
+            let (Some(f), true) = (&file, device.contains(&index)) else {
+                continue;
+            };
+            let sec = &layout.sections[index];
+            let at = sym.st_value.get(LE).wrapping_sub(sec.sh_addr.get(LE)) + sec.sh_offset.get(LE);
+            out.entry(at).or_insert_with(|| f.clone());
         }
     }
     out
@@ -204,23 +207,16 @@ pub(super) fn stub_output(
         by_key.entry(key(bytes)).or_default().push_back(i);
     }
     // Where inputs hold the same bytes: which source file each of the output's containers
-    // came from, and its device sections' addresses.
-    let (placed, addrs) = match by_key.values().any(|q| q.len() > 1) {
-        true => {
-            let data = inputs::map_file(out)?;
-            let addrs: Vec<u64> = crate::elf::Layout::parse(&data)
-                .map(|l| l.sections.iter().map(|s| s.sh_addr.get(LE)).collect())
-                .unwrap_or_default();
-            (output_sources(&data), addrs)
-        }
-        false => Default::default(),
+    // came from, by its file offset.
+    let placed = match by_key.values().any(|q| q.len() > 1) {
+        true => output_sources(&inputs::map_file(out)?),
+        false => HashMap::new(),
     };
     // (file offset in the output, module) of every container, as the cut meets them.
     let mut pairs: Vec<(u64, usize)> = Vec::new();
     let mut stubs = |d: &DeviceSection, index: usize, bytes: &[u8]| {
         let at = d.file_offset + d.spans[index].0;
-        let addr = addrs.get(d.section_index).map(|a| a + d.spans[index].0);
-        let from = addr.and_then(|a| placed.get(&a));
+        let from = placed.get(&at);
         let Some(m) = by_key.get_mut(&key(bytes)).and_then(|q| {
             let same_source = from.and_then(|f| {
                 q.iter()

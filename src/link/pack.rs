@@ -51,6 +51,8 @@ pub(super) struct Session {
     elf_parses: usize,
     /// Which route the link took, and why (`--fatpack-verbose`).
     route_note: String,
+    /// The output was linked from the inputs as given (the direct route).
+    linked_as_given: bool,
 }
 
 /// What the rewrite step made.
@@ -417,6 +419,7 @@ impl Session {
             elf_files: 0,
             elf_parses: 0,
             route_note: "copy: the inputs with device code copied with stubs".into(),
+            linked_as_given: false,
         })
     }
 
@@ -606,6 +609,7 @@ impl Session {
     ) -> Result<Result<(), NotStubbed>, LinkError> {
         let done = super::direct::stub_output(&linked.out, &r.extracted, &r.sources, &self.maps)?;
         if let Ok(d) = &done {
+            self.linked_as_given = true;
             self.route_note = format!(
                 "direct: the inputs linked as given, {} containers replaced by stubs in the output, {:.1} of {:.1} MiB kept",
                 d.containers,
@@ -944,7 +948,7 @@ impl Session {
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         eprintln!("fatpack:   store: {}", self.store_note);
         let rt = &self.rewrite_times;
-        if !self.route_note.starts_with("direct") {
+        if !self.linked_as_given {
             eprintln!(
                 "fatpack:   rewrite: archive members read {:.2}s, stubs made {:.2}s, archives indexed and written {:.2}s",
                 rt.members, rt.stubs, rt.write
@@ -962,7 +966,7 @@ impl Session {
             ),
         }
         eprintln!("fatpack:   route: {}", self.route_note);
-        let done = match self.route_note.starts_with("direct") {
+        let done = match self.linked_as_given {
             true => "linked as given",
             false => "rewrote",
         };
