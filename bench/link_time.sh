@@ -2,7 +2,8 @@
 # Link time, peak RSS and output size: plain ld vs fatpack ld (packed, packed+side file,
 # tail mode), on the same generated objects (examples/over-2gib's generator).
 #   bash bench/link_time.sh TOTAL_MIB OBJECTS WORKDIR [SOURCE...]
-# Below 2 GiB plain ld links too, so the ratio is measured directly. The objects carry the
+# Below 2 GiB plain ld links too, so the ratio is measured directly. VARIANTS="plain packed
+# side tail level5" picks the links of each round (default: all but level5); RUNS the rounds. The objects carry the
 # SASS entries of SOURCE (default: the nvcc 13 fixtures), uncompressed; a real library works
 # as a source, e.g. libcublasLt.so from the nvidia-cublas wheel (bench/wheels.sh installs it):
 # its own cubins, each copy marked distinct so the store cannot deduplicate them.
@@ -42,11 +43,19 @@ measure() { # label, output, command...: one run, appended to rows.txt
 echo "device code: $(du -shc obj*.o | tail -1 | cut -f1) in $objects objects; $runs rounds, the links of a round one after another (page cache warm after the first)"
 # Rounds rather than repeats of one link: drift (page cache, a busy neighbour) hits every
 # link alike, and the ratio to plain ld is taken within the same run.
+# VARIANTS picks the links of a round (default: all but level5).
+variants="${VARIANTS:-plain packed side tail}"
 for r in $(seq "$runs"); do
-    measure "plain ld" app_plain gcc -o app_plain $objs $libs
-    measure "fatpack ld (packed)" app_packed gcc -Bwrap -o app_packed $objs $libs
-    measure "fatpack ld --fatpack-side-file" app_side gcc -Bwrap -Wl,--fatpack-side-file -o app_side $objs $libs
-    measure "fatpack ld --fatpack-mode=tail" app_tail gcc -Bwrap -Wl,--fatpack-mode=tail -o app_tail $objs $libs
+    for v in $variants; do
+        case "$v" in
+            plain) measure "plain ld" app_plain gcc -o app_plain $objs $libs ;;
+            packed) measure "fatpack ld (packed)" app_packed gcc -Bwrap -o app_packed $objs $libs ;;
+            side) measure "fatpack ld --fatpack-side-file" app_side gcc -Bwrap -Wl,--fatpack-side-file -o app_side $objs $libs ;;
+            tail) measure "fatpack ld --fatpack-mode=tail" app_tail gcc -Bwrap -Wl,--fatpack-mode=tail -o app_tail $objs $libs ;;
+            level5) measure "fatpack ld --fatpack-level=5" app_level5 gcc -Bwrap -Wl,--fatpack-level=5 -o app_level5 $objs $libs ;;
+            *) echo "unknown variant $v" >&2; exit 2 ;;
+        esac
+    done
 done
 python3 - rows.txt <<'PY'
 import statistics, sys

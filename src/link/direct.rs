@@ -8,16 +8,20 @@
 //! Which module a container of the output is: the one with the same bytes, of the
 //! containers the scan found in the inputs (the linker copies a section's bytes as they
 //! are). Several inputs may hold the same bytes (static cuBLAS: hundreds of archive members),
-//! and the linker may pull them in another order than the archive's: of those, the one whose
+//! and the linker may pull them in another order than the archive's. Of those, the one whose
 //! object names the same source file (its first `STT_FILE` symbol; nvcc's are unique per
 //! compile) as the output's symbol table does before the container's local symbol
-//! (`fatbinData`, which the linker emits after the `STT_FILE` of the object it came from);
-//! where that does not tell (a stripped output, no such symbols), the first in the scan's
-//! order not yet taken. Every pairing is checked byte for byte before the output is touched;
+//! (`fatbinData`, which the linker emits after the `STT_FILE` of the object it came from).
+//! Objects stripped of local symbols (NVIDIA's static libraries) name no source file: there
+//! the linker's order tells, since it places every object's sections in the order it loaded
+//! the objects. Each object's first strong global function (its *anchor*, whose name no other
+//! object can define) lies in the output's `.text` in that order, so the containers of the
+//! same bytes are taken by their objects' anchor addresses. Where neither tells (a stripped
+//! output, an object without an anchor), the first in the scan's order not yet taken. Every pairing is checked byte for byte before the output is touched;
 //! anything in the output that no input holds, or a layout the cut refuses, sends the link
 //! down the copy route instead.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
@@ -31,8 +35,14 @@ use crate::prune::cut::{CutDone, InPlace, Refused};
 use crate::prune::PruneError;
 use crate::rewrite::Extracted;
 
-/// The source file a module's object names first (its first `STT_FILE` symbol), if any.
-pub(super) type Source = Option<Vec<u8>>;
+/// What tells a module's object from others holding the same bytes, in the output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Source {
+    /// The source file the object names first (its first `STT_FILE` symbol).
+    file: Option<Vec<u8>>,
+    /// The object's first strong global function in a plain `.text` section ([`anchor`]).
+    anchor: Option<Vec<u8>>,
+}
 
 /// Every container of the planned inputs under its module name: the names and the order
 /// the copy route gives them (inputs in order, an archive's members in order, each
@@ -59,9 +69,12 @@ pub(super) fn modules(
             let source = match &d.elf {
                 Some(layout) => {
                     let map = maps.get(&d.file)?;
-                    first_source(&map, d, layout)
+                    Source {
+                        file: first_source(&map, d, layout),
+                        anchor: anchor(&map, d, layout),
+                    }
                 }
-                None => None,
+                None => Source::default(),
             };
             for (i, &(off, len)) in d.spans.iter().enumerate() {
                 sources.push(source.clone());
@@ -81,46 +94,120 @@ pub(super) fn modules(
 
 /// How many of an object's first symbols are looked at for its `STT_FILE` symbol (the
 /// compiler writes it first, after the null symbol).
-const FILE_SYMBOL_WITHIN: u64 = 4;
+const FILE_SYMBOL_WITHIN: usize = 4;
 
 /// The name of the first `STT_FILE` symbol of the ELF file (whose headers are `layout`)
 /// that holds `d`, in `data` (the bytes of the file `d.file`); None where it has none.
 fn first_source(data: &[u8], d: &DeviceSection, layout: &crate::elf::Layout) -> Option<Vec<u8>> {
-    let own = layout.sections.get(d.section_index)?;
-    let base = d.file_offset.checked_sub(own.sh_offset.get(LE))?;
+    let (syms, strings, _) = symbols(data, d, layout)?;
+    let file = syms
+        .iter()
+        .take(FILE_SYMBOL_WITHIN)
+        .find(|s| s.st_info & 0xf == object::elf::STT_FILE)?;
+    c_string(strings, file.st_name.get(LE) as usize)
+}
+
+/// The symbol table and its strings of the ELF file (whose headers are `layout`) that holds
+/// `d`, in `data` (the bytes of the file `d.file`), and the index of its first global.
+fn symbols<'a>(
+    data: &'a [u8],
+    d: &DeviceSection,
+    layout: &crate::elf::Layout,
+) -> Option<(&'a [Sym], &'a [u8], usize)> {
+    let base = base_of(d, layout)?;
     let symtab = layout
         .sections
         .iter()
         .find(|s| s.sh_type.get(LE) == object::elf::SHT_SYMTAB)?;
     let strtab = layout.sections.get(symtab.sh_link.get(LE) as usize)?;
-    let len = symtab
-        .sh_size
-        .get(LE)
-        .min(FILE_SYMBOL_WITHIN * std::mem::size_of::<Sym>() as u64);
-    let syms = file_range(data, base + symtab.sh_offset.get(LE), len)?;
-    let file = records::<Sym>(syms)
-        .iter()
-        .find(|s| s.st_info & 0xf == object::elf::STT_FILE)?;
+    let syms = file_range(
+        data,
+        base + symtab.sh_offset.get(LE),
+        symtab.sh_size.get(LE),
+    )?;
     let strings = file_range(
         data,
         base + strtab.sh_offset.get(LE),
         strtab.sh_size.get(LE),
     )?;
-    c_string(strings, file.st_name.get(LE) as usize)
+    Some((
+        records::<Sym>(syms),
+        strings,
+        symtab.sh_info.get(LE) as usize,
+    ))
 }
 
-/// The NUL-terminated string at `at` of `strings`.
-fn c_string(strings: &[u8], at: usize) -> Option<Vec<u8>> {
+/// Where the ELF file (whose headers are `layout`) holding `d` starts in the file `d.file`.
+fn base_of(d: &DeviceSection, layout: &crate::elf::Layout) -> Option<u64> {
+    let own = layout.sections.get(d.section_index)?;
+    d.file_offset.checked_sub(own.sh_offset.get(LE))
+}
+
+/// Sections whose name starts so are gathered apart in the output's `.text` (ld's default
+/// script puts them first), out of the order of the objects.
+const TEXT_GATHERED: [&[u8]; 5] = [
+    b".text.unlikely",
+    b".text.exit",
+    b".text.startup",
+    b".text.hot",
+    b".text.sorted",
+];
+
+/// The first strong global function of the object (whose headers are `layout`) holding `d`,
+/// defined in a section the output's `.text` takes in the order of the objects: `.text` or
+/// `.text.*`, not gathered apart ([`TEXT_GATHERED`]), not in a group (a COMDAT copy may be
+/// another object's). Strong globals are unique in a link, so the name finds the object's
+/// place in the output.
+fn anchor(data: &[u8], d: &DeviceSection, layout: &crate::elf::Layout) -> Option<Vec<u8>> {
+    let (syms, strings, first_global) = symbols(data, d, layout)?;
+    // The scan keeps no section names (`Depth::Spans`): read them where they are.
+    let table = layout.sections.get(layout.names_index())?;
+    let names = file_range(
+        data,
+        base_of(d, layout)? + table.sh_offset.get(LE),
+        table.sh_size.get(LE),
+    )?;
+    let sym = syms.get(first_global..)?.iter().find(|s| {
+        let index = usize::from(s.st_shndx.get(LE));
+        s.st_info >> 4 == object::elf::STB_GLOBAL
+            && s.st_info & 0xf == object::elf::STT_FUNC
+            && index != 0
+            && index < usize::from(object::elf::SHN_LORESERVE)
+            && layout.sections.get(index).is_some_and(|sec| {
+                let name = c_str(names, sec.sh_name.get(LE) as usize).unwrap_or_default();
+                sec.sh_flags.get(LE) & u64::from(object::elf::SHF_GROUP) == 0
+                    && (name == b".text" || name.starts_with(b".text."))
+                    && !TEXT_GATHERED.iter().any(|g| name.starts_with(g))
+            })
+    })?;
+    c_string(strings, sym.st_name.get(LE) as usize)
+}
+
+/// The NUL-terminated string at `at` of `strings`, if not empty.
+fn c_str(strings: &[u8], at: usize) -> Option<&[u8]> {
     let rest = strings.get(at..)?;
     let end = rest.iter().position(|&b| b == 0)?;
-    (end > 0).then(|| rest[..end].to_vec())
+    (end > 0).then(|| &rest[..end])
 }
 
-/// In the linked file `data`: the file offset of every local symbol in a device section,
-/// with the name of the `STT_FILE` symbol before it in the symbol table (the object it came
-/// from).
-fn output_sources(data: &[u8]) -> HashMap<u64, Vec<u8>> {
-    let mut out = HashMap::new();
+/// [`c_str`], owned.
+fn c_string(strings: &[u8], at: usize) -> Option<Vec<u8>> {
+    c_str(strings, at).map(<[u8]>::to_vec)
+}
+
+/// What the linked file's symbol table tells of where each object went.
+#[derive(Default)]
+struct Placed {
+    /// The file offset of every local symbol in a device section, with the name of the
+    /// `STT_FILE` symbol before it (the object it came from).
+    files: HashMap<u64, Vec<u8>>,
+    /// The address of each anchor asked for that the output defines once.
+    anchors: HashMap<Vec<u8>, u64>,
+}
+
+/// Reads [`Placed`] from the linked file `data`, for the anchors `wanted`.
+fn read_placed(data: &[u8], wanted: &HashSet<&[u8]>) -> Placed {
+    let mut out = Placed::default();
     let Ok(layout) = crate::elf::Layout::parse(data) else {
         return out;
     };
@@ -145,20 +232,66 @@ fn output_sources(data: &[u8]) -> HashMap<u64, Vec<u8>> {
         return out;
     };
     let mut file: Option<Vec<u8>> = None;
+    // Anchors the output names more than once (a local of the same name elsewhere) tell
+    // nothing.
+    let mut twice: HashSet<Vec<u8>> = HashSet::new();
     for sym in records::<Sym>(syms) {
-        if sym.st_info & 0xf == object::elf::STT_FILE {
+        let kind = sym.st_info & 0xf;
+        if kind == object::elf::STT_FILE {
             file = c_string(strings, sym.st_name.get(LE) as usize);
-        } else if sym.st_info >> 4 == object::elf::STB_LOCAL {
-            let index = usize::from(sym.st_shndx.get(LE));
+            continue;
+        }
+        let index = usize::from(sym.st_shndx.get(LE));
+        if kind == object::elf::STT_FUNC && !wanted.is_empty() && index != 0 {
+            if let Some(name) =
+                c_str(strings, sym.st_name.get(LE) as usize).filter(|n| wanted.contains(n))
+            {
+                if out
+                    .anchors
+                    .insert(name.to_vec(), sym.st_value.get(LE))
+                    .is_some()
+                {
+                    twice.insert(name.to_vec());
+                }
+                continue;
+            }
+        }
+        if sym.st_info >> 4 == object::elf::STB_LOCAL {
             let (Some(f), true) = (&file, device.contains(&index)) else {
                 continue;
             };
             let sec = &layout.sections[index];
             let at = sym.st_value.get(LE).wrapping_sub(sec.sh_addr.get(LE)) + sec.sh_offset.get(LE);
-            out.entry(at).or_insert_with(|| f.clone());
+            out.files.entry(at).or_insert_with(|| f.clone());
         }
     }
+    out.anchors.retain(|name, _| !twice.contains(name));
     out
+}
+
+/// Puts each queue of modules holding the same first bytes in the order the linker placed
+/// their objects, where the anchors of all of them tell it ([`anchor`]); others stay in the
+/// scan's order.
+fn order_by_anchors(
+    by_key: &mut HashMap<(u64, u64), VecDeque<usize>>,
+    sources: &[Source],
+    anchors: &HashMap<Vec<u8>, u64>,
+) {
+    for q in by_key.values_mut().filter(|q| q.len() > 1) {
+        let at: Option<Vec<u64>> = q
+            .iter()
+            .map(|&m| {
+                let name = sources.get(m)?.anchor.as_ref()?;
+                anchors.get(name).copied()
+            })
+            .collect();
+        if let Some(at) = at {
+            let mut sorted: Vec<(u64, usize)> = at.into_iter().zip(q.iter().copied()).collect();
+            // Stable: the containers of one object keep their order.
+            sorted.sort_by_key(|&(a, _)| a);
+            *q = sorted.into_iter().map(|(_, m)| m).collect();
+        }
+    }
 }
 
 /// How many leading bytes of a container key its lookup (the whole is compared after).
@@ -207,11 +340,17 @@ pub(super) fn stub_output(
         by_key.entry(key(bytes)).or_default().push_back(i);
     }
     // Where inputs hold the same bytes: which source file each of the output's containers
-    // came from, by its file offset.
+    // came from, by its file offset, and where their objects' anchors went.
+    let mut wanted: HashSet<&[u8]> = HashSet::new();
+    for q in by_key.values().filter(|q| q.len() > 1) {
+        wanted.extend(q.iter().filter_map(|&m| sources.get(m)?.anchor.as_deref()));
+    }
     let placed = match by_key.values().any(|q| q.len() > 1) {
-        true => output_sources(&inputs::map_file(out)?),
-        false => HashMap::new(),
+        true => read_placed(&inputs::map_file(out)?, &wanted),
+        false => Placed::default(),
     };
+    order_by_anchors(&mut by_key, sources, &placed.anchors);
+    let placed = placed.files;
     // (file offset in the output, module) of every container, as the cut meets them.
     let mut pairs: Vec<(u64, usize)> = Vec::new();
     let mut stubs = |d: &DeviceSection, index: usize, bytes: &[u8]| {
@@ -220,7 +359,7 @@ pub(super) fn stub_output(
         let Some(m) = by_key.get_mut(&key(bytes)).and_then(|q| {
             let same_source = from.and_then(|f| {
                 q.iter()
-                    .position(|&m| sources.get(m).is_some_and(|s| s.as_ref() == Some(f)))
+                    .position(|&m| sources.get(m).is_some_and(|s| s.file.as_ref() == Some(f)))
             });
             q.remove(same_source.unwrap_or(0))
         }) else {
@@ -327,7 +466,7 @@ mod tests {
             }
         }
         assert!(!modules.is_empty());
-        let sources = vec![None; modules.len()];
+        let sources = vec![Source::default(); modules.len()];
         let why = refused(stub_output(&out, &modules, &sources, &maps).unwrap());
         assert!(why.contains("not the last thing"), "{why}");
         assert!(std::fs::read(&out).unwrap() == before, "the output changed");

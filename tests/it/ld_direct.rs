@@ -232,9 +232,11 @@ fn where_the_direct_route_cannot_go_the_link_copies() {
 /// Two archive members whose containers are the same bytes, pulled in the other order than
 /// they sit in the archive: the direct route tells them apart by the source file each
 /// object names (the output's symbol table has it before each container's symbol), and
-/// gives them the copy route's names. Stripped (`-s`), the output cannot tell, and they are
-/// named in the archive's order: both names stand for the same code, so the program
-/// registers and launches exactly what the copy route's does.
+/// gives them the copy route's names. Members stripped of their local symbols (`strip -x`,
+/// as NVIDIA's static libraries are) are told apart by where the linker put the global
+/// functions they define. Stripped (`-s`), the output cannot tell, and they are named in the
+/// archive's order: both names stand for the same code, so the program registers and
+/// launches exactly what the copy route's does.
 #[test]
 fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
     let nvcc = cuda_tool("nvcc");
@@ -269,16 +271,35 @@ fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
         .args(["rcs", "libdup.a", "b.o", "a.o"])
         .current_dir(d));
     assert_eq!(code, 0, "{err}");
+    // The same members stripped of local symbols, as NVIDIA ships its static libraries: no
+    // `fatbinData` to find the source file by.
+    for o in ["a", "b"] {
+        std::fs::copy(d.join(format!("{o}.o")), d.join(format!("{o}x.o"))).unwrap();
+    }
+    let (code, _, err) = run(Command::new("strip")
+        .args(["-x", "ax.o", "bx.o"])
+        .current_dir(d));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(Command::new("ar")
+        .args(["rcs", "libdupx.a", "bx.o", "ax.o"])
+        .current_dir(d));
+    assert_eq!(code, 0, "{err}");
     let main_o = c_object(
         d,
         "m",
         "#include <stdio.h>\nint fa(void);\nint main(int c, char** v) { if (c > 1 && fa() == 2) puts(\"fixture main ok\"); else if (c == 1) puts(\"fixture main ok\"); return 0; }\n",
     );
-    let inputs = [main_o, d.join("libdup.a")];
     let mut names = Vec::new();
     let mut logs = Vec::new();
-    for (route, extra) in [("copy", None), ("direct", None), ("direct", Some("-Wl,-s"))] {
-        let exe = d.join(format!("{route}{}", extra.unwrap_or("")));
+    for (lib, route, extra) in [
+        ("libdup.a", "copy", None),
+        ("libdup.a", "direct", None),
+        ("libdup.a", "direct", Some("-Wl,-s")),
+        ("libdupx.a", "copy", None),
+        ("libdupx.a", "direct", None),
+    ] {
+        let inputs = [main_o.clone(), d.join(lib)];
+        let exe = d.join(format!("{lib}-{route}{}", extra.unwrap_or("")));
         let err = link(w.path(), route, &exe, &inputs, extra.as_slice());
         assert!(route_line(&err).starts_with(route), "{err}");
         let r = inspect_json(&exe);
@@ -306,8 +327,15 @@ fn byte_identical_containers_pulled_out_of_order_keep_their_code() {
         ["libdup.a(b.o)#0", "libdup.a(a.o)#0"],
         "stripped: archive order"
     );
+    assert_eq!(
+        names[3],
+        ["libdupx.a(ax.o)#0", "libdupx.a(bx.o)#0"],
+        "link order"
+    );
+    assert_eq!(names[4], names[3], "told apart by where fa and fb went");
     assert_eq!(logs[0], logs[1]);
     assert_eq!(logs[0], logs[2]);
+    assert_eq!(logs[3], logs[4]);
 }
 
 /// The default route (`auto`) weighs what each route writes: the copy route copies the
