@@ -3,7 +3,7 @@
 what a default store could reach if an entry may be compressed against one *root* entry (an
 entry stored alone), so that loading any entry decodes at most two frames.
 
-  python3 bench/store_refs.py DIR LEVEL [THRESHOLD]
+  [FAMILY=1] python3 bench/store_refs.py DIR LEVEL [THRESHOLD]
 
 DIR holds entries as `fatpack extract` writes them (<module>.<arch>.{cubin,ptx}). Needs the
 `zstandard` module (zstd 1.5.x): `python3 -m venv V && V/bin/pip install zstandard`.
@@ -16,6 +16,8 @@ Prints MiB and the ratio to `alone` for:
   root_both    as root_module, but also against the latest root of the same arch in an earlier
                module; the smaller wins
 and for the bounded forms the mean bytes decoded per entry load (itself plus its root).
+FAMILY=1 keeps a module's references within one GPU family (sm_8x, sm_10x, ...). Results:
+BENCHMARKS.md, "References with a bounded chain".
 """
 import collections
 import hashlib
