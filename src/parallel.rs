@@ -180,6 +180,129 @@ fn map_on<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + S
         .collect()
 }
 
+/// What [`stream_ordered`] shares between its threads.
+struct Stream<R, E> {
+    /// Whether the source is spent (or failed, or the consumer stopped, or a worker panicked).
+    ended: bool,
+    /// Weight taken and not yet consumed.
+    in_flight: u64,
+    /// Index of the next item the source gives.
+    next: usize,
+    /// Results not yet consumed, by index, with their weight.
+    done: std::collections::BTreeMap<usize, (R, u64)>,
+    /// The source's error (it ends the stream where the item it failed to give would be).
+    failed: Option<E>,
+    /// A worker's panic, resumed on the calling thread.
+    panicked: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// Runs `work` on the items `source` gives (called under a lock, in order: `Ok(None)` when it
+/// is spent), on the threads [`workers`] grants, with at most `cap` of their weight (the
+/// second of each pair) taken and not yet consumed (at least one item), and gives each
+/// result to `consume` on the calling thread, in the source's order. No wait for a whole
+/// batch: a thread takes the next item as soon as it is done, so one large item holds up
+/// nothing but its own result. Only `active()` threads take items (at least one): fewer
+/// while another process needs a CPU. The first error, of the source or of `consume`, ends
+/// it (items in flight finish first); a panic in `work` is resumed here.
+pub fn stream_ordered<T, R: Send, E: Send>(
+    cap: u64,
+    active: &(dyn Fn() -> usize + Sync),
+    source: impl FnMut() -> Result<Option<(T, u64)>, E> + Send,
+    work: impl Fn(T) -> R + Sync,
+    mut consume: impl FnMut(R) -> Result<(), E>,
+) -> Result<(), E> {
+    use std::sync::{Condvar, Mutex, MutexGuard};
+    let budget = workers(usize::MAX);
+    let threads = budget.count().max(1);
+    let state = Mutex::new(Stream::<R, E> {
+        ended: false,
+        in_flight: 0,
+        next: 0,
+        done: Default::default(),
+        failed: None,
+        panicked: None,
+    });
+    let source = Mutex::new(source);
+    // Told when an item is taken or done, weight is let go, or the stream ends.
+    let changed = Condvar::new();
+    fn lock<S>(m: &Mutex<S>) -> MutexGuard<'_, S> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    std::thread::scope(|scope| -> Result<(), E> {
+        for k in 0..threads {
+            let (state, source, changed, work) = (&state, &source, &changed, &work);
+            scope.spawn(move || loop {
+                let mut st = lock(state);
+                // Wait for room, and for this thread's turn while fewer may run (polled: the
+                // count changes from outside).
+                while !st.ended
+                    && ((st.in_flight > 0 && st.in_flight >= cap) || k >= active().max(1))
+                {
+                    st = changed
+                        .wait_timeout(st, std::time::Duration::from_millis(20))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
+                }
+                if st.ended {
+                    return;
+                }
+                let given = (*lock(source))();
+                let (item, weight) = match given {
+                    Ok(Some(x)) => x,
+                    Ok(None) | Err(_) => {
+                        st.ended = true;
+                        st.failed = given.err();
+                        changed.notify_all();
+                        return;
+                    }
+                };
+                let at = st.next;
+                st.next += 1;
+                st.in_flight += weight;
+                drop(st);
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(item)));
+                let mut st = lock(state);
+                match r {
+                    Ok(r) => {
+                        st.done.insert(at, (r, weight));
+                    }
+                    Err(p) => {
+                        st.ended = true;
+                        st.panicked.get_or_insert(p);
+                    }
+                }
+                changed.notify_all();
+            });
+        }
+        // The consumer: results in order, as they come.
+        for want in 0.. {
+            let mut st = lock(&state);
+            let (r, weight) = loop {
+                if let Some(p) = st.panicked.take() {
+                    drop(st);
+                    std::panic::resume_unwind(p);
+                }
+                if let Some(r) = st.done.remove(&want) {
+                    break r;
+                }
+                if st.ended && want >= st.next {
+                    return st.failed.take().map_or(Ok(()), Err);
+                }
+                st = changed.wait(st).unwrap_or_else(|e| e.into_inner());
+            };
+            drop(st);
+            let outcome = consume(r);
+            let mut st = lock(&state);
+            st.in_flight -= weight;
+            st.ended |= outcome.is_err();
+            changed.notify_all();
+            drop(st);
+            outcome?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +313,75 @@ mod tests {
         let got = map_ordered(&items, |&x| x * x);
         assert_eq!(got, items.iter().map(|x| x * x).collect::<Vec<_>>());
         assert!(map_ordered(&[] as &[u8], |&x| x).is_empty());
+    }
+
+    /// A stream gives every result in the source's order, whatever order the work finishes
+    /// in, never holds more than its cap in flight, and stops at the first error.
+    #[test]
+    fn a_stream_keeps_the_order_and_its_cap() {
+        use std::sync::atomic::AtomicU64;
+        let held = AtomicU64::new(0);
+        let most = AtomicU64::new(0);
+        let mut n = 0u64;
+        let mut got = Vec::new();
+        let r: Result<(), String> = stream_ordered(
+            10,
+            &|| 4,
+            || {
+                n += 1;
+                Ok((n <= 200).then_some((n, 1 + n % 5)))
+            },
+            |x| {
+                let now = held.fetch_add(1 + x % 5, Ordering::SeqCst) + 1 + x % 5;
+                most.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_micros((x * 37) % 300));
+                held.fetch_sub(1 + x % 5, Ordering::SeqCst);
+                x * 2
+            },
+            |y| {
+                got.push(y);
+                Ok(())
+            },
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(got, (1..=200).map(|x| x * 2).collect::<Vec<u64>>());
+        // At most the cap, or one item over it where one item alone was let in.
+        assert!(most.load(Ordering::SeqCst) <= 10 + 5, "{most:?}");
+
+        let mut n = 0u64;
+        let mut seen = 0;
+        let r = stream_ordered(
+            4,
+            &|| 2,
+            || {
+                n += 1;
+                match n {
+                    50 => Err("the source failed".to_string()),
+                    _ => Ok(Some((n, 1))),
+                }
+            },
+            |x| x,
+            |_| {
+                seen += 1;
+                Ok(())
+            },
+        );
+        assert_eq!(r, Err("the source failed".to_string()));
+        assert_eq!(seen, 49);
+        let mut n = 0u64;
+        let r = stream_ordered(
+            4,
+            &|| 2,
+            || {
+                n += 1;
+                Ok(Some((n, 1)))
+            },
+            |x| x,
+            |x| match x {
+                7 => Err(format!("stopped at {x}")),
+                _ => Ok(()),
+            },
+        );
+        assert_eq!(r, Err("stopped at 7".to_string()));
     }
 }

@@ -11,7 +11,9 @@ mod write;
 pub use compress::Compression;
 pub use fatpack_format::arch::EntryKind;
 pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
-pub use parse::{find_embedded, parse_all, parse_all_at, parse_one, span_one, spans};
+pub use parse::{
+    entry_at, entry_spans, find_embedded, parse_all, parse_all_at, parse_one, span_one, spans,
+};
 
 use crate::arch::{Arch, EntryId};
 

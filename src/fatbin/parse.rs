@@ -40,7 +40,45 @@ pub fn span_one(bytes: &[u8], base: usize) -> Result<usize, FatbinError> {
     walk_one(bytes, base, false).map(|(_, used)| used)
 }
 
+/// The entries of the one container that starts at `bytes[0]`: where each starts and how
+/// many bytes it takes (header and payload), its headers checked, no payload copied. With
+/// [`entry_at`], a container of any size is read an entry at a time.
+pub fn entry_spans(bytes: &[u8], base: usize) -> Result<Vec<(usize, usize)>, FatbinError> {
+    let mut spans = Vec::new();
+    walk_entries(bytes, base, false, |_, at, used| spans.push((at, used)))?;
+    Ok(spans)
+}
+
+/// The entry that takes `bytes[at..at + len]` of a container ([`entry_spans`]), copied.
+pub fn entry_at(bytes: &[u8], at: usize, len: usize, base: usize) -> Result<Entry, FatbinError> {
+    let end = at.saturating_add(len);
+    let b = bytes.get(at..end).ok_or(FatbinError::Truncated {
+        offset: base + at,
+        what: "entry",
+        need: len as u64,
+        have: bytes.len().saturating_sub(at),
+    })?;
+    parse_entry(b, base + at, base + end, true).map(|(e, _)| e)
+}
+
 fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), FatbinError> {
+    let mut entries = Vec::new();
+    let (version, total) = walk_entries(bytes, base, keep, |e, _, _| {
+        if keep {
+            entries.push(e);
+        }
+    })?;
+    Ok((Fatbin { version, entries }, total))
+}
+
+/// Checks the container at `bytes[0]` and tells `each` of every entry (copied if `keep`),
+/// where it starts and how long it is; returns the container's version and length.
+fn walk_entries(
+    bytes: &[u8],
+    base: usize,
+    keep: bool,
+    mut each: impl FnMut(Entry, usize, usize),
+) -> Result<(u16, usize), FatbinError> {
     let Some(head) = ContainerHeader::read(bytes) else {
         return Err(FatbinError::Truncated {
             offset: base,
@@ -72,22 +110,13 @@ fn walk_one(bytes: &[u8], base: usize, keep: bool) -> Result<(Fatbin, usize), Fa
         });
     };
     let total = total as usize;
-    let mut entries = Vec::new();
     let mut p = hsize as usize;
     while p < total {
         let (entry, used) = parse_entry(&bytes[p..total], base + p, base + total, keep)?;
-        if keep {
-            entries.push(entry);
-        }
+        each(entry, p, used);
         p += used;
     }
-    Ok((
-        Fatbin {
-            version: head.version,
-            entries,
-        },
-        total,
-    ))
+    Ok((head.version, total))
 }
 
 fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, usize), FatbinError> {

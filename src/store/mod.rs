@@ -48,16 +48,21 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
 /// One extracted container, read back from its file and parsed.
 fn read_module(m: &Extracted, maps: &Maps) -> Result<Fatbin, PackError> {
     let map = maps.get(&m.file)?;
-    let bytes = usize::try_from(m.file_offset)
-        .ok()
-        .and_then(|start| map.get(start..start.checked_add(m.len as usize)?))
-        .ok_or_else(|| PackError::Changed {
-            origin: m.origin.clone(),
-        })?;
+    let bytes = module_bytes(m, &map)?;
     let (fatbin, _) = crate::fatbin::parse_one(bytes, 0).map_err(|_| PackError::Changed {
         origin: m.origin.clone(),
     })?;
     Ok(fatbin)
+}
+
+/// The bytes of module `m`'s container in `map`, its input.
+fn module_bytes<'a>(m: &Extracted, map: &'a [u8]) -> Result<&'a [u8], PackError> {
+    usize::try_from(m.file_offset)
+        .ok()
+        .and_then(|start| map.get(start..start.checked_add(m.len as usize)?))
+        .ok_or_else(|| PackError::Changed {
+            origin: m.origin.clone(),
+        })
 }
 
 /// Container bytes read per batch of modules: their entries compress in parallel together

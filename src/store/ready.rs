@@ -16,7 +16,7 @@ use cubin_store::{
     BlobCompressor, EntryMeta, ReadyBlob, StoreError, StoreSummary, StoreWriter, WriteOptions,
 };
 
-use super::{entry_meta, nvcc_frame, payload, read_module, window_full, PackError};
+use super::{entry_meta, module_bytes, nvcc_frame, payload, PackError, WINDOW_BYTES};
 use crate::fatbin::Entry;
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
@@ -92,6 +92,19 @@ pub fn prepare(
     dir: &std::path::Path,
     signals: &Signals,
 ) -> Result<Ready, PackError> {
+    let windows = Pieces::new(modules, maps, WINDOW_BYTES);
+    prepare_in(windows, level, reuse_frames, dir, signals)
+}
+
+/// [`prepare`], the entries `pieces` gives streamed through every thread the link may use.
+fn prepare_in(
+    mut pieces: Pieces<'_>,
+    level: i32,
+    reuse_frames: bool,
+    dir: &std::path::Path,
+    signals: &Signals,
+) -> Result<Ready, PackError> {
+    let (modules, maps, cap) = (pieces.modules, pieces.maps, pieces.limit);
     let started = std::time::Instant::now();
     // Fails here, not after the link, on a level the writer would refuse.
     BlobCompressor::new(level)?;
@@ -105,95 +118,111 @@ pub fn prepare(
     // nvcc's frames by content and frame: two entries of one content may bring different
     // frames, and the store keeps the one of whichever comes first in the linker's order.
     let mut nvcc: HashMap<([u8; 32], [u8; 32]), Kept> = HashMap::new();
-    let mut i = 0;
-    while i < modules.len() {
+    // Each module's entries so far (a container may hold hundreds of MB, a large
+    // translation unit built for every GPU: it is read an entry at a time).
+    let mut lists: HashMap<usize, Vec<ReadyEntry>> = HashMap::new();
+    // Contents some thread compresses: each once, whichever of its entries comes first.
+    let claimed: std::sync::Mutex<std::collections::HashSet<[u8; 32]>> = Default::default();
+    let threads = crate::parallel::threads();
+    let active = || match signals.linking.load(Ordering::Relaxed) {
+        true => threads.saturating_sub(1),
+        false => threads,
+    };
+    let wanted = |m: &Extracted| signals.used.get().is_none_or(|u| u.contains(&m.module));
+    let source = move || {
         if signals.cancel.load(Ordering::Relaxed) {
             return Err(PackError::Cancelled);
         }
-        let wanted = |m: &Extracted| signals.used.get().is_none_or(|u| u.contains(&m.module));
-        let mut window: Vec<&Extracted> = Vec::new();
-        let mut bytes = 0u64;
-        while let Some(m) = modules.get(i) {
-            if !wanted(m) {
-                i += 1;
-                continue;
-            }
-            if window_full(window.len(), bytes, m.len) {
-                break;
-            }
-            bytes += m.len;
-            window.push(m);
-            i += 1;
+        Ok(pieces.next(&wanted)?.map(|p| {
+            let weight = p.len as u64;
+            (p, weight)
+        }))
+    };
+    let work = |p: Piece| -> Result<(Piece, Option<Got>), PackError> {
+        if p.len == 0 {
+            return Ok((p, None));
         }
-        if window.is_empty() {
-            break;
-        }
-        let parsed = window
-            .iter()
-            .map(|m| read_module(m, maps))
-            .collect::<Result<Vec<_>, _>>()?;
-        let flat: Vec<(&Entry, &Extracted)> = parsed
-            .iter()
-            .zip(&window)
-            .flat_map(|(f, m)| f.entries.iter().map(move |e| (e, *m)))
-            .collect();
-        let linking = signals.linking.load(Ordering::Relaxed);
-        let decoded = map(linking, &flat, |&(e, m)| {
-            let raw = payload(e, m)?;
+        let m = &modules[p.module];
+        let entry = read_entry(m, maps, &p)?;
+        let (digest, decoded, frame_digest) = {
+            let raw = payload(&entry, m)?;
             let digest = *blake3::hash(&raw).as_bytes();
             let frame =
-                nvcc_frame(e, reuse_frames).filter(|f| cubin_store::reusable_frame(f, &raw));
+                nvcc_frame(&entry, reuse_frames).filter(|f| cubin_store::reusable_frame(f, &raw));
             let frame_digest = frame.map(|f| *blake3::hash(f).as_bytes());
-            Ok((raw, digest, frame, frame_digest))
-        })
-        .into_iter()
-        .collect::<Result<Vec<_>, PackError>>()?;
-        // Contents first seen without a frame of nvcc's: compressed.
-        let mut jobs: Vec<usize> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (k, (_, digest, frame, _)) in decoded.iter().enumerate() {
-            if frame.is_none() && !own.contains_key(digest) && seen.insert(*digest) {
-                jobs.push(k);
-            }
-        }
-        let compressed = map(linking, &jobs, |&k| compress(level, &decoded[k].0));
-        for (&k, c) in jobs.iter().zip(compressed) {
-            let kept = match c? {
-                Some(frame) => spill.keep(&frame, true)?,
-                None => spill.keep(&decoded[k].0, false)?,
+            let decoded = match raw {
+                std::borrow::Cow::Borrowed(b) if b.len() == entry.stored.len() => None,
+                other => Some(other.into_owned()),
             };
-            own.insert(decoded[k].1, kept);
+            (digest, decoded, frame_digest)
+        };
+        let mut got = Got {
+            entry,
+            decoded,
+            digest,
+            frame_digest,
+            packed: None,
+        };
+        let first = || {
+            let mut c = claimed.lock().unwrap_or_else(|e| e.into_inner());
+            c.insert(digest)
+        };
+        if got.frame_digest.is_none() && first() {
+            got.packed = Some(compress(level, got.raw())?);
         }
-        let mut entries = decoded.into_iter().zip(&flat);
-        for (m, f) in window.iter().zip(&parsed) {
-            let mut list = Vec::with_capacity(f.entries.len());
-            for ((raw, digest, frame, frame_digest), &(e, _)) in
-                entries.by_ref().take(f.entries.len())
-            {
-                let nvcc = match (frame, frame_digest) {
-                    (Some(frame), Some(fd)) => Some(match nvcc.get(&(digest, fd)) {
-                        Some(&k) => k,
-                        None => {
-                            let k = spill.keep(frame, true)?;
-                            nvcc.insert((digest, fd), k);
-                            k
-                        }
-                    }),
-                    _ => None,
-                };
-                list.push(ReadyEntry {
-                    meta: entry_meta(e),
-                    digest,
-                    raw_len: raw.len() as u64,
-                    nvcc,
-                });
-            }
-            ready.insert(m.module.clone(), list);
+        Ok((p, Some(got)))
+    };
+    let consume = |done: Result<(Piece, Option<Got>), PackError>| -> Result<(), PackError> {
+        let (p, got) = done?;
+        let m = &modules[p.module];
+        if let Some(mut done) = got {
+            let frame = done
+                .frame_digest
+                .and_then(|fd| Some((nvcc_frame(&done.entry, reuse_frames)?, fd)));
+            let nvcc = match frame {
+                Some((frame, fd)) => Some(match nvcc.get(&(done.digest, fd)) {
+                    Some(&k) => k,
+                    None => {
+                        let k = spill.keep(frame, true)?;
+                        nvcc.insert((done.digest, fd), k);
+                        k
+                    }
+                }),
+                None => {
+                    // Contents first seen without a frame of nvcc's: compressed. Where
+                    // another entry of the same bytes was compressed first, its blob went
+                    // with it; this one is compressed here (the same bytes either way).
+                    if let std::collections::hash_map::Entry::Vacant(slot) = own.entry(done.digest)
+                    {
+                        let packed = match done.packed.take() {
+                            Some(packed) => packed,
+                            None => compress(level, done.raw())?,
+                        };
+                        slot.insert(match packed {
+                            Some(frame) => spill.keep(&frame, true)?,
+                            None => spill.keep(done.raw(), false)?,
+                        });
+                    }
+                    None
+                }
+            };
+            lists.entry(p.module).or_default().push(ReadyEntry {
+                meta: entry_meta(&done.entry),
+                digest: done.digest,
+                raw_len: done.raw().len() as u64,
+                nvcc,
+            });
+            maps.release(&m.file, m.file_offset + p.at as u64, p.len as u64);
         }
-        for m in window {
-            maps.release(&m.file, m.file_offset, m.len);
+        if p.last {
+            ready.insert(
+                m.module.clone(),
+                lists.remove(&p.module).unwrap_or_default(),
+            );
         }
-    }
+        Ok(())
+    };
+    crate::parallel::stream_ordered(cap, &active, source, work, consume)?;
     spill.w.flush().map_err(StoreError::Io)?;
     Ok(Ready {
         modules: ready,
@@ -204,13 +233,115 @@ pub fn prepare(
     })
 }
 
-/// [`crate::parallel::map_ordered`], beside the linker while it runs.
-fn map<T: Sync, R: Send>(linking: bool, items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    if linking {
-        crate::parallel::map_ordered_beside(items, f)
-    } else {
-        crate::parallel::map_ordered(items, f)
+/// One entry read, decoded, hashed and (where its content is to be compressed and no other
+/// entry of it was first) compressed.
+struct Got {
+    entry: Entry,
+    /// The payload decoded, where nvcc compressed it (else it is the entry's own bytes).
+    decoded: Option<Vec<u8>>,
+    digest: [u8; 32],
+    /// The digest of nvcc's frame, where it is kept.
+    frame_digest: Option<[u8; 32]>,
+    /// The content's blob: `Some(None)` stored raw.
+    packed: Option<Option<Vec<u8>>>,
+}
+
+impl Got {
+    /// The payload, decoded.
+    fn raw(&self) -> &[u8] {
+        self.decoded.as_deref().unwrap_or(&self.entry.stored)
     }
+}
+
+/// One entry of a module, where it lies in the module's container.
+struct Piece {
+    /// Index of the module in the list being made ready.
+    module: usize,
+    at: usize,
+    len: usize,
+    /// The module's last entry.
+    last: bool,
+}
+
+/// The entries of the modules to make ready, one at a time.
+struct Pieces<'a> {
+    modules: &'a [Extracted],
+    maps: &'a Maps,
+    /// Bytes of entries read and not yet stored at most (unless one entry is larger).
+    limit: u64,
+    /// The next module to look at.
+    next: usize,
+    /// What is left of the module being taken apart.
+    left: std::collections::VecDeque<Piece>,
+}
+
+impl<'a> Pieces<'a> {
+    fn new(modules: &'a [Extracted], maps: &'a Maps, limit: u64) -> Self {
+        Pieces {
+            modules,
+            maps,
+            limit,
+            next: 0,
+            left: Default::default(),
+        }
+    }
+
+    /// The next entry, in module order; modules not `wanted` are skipped, and a module
+    /// without entries gives one piece of no bytes. None when all are taken.
+    fn next(&mut self, wanted: &dyn Fn(&Extracted) -> bool) -> Result<Option<Piece>, PackError> {
+        while self.left.is_empty() {
+            let Some(m) = self.modules.get(self.next) else {
+                return Ok(None);
+            };
+            let i = self.next;
+            self.next += 1;
+            if !wanted(m) {
+                continue;
+            }
+            self.left = self.spans(i)?;
+            if self.left.is_empty() {
+                return Ok(Some(Piece {
+                    module: i,
+                    at: 0,
+                    len: 0,
+                    last: true,
+                }));
+            }
+        }
+        Ok(self.left.pop_front())
+    }
+
+    /// Where the entries of module `i` are, from its container's headers.
+    fn spans(&self, i: usize) -> Result<std::collections::VecDeque<Piece>, PackError> {
+        let m = &self.modules[i];
+        let map = self.maps.get(&m.file)?;
+        let bytes = module_bytes(m, &map)?;
+        let spans = crate::fatbin::entry_spans(bytes, 0).map_err(|_| PackError::Changed {
+            origin: m.origin.clone(),
+        })?;
+        // Walking the headers mapped runs of the container: let them go until read.
+        self.maps.release(&m.file, m.file_offset, m.len);
+        let n = spans.len();
+        Ok(spans
+            .into_iter()
+            .enumerate()
+            .map(|(k, (at, len))| Piece {
+                module: i,
+                at,
+                len,
+                last: k + 1 == n,
+            })
+            .collect())
+    }
+}
+
+/// The entry `p` of module `m`, copied out of its input.
+fn read_entry(m: &Extracted, maps: &Maps, p: &Piece) -> Result<Entry, PackError> {
+    let map = maps.get(&m.file)?;
+    let bytes = module_bytes(m, &map)?;
+    crate::fatbin::entry_at(bytes, p.at, p.len, 0).map_err(|_| PackError::Changed {
+        origin: m.origin.clone(),
+    })
 }
 
 impl Ready {
@@ -275,9 +406,27 @@ pub fn write_ready<W: Write + Seek>(
                     "module {name}: a blob made ready is missing"
                 ))),
             })?;
+            if let Some(k) = kept {
+                let_go(&map, k);
+            }
         }
     }
     Ok(w.finish()?)
+}
+
+/// Done with the kept bytes `k`: their pages leave this process's resident set (they stay
+/// in the page cache). Without it, writing the store would leave the whole of it resident
+/// once more, and the link's peak would grow with the device code it packs.
+fn let_go(map: &memmap2::Mmap, k: Kept) {
+    let (Ok(at), Ok(len)) = (usize::try_from(k.at), usize::try_from(k.len)) else {
+        return;
+    };
+    if len > 0 && at.checked_add(len).is_some_and(|end| end <= map.len()) {
+        // SAFETY: a read-only shared mapping of this process's own unnamed temp file:
+        // MADV_DONTNEED drops page-table entries only, never data; a later read of the same
+        // range faults the same bytes back in from the file.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len) };
+    }
 }
 
 #[cfg(test)]
@@ -339,9 +488,16 @@ mod tests {
             // nvcc's frames first, then the same contents without them.
             vec![2, 0, 3, 1],
         ];
-        for (level, reuse) in [(9, true), (9, false), (3, true)] {
-            let ready =
-                prepare(&all, &maps, level, reuse, dir.path(), &Signals::default()).unwrap();
+        // Windows of whole modules, and of one entry each (as a container larger than a
+        // window is read): the same store.
+        for (level, reuse, limit) in [
+            (9, true, WINDOW_BYTES),
+            (9, false, WINDOW_BYTES),
+            (3, true, WINDOW_BYTES),
+            (9, true, 1),
+        ] {
+            let pieces = Pieces::new(&all, &maps, limit);
+            let ready = prepare_in(pieces, level, reuse, dir.path(), &Signals::default()).unwrap();
             assert!(ready.kept_bytes > 0);
             let opts = || WriteOptions {
                 level,
@@ -363,7 +519,7 @@ mod tests {
                     write_ready(std::io::Cursor::new(Vec::new()), &names, &ready, opts()).unwrap();
                 assert!(
                     got.get_ref() == want.get_ref(),
-                    "level {level}, reuse {reuse}, order {order:?}: the stores differ"
+                    "level {level}, reuse {reuse}, windows of {limit} bytes, order {order:?}: the stores differ"
                 );
                 assert_eq!(summary.modules, used.len());
             }
