@@ -3,7 +3,8 @@
 //!   cargo bench --bench store_sizes -- [--levels=3,9,...] [--no-dictionary] [--no-nvcc] FILE...
 //!                                                   (objects, archives, libraries, fatbins)
 //!
-//! For the device code of all FILEs: raw size; nvcc's `-compress-all` and
+//! For the registered device code of all FILEs (what a link stores; fatbins embedded in a
+//! library's own data are counted apart): raw size; nvcc's `-compress-all` and
 //! `--compress-mode=size -compress-all` (the same entries repacked by `fatbinary`, so every
 //! row holds exactly the same cubins); and the store at several zstd levels, with and
 //! without a trained dictionary: size, write throughput, and single-arch read throughput.
@@ -94,9 +95,22 @@ fn main() {
     let mut modules: Vec<(String, Fatbin)> = Vec::new();
     // The containers as the files hold them (NVIDIA's own compression, if any).
     let mut shipped: Vec<Fatbin> = Vec::new();
+    // Containers embedded in a library's own data (cuBLASLt's PTX, which it loads through
+    // the driver API) are no module of a link's store: left out, or every row would not be
+    // the same entries as `fatpack ld` stores (bench/store_shipped.sh takes its anchor here).
+    let mut embedded = (0usize, 0u64);
     for f in &files {
         let s = fatpack::inputs::scan(f).unwrap_or_else(|e| panic!("{e}"));
         for sec in s.sections {
+            if sec.embedded {
+                embedded.0 += sec.containers.len();
+                embedded.1 += sec
+                    .containers
+                    .iter()
+                    .map(|c| c.encoded_len() as u64)
+                    .sum::<u64>();
+                continue;
+            }
             for (i, fb) in sec.containers.into_iter().enumerate() {
                 let plain = Fatbin {
                     version: fb.version,
@@ -119,11 +133,14 @@ fn main() {
     let fatbin_plain: u64 = modules.iter().map(|m| m.1.encoded_len() as u64).sum();
     let n_entries: usize = modules.iter().map(|m| m.1.entries.len()).sum();
     println!(
-        "input: {} files, {} modules, {} entries, raw payload {:.2} MiB",
+        "input: {} files, {} modules, {} entries, raw payload {:.2} MiB (left out: {} containers \
+         embedded in the files' own data, {:.2} MiB, which no link stores)",
         files.len(),
         modules.len(),
         n_entries,
-        mib(raw)
+        mib(raw),
+        embedded.0,
+        mib(embedded.1)
     );
     println!();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
