@@ -303,10 +303,8 @@ impl Maps {
     /// host code from every input (the rewrite).
     pub fn release_all(&self) {
         let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        for m in files.values().filter(|m| !m.is_empty()) {
-            // SAFETY: as in `release`: read-only shared mappings, the whole of each.
-            let _ =
-                unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, m.len()) };
+        for m in files.values() {
+            let_go(m, 0, m.len() as u64);
         }
     }
 
@@ -316,21 +314,24 @@ impl Maps {
     /// input once would leave the whole device code resident, as ld's own copy is.
     pub fn release(&self, path: &Path, offset: u64, len: u64) {
         let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let (Some(m), Ok(offset), Ok(len)) = (
-            files.get(path),
-            usize::try_from(offset),
-            usize::try_from(len),
-        ) else {
-            return;
-        };
-        if offset.checked_add(len).is_some_and(|end| end <= m.len()) {
-            // SAFETY: the mapping is read-only and shared (`map_file`): MADV_DONTNEED drops
-            // page-table entries only, never data, and the next access reads the same bytes
-            // from the file. Slices into the range stay valid.
-            let _ = unsafe {
-                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
-            };
+        if let Some(m) = files.get(path) {
+            let_go(m, offset, len);
         }
+    }
+}
+
+/// `len` bytes at `offset` of the read-only shared file mapping `map` leave this process's
+/// resident set (they stay in the page cache); a range outside it, or empty, is ignored.
+pub fn let_go(map: &memmap2::Mmap, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
+        return;
+    };
+    if len > 0 && offset.checked_add(len).is_some_and(|end| end <= map.len()) {
+        // SAFETY: the mapping is read-only and shared (`map_file`, or a temp file mapped so):
+        // MADV_DONTNEED drops page-table entries only, never data, and the next access reads
+        // the same bytes from the file. Slices into the range stay valid.
+        let _ =
+            unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
     }
 }
 

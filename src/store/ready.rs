@@ -400,33 +400,20 @@ pub fn write_ready<W: Write + Seek>(
         let id = w.add_module(name)?;
         for e in entries {
             let kept = e.nvcc.or_else(|| ready.own.get(&e.digest).copied());
-            w.add_ready_entry(id, e.meta.clone(), e.digest, e.raw_len, || match kept {
+            let r = w.add_ready_entry(id, e.meta.clone(), e.digest, e.raw_len, || match kept {
                 Some(k) => bytes(k),
                 None => Err(StoreError::Compression(format!(
                     "module {name}: a blob made ready is missing"
                 ))),
             })?;
-            if let Some(k) = kept {
-                let_go(&map, k);
+            // Written once: its pages leave the resident set, or writing the store would
+            // leave the whole of it resident once more.
+            if let (Some(k), false) = (kept, r.deduplicated) {
+                crate::inputs::let_go(&map, k.at, k.len);
             }
         }
     }
     Ok(w.finish()?)
-}
-
-/// Done with the kept bytes `k`: their pages leave this process's resident set (they stay
-/// in the page cache). Without it, writing the store would leave the whole of it resident
-/// once more, and the link's peak would grow with the device code it packs.
-fn let_go(map: &memmap2::Mmap, k: Kept) {
-    let (Ok(at), Ok(len)) = (usize::try_from(k.at), usize::try_from(k.len)) else {
-        return;
-    };
-    if len > 0 && at.checked_add(len).is_some_and(|end| end <= map.len()) {
-        // SAFETY: a read-only shared mapping of this process's own unnamed temp file:
-        // MADV_DONTNEED drops page-table entries only, never data; a later read of the same
-        // range faults the same bytes back in from the file.
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len) };
-    }
 }
 
 #[cfg(test)]
