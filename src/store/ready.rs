@@ -92,19 +92,27 @@ pub fn prepare(
     dir: &std::path::Path,
     signals: &Signals,
 ) -> Result<Ready, PackError> {
-    let windows = Pieces::new(modules, maps, WINDOW_BYTES);
-    prepare_in(windows, level, reuse_frames, dir, signals)
+    prepare_in(
+        Pieces::new(modules, maps),
+        WINDOW_BYTES,
+        level,
+        reuse_frames,
+        dir,
+        signals,
+    )
 }
 
-/// [`prepare`], the entries `pieces` gives streamed through every thread the link may use.
+/// [`prepare`], the entries `pieces` gives streamed through every thread the link may use,
+/// with at most `cap` bytes of them read and not yet stored (unless one entry is larger).
 fn prepare_in(
     mut pieces: Pieces<'_>,
+    cap: u64,
     level: i32,
     reuse_frames: bool,
     dir: &std::path::Path,
     signals: &Signals,
 ) -> Result<Ready, PackError> {
-    let (modules, maps, cap) = (pieces.modules, pieces.maps, pieces.limit);
+    let (modules, maps) = (pieces.modules, pieces.maps);
     let started = std::time::Instant::now();
     // Fails here, not after the link, on a level the writer would refuse.
     BlobCompressor::new(level)?;
@@ -267,8 +275,6 @@ struct Piece {
 struct Pieces<'a> {
     modules: &'a [Extracted],
     maps: &'a Maps,
-    /// Bytes of entries read and not yet stored at most (unless one entry is larger).
-    limit: u64,
     /// The next module to look at.
     next: usize,
     /// What is left of the module being taken apart.
@@ -276,11 +282,10 @@ struct Pieces<'a> {
 }
 
 impl<'a> Pieces<'a> {
-    fn new(modules: &'a [Extracted], maps: &'a Maps, limit: u64) -> Self {
+    fn new(modules: &'a [Extracted], maps: &'a Maps) -> Self {
         Pieces {
             modules,
             maps,
-            limit,
             next: 0,
             left: Default::default(),
         }
@@ -483,8 +488,9 @@ mod tests {
             (3, true, WINDOW_BYTES),
             (9, true, 1),
         ] {
-            let pieces = Pieces::new(&all, &maps, limit);
-            let ready = prepare_in(pieces, level, reuse, dir.path(), &Signals::default()).unwrap();
+            let pieces = Pieces::new(&all, &maps);
+            let ready =
+                prepare_in(pieces, limit, level, reuse, dir.path(), &Signals::default()).unwrap();
             assert!(ready.kept_bytes > 0);
             let opts = || WriteOptions {
                 level,
