@@ -5,18 +5,24 @@
 #   copy   - fatpack ld --fatpack-route=copy, the inputs with device code copied with stubs;
 #   direct - fatpack ld --fatpack-route=direct, the inputs linked as given and the output's
 #            containers replaced by stubs afterwards;
+#   late   - the direct route with its link started after the scan (--fatpack-early-link=no;
+#            `direct` starts it before, both lines naming cudart);
+#   t4     - `direct` with --fatpack-threads=4 (the store's work beside the linker on fewer
+#            CPUs);
+#   rsp    - the real linker alone on the direct route's line (`ld @ld.rsp`, from a
+#            --fatpack-save-temps link made before the rounds): what ld itself takes there;
 # and which of the two the default (--fatpack-route=auto) takes for each program.
 # Programs: the static cuBLAS program of tests/gpu/cublas (g++ -B), and bench/h200/five_libs.cu
 # on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (device-linked callback) and cuRAND through
 # `nvcc -rdc=true`. Prints wall times, medians and ratios, the direct route's steps, whether
 # both routes wrote the same store, sizes, and each binary's checks on the GPU.
-#   [ROUNDS=5] [PROGRAMS="cublas five"] bash bench/h200/link_routes.sh FATPACK
+#   [ROUNDS=5] [PROGRAMS="cublas five"] [WHO="plain copy direct"] bash bench/h200/link_routes.sh FATPACK
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-routes.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain"
+mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp"
 ln -s "$FP" "$W/fp/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/fp/g++"
 source "$root/bench/h200/programs.sh"
@@ -27,15 +33,27 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.plain) g++ -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.copy) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=copy -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.direct) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
+    cublas.late) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-early-link=no -o "$out" check.o "${CUBLAS[@]}" ;;
+    cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
+    five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
+    *.rsp) ld @"$W/rsp/$prog.bin.fatpack-temps/ld.rsp" ;;
     five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
     five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=copy -o "$out" five.o "${FIVE[@]}" ;;
     five.direct) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
+    five.late) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-early-link=no -o "$out" five.o "${FIVE[@]}" ;;
     esac
 }
 for prog in ${PROGRAMS:-cublas five}; do
+    case " ${WHO:-} " in
+    *" rsp "*)
+        case $prog in
+        cublas) g++ -B"$W/fp" -Wl,--fatpack-route=direct -Wl,--fatpack-save-temps -o rsp/cublas.bin check.o "${CUBLAS[@]}" ;;
+        five) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-route=direct -Xlinker --fatpack-save-temps -o rsp/five.bin five.o "${FIVE[@]}" ;;
+        esac 2>/dev/null ;;
+    esac
     link "$prog" plain 2>/dev/null # page cache
     for round in $(seq "${ROUNDS:-5}"); do
-        for who in plain copy direct; do
+        for who in ${WHO:-plain copy direct}; do
             timed "$prog.$who.$round" "$prog" "$who"
         done
     done
@@ -45,19 +63,24 @@ medians times.txt
 g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"
 nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-dry-run -o auto.bin five.o "${FIVE[@]}" | grep "^route:" | sed "s/^/five auto: /"
 for prog in ${PROGRAMS:-cublas five}; do
-    for who in copy direct; do
+    for who in ${WHO:-plain copy direct}; do
+        [ "$who" = plain ] && continue
+        grep -h "early link:" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
         grep -h "steps:\|store:\|route:\|packed " "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
     done
     # The same store, or the same modules in the same order under other names (byte-identical
     # containers of archive members the linker pulled out of the archive's order).
-    "$FP" inspect --json "copy/$prog.bin" >copy.json
+    ref=copy
+    [ -f "copy/$prog.bin" ] || ref=late
+    "$FP" inspect --json "$ref/$prog.bin" >ref.json
     "$FP" inspect --json "direct/$prog.bin" >direct.json
-    python3 - "$prog" <<'PY'
+    [ "$ref" = late ] && { cmp -s "late/$prog.bin" "direct/$prog.bin" && echo "$prog: late and direct wrote the same bytes" || echo "$prog: late and direct DIFFER"; }
+    python3 - "$prog" "$ref" <<'PY'
 import json, sys
-a, b = (json.load(open(f))[0] for f in ("copy.json", "direct.json"))
-prog = sys.argv[1]
+a, b = (json.load(open(f))[0] for f in ("ref.json", "direct.json"))
+prog, ref = sys.argv[1], sys.argv[2]
 if a["packed"]["digest"] == b["packed"]["digest"]:
-    print(f"{prog}: copy and direct wrote the same store ({a['packed']['digest']})")
+    print(f"{prog}: {ref} and direct wrote the same store ({a['packed']['digest']})")
 else:
     key = lambda m: json.dumps(m["entries"], sort_keys=True)
     same = [key(x) == key(y) for x, y in zip(a["modules"], b["modules"])]
@@ -67,7 +90,7 @@ else:
           f"store {a['packed']['store_size']} vs {b['packed']['store_size']} bytes")
 PY
 done
-for who in plain copy direct; do
+for who in ${WHO:-plain copy direct}; do
     if [ -f "$who/cublas.bin" ]; then
         out="$(timeout 300 "$who/cublas.bin" 2>&1)"
         echo "cublas $who: rc $? $(echo "$out" | grep -c 'cublas_check: PASS') PASS, $(stat -c %s "$who/cublas.bin") bytes"

@@ -88,16 +88,82 @@ pub fn forget(path: &Path) {
 pub fn run_child<E>(
     start: impl FnOnce() -> Result<std::process::Child, E>,
 ) -> Result<std::io::Result<std::process::Output>, E> {
+    Ok(spawn_child(start)?.wait())
+}
+
+/// Starts a child (`start` spawns it, its stdout and stderr piped), known to the signal
+/// handler until it is waited for. Its output is read as it comes, on two threads, so that
+/// a child left running while this process works is never blocked on a full pipe.
+pub fn spawn_child<E>(
+    start: impl FnOnce() -> Result<std::process::Child, E>,
+) -> Result<Running, E> {
     install();
-    let child = {
+    let mut child = {
         let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
         let c = start()?;
         CHILD.store(i32::try_from(c.id()).unwrap_or(0), Ordering::Release);
         c
     };
-    let out = child.wait_with_output();
-    CHILD.store(0, Ordering::Release);
-    Ok(out)
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        r.map(|mut r| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                r.read_to_end(&mut v).map(|_| v)
+            })
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|r| Box::new(r) as _));
+    let stderr = drain(child.stderr.take().map(|r| Box::new(r) as _));
+    Ok(Running {
+        child: Some(child),
+        stdout,
+        stderr,
+    })
+}
+
+type Drain = Option<std::thread::JoinHandle<std::io::Result<Vec<u8>>>>;
+
+/// A child started by [`spawn_child`]. Dropped without [`Running::wait`], it is killed and
+/// reaped: a child started on a guess that proved wrong leaves nothing running.
+pub struct Running {
+    child: Option<std::process::Child>,
+    stdout: Drain,
+    stderr: Drain,
+}
+
+impl Running {
+    /// Waits for the child to end; its status and everything it wrote.
+    pub fn wait(mut self) -> std::io::Result<std::process::Output> {
+        let Some(mut child) = self.child.take() else {
+            return Err(std::io::Error::other("the child was already waited for"));
+        };
+        let status = child.wait();
+        CHILD.store(0, Ordering::Release);
+        let collect = |d: Drain| match d.map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other("reading the child's output failed")),
+            None => Ok(Vec::new()),
+        };
+        let (stdout, stderr) = (collect(self.stdout.take()), collect(self.stderr.take()));
+        Ok(std::process::Output {
+            status: status?,
+            stdout: stdout?,
+            stderr: stderr?,
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Not yet reaped, so the pid is still this child's.
+            let _ = child.kill();
+            let _ = child.wait();
+            CHILD.store(0, Ordering::Release);
+        }
+        // The reading threads end when the pipes close: with the child, or, where it left
+        // children of its own (an LTO plugin's), with theirs. Nothing waits for them.
+    }
 }
 
 /// Takes a shared `flock` on `f`, held until it is closed: the temp it names is in use.

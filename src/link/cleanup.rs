@@ -19,10 +19,17 @@ pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<signals::TempFolde
     signals::TempFolder::new(prefix, dir).map_err(io_at("creating a temp dir in", dir))
 }
 
-/// Runs the real linker (`start` spawns it), known to the signal handler from its start to
-/// its end, and collects its output.
-pub(super) fn run_linker(
+/// Starts the real linker (`start` spawns it), known to the signal handler from its start
+/// to its end ([`wait_linker`]); dropped unwaited, it is stopped.
+pub(super) fn start_linker(
     start: impl FnOnce() -> Result<std::process::Child, crate::ld::real::RealLdError>,
-) -> Result<std::process::Output, LinkError> {
-    signals::run_child(start)?.map_err(|e| io_at("waiting for", Path::new("the real linker"))(e))
+) -> Result<signals::Running, LinkError> {
+    Ok(signals::spawn_child(start)?)
+}
+
+/// Waits for the real linker [`start_linker`] started, and collects its output.
+pub(super) fn wait_linker(running: signals::Running) -> Result<std::process::Output, LinkError> {
+    running
+        .wait()
+        .map_err(|e| io_at("waiting for", Path::new("the real linker"))(e))
 }

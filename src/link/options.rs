@@ -32,6 +32,7 @@ pub const KNOWN: &[&str] = &[
     "threads",
     "release",
     "route",
+    "early-link",
 ];
 
 /// What `--fatpack-*` options and the environment ask for.
@@ -57,6 +58,23 @@ pub struct PackOptions {
     pub release: Option<crate::store::groups::Solid>,
     /// `--fatpack-route=`: how the device code leaves the link ([`Route`]).
     pub route: Route,
+    /// `--fatpack-early-link=`: whether the direct route's link starts before the scan
+    /// ([`EarlyLink`]).
+    pub early_link: EarlyLink,
+}
+
+/// Whether the direct route's real link starts before the scan has read the inputs, on the
+/// guess that it will find device code and leave the direct route open. The output is the
+/// same bytes either way; a wrong guess costs the CPU the stopped link used while the scan ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EarlyLink {
+    /// `auto` (the default): where the line names cudart or cudadevrt, as nvcc's links and
+    /// CMake's CUDA targets do.
+    Auto,
+    /// `yes`: wherever the route may be direct.
+    Yes,
+    /// `no`: the link starts after the scan.
+    No,
 }
 
 /// How a packed link keeps device code out of its output.
@@ -128,6 +146,15 @@ impl PackOptions {
                 ("copy", Route::Copy),
             ],
         )?;
+        let early_link = choice(
+            line,
+            "early-link",
+            &[
+                ("auto", EarlyLink::Auto),
+                ("yes", EarlyLink::Yes),
+                ("no", EarlyLink::No),
+            ],
+        )?;
         let threads = match line.fatpack_value("threads") {
             None => None,
             Some(v) => Some(
@@ -145,6 +172,7 @@ impl PackOptions {
         Ok(PackOptions {
             mode,
             route,
+            early_link,
             threads,
             side_file: switch(line, "side-file")?,
             save_temps: switch(line, "save-temps")?,

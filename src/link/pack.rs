@@ -14,7 +14,7 @@ use super::abi;
 use super::direct::NotStubbed;
 use super::error::io_at;
 use super::inputs::{rewrite_input, Names, Planned};
-use super::options::{Mode, PackOptions, Route};
+use super::options::{EarlyLink, Mode, PackOptions, Route};
 use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
@@ -51,6 +51,9 @@ pub(super) struct Session {
     elf_parses: usize,
     /// Which route the link took, and why (`--fatpack-verbose`).
     route_note: String,
+    /// Whether the link was started before the scan, and what became of it
+    /// (`--fatpack-verbose`).
+    early_note: &'static str,
     /// The output was linked from the inputs as given (the direct route).
     linked_as_given: bool,
 }
@@ -83,6 +86,24 @@ struct RuntimeFiles {
 struct Linked {
     _dir: crate::commit::signals::TempFolder,
     out: PathBuf,
+}
+
+/// A real link started and not yet waited for ([`Session::start_link`]); dropped, the
+/// linker is stopped and its temp output removed.
+struct Linking {
+    running: crate::commit::signals::Running,
+    user_names: names::UserNames,
+    linked: Linked,
+}
+
+/// The direct route's link, started before the scan on the guess that the scan will find
+/// device code and leave the direct route open ([`Session::start_early`]). The line it runs
+/// does not depend on what the scan finds, only on the link's machine, which is checked
+/// against the scan's before it is used.
+struct Early {
+    r: Rewritten,
+    runtime: RuntimeFiles,
+    linking: Linking,
 }
 
 /// The store being made ready beside the real linker ([`Session::prepare_store`]).
@@ -173,21 +194,28 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     keep_large_blocks_mapped();
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
+    let early = s.step("start the link early", Session::start_early)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
     if planned.is_empty() {
+        drop(early);
         s.progress.done();
         let code = plain_link(&s.real, &s.line)?;
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
         return Ok(code);
     }
-    let mut planned = planned;
+    let (mut planned, mut early) = (planned, early);
     match s.route_for(&planned) {
         Ok(script) => {
-            if let Some(code) = s.direct(&planned, script)? {
+            if let Some(code) = s.direct(&planned, script, early)? {
                 return Ok(code);
             }
         }
-        Err(why) => s.route_note = format!("copy: {why}"),
+        Err(why) => {
+            if early.take().is_some() {
+                s.early_note = "stopped: the link takes the copy route";
+            }
+            s.route_note = format!("copy: {why}");
+        }
     }
     let rewritten = s.step("rewrite inputs", |s| s.rewrite_inputs(&mut planned))?;
     let runtime = s.step("add runtime and glue", |s| {
@@ -210,13 +238,47 @@ impl Session {
     /// The direct route ([`super::direct`]): the exit code of a link it finished or that
     /// failed; None where its output cannot be cut (nothing is kept of it, and the copy
     /// route follows).
-    fn direct(&mut self, planned: &[Planned], script: &str) -> Result<Option<i32>, LinkError> {
-        let r = self.step("name modules", |s| s.direct_inputs(planned, script))?;
-        let runtime = self.step("add runtime and glue", |s| {
-            s.add_runtime(&planned[0].path, &r)
-        })?;
+    fn direct(
+        &mut self,
+        planned: &[Planned],
+        script: &str,
+        early: Option<Early>,
+    ) -> Result<Option<i32>, LinkError> {
+        // The early link is the direct route's link, if it was made for the same machine.
+        let early = match early {
+            Some(e) if machine_of(planned).ok() == Some(e.r.machine) => {
+                self.early_note = "started before the scan, and used";
+                Some(e)
+            }
+            Some(_) => {
+                self.early_note = "stopped: the scan found another machine";
+                None
+            }
+            None => None,
+        };
+        let (r, runtime, linking) = match early {
+            Some(Early {
+                mut r,
+                runtime,
+                linking,
+            }) => {
+                self.step("name modules", |s| {
+                    (r.extracted, r.sources) = super::direct::modules(planned, &s.maps)?;
+                    Ok(())
+                })?;
+                (r, runtime, linking)
+            }
+            None => {
+                let r = self.step("name modules", |s| s.direct_inputs(planned, script))?;
+                let runtime = self.step("add runtime and glue", |s| {
+                    s.add_runtime(&planned[0].path, &r)
+                })?;
+                let linking = self.start_link(planned, &r, &runtime)?;
+                (r, runtime, linking)
+            }
+        };
         let ready = self.prepare_store(&r);
-        let (code, linked) = self.step("link", |s| s.link(planned, &r, &runtime))?;
+        let (code, linked) = self.step("link", |s| s.finish_link(linking))?;
         if let Some(p) = &ready {
             p.linked();
         }
@@ -381,6 +443,36 @@ fn machine_of(planned: &[Planned]) -> Result<u16, LinkError> {
         .ok_or_else(|| LinkError::UnknownMachine(first.path.clone()))
 }
 
+/// Whether the line links cudart or cudadevrt (static or shared): a link likely to hold
+/// device code.
+fn names_cudart(line: &LinkLine) -> bool {
+    line.inputs.iter().any(|i| {
+        i.resolved
+            .as_deref()
+            .and_then(Path::file_name)
+            .and_then(OsStr::to_str)
+            .is_some_and(|n| n.starts_with("libcudart") || n.starts_with("libcudadevrt"))
+    })
+}
+
+/// The ELF machine of the line's first object file (`e_machine`, read from its header), as
+/// the link's machine before the scan has read any input.
+fn first_object_machine(line: &LinkLine) -> Option<u16> {
+    let path = line
+        .inputs
+        .iter()
+        .filter(|i| !i.binary && i.file_kind == Some(InputFileKind::Elf))
+        .find_map(|i| i.resolved.as_deref())?;
+    let mut head = [0u8; 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
+    let m = [head[18], head[19]];
+    match head[5] {
+        1 => Some(u16::from_le_bytes(m)),
+        2 => Some(u16::from_be_bytes(m)),
+        _ => None,
+    }
+}
+
 /// The bytes of device code in the planned inputs, and their other bytes (what the copy
 /// route writes: an archive is copied whole, its containers replaced by stubs).
 fn device_and_other_bytes(planned: &[Planned]) -> (u64, u64) {
@@ -419,6 +511,7 @@ impl Session {
             elf_files: 0,
             elf_parses: 0,
             route_note: "copy: the inputs with device code copied with stubs".into(),
+            early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
             linked_as_given: false,
         })
     }
@@ -567,6 +660,47 @@ impl Session {
         })
     }
 
+    /// The direct route's link, started before the scan where it is likely to be the link
+    /// made ([`Early`], [`EarlyLink`]): the route is not `copy`, this linker takes the tail
+    /// script, and the first object gives the machine. Where the scan then finds no device code, or sends
+    /// the link down the copy route, this link is stopped and the one made instead is
+    /// exactly what it would have been without it: only the scan's time is gained or lost.
+    fn start_early(&mut self) -> Result<Option<Early>, LinkError> {
+        let guess = match self.opts.early_link {
+            EarlyLink::No => false,
+            EarlyLink::Yes => true,
+            EarlyLink::Auto => names_cudart(&self.line),
+        };
+        if !guess || self.opts.route == Route::Copy || self.opts.save_temps {
+            return Ok(None);
+        }
+        let (Ok(script), Some(machine)) = (self.direct_script(), first_object_machine(&self.line))
+        else {
+            return Ok(None);
+        };
+        if glue::architecture(machine).is_none() {
+            return Ok(None);
+        }
+        let work = self.work_folder()?;
+        let path = super::tail::write_script(work.path(), script)?;
+        let r = Rewritten {
+            extracted: Vec::new(),
+            sources: Vec::new(),
+            replace: BTreeMap::new(),
+            machine,
+            extra: super::tail::script_args(&path),
+            work,
+        };
+        let runtime = self.add_runtime(&self.line.output.clone(), &r)?;
+        let linking = self.start_link(&[], &r, &runtime)?;
+        self.early_note = "started before the scan";
+        Ok(Some(Early {
+            r,
+            runtime,
+            linking,
+        }))
+    }
+
     /// Whether this link takes the direct route ([`Route`]): the tail script for its
     /// linker, or why not.
     pub(super) fn route_for(&self, planned: &[Planned]) -> Result<&'static str, String> {
@@ -642,6 +776,17 @@ impl Session {
         r: &Rewritten,
         files: &RuntimeFiles,
     ) -> Result<(i32, Linked), LinkError> {
+        let linking = self.start_link(planned, r, files)?;
+        self.finish_link(linking)
+    }
+
+    /// Starts the real link of the rewritten line into a temp output ([`Session::link`]).
+    fn start_link(
+        &mut self,
+        planned: &[Planned],
+        r: &Rewritten,
+        files: &RuntimeFiles,
+    ) -> Result<Linking, LinkError> {
         let special = special_output(&self.line.output);
         if special && self.opts.side_file {
             return Err(LinkError::Option(format!(
@@ -707,8 +852,26 @@ impl Session {
         if self.opts.verbose {
             self.rss_during_link = current_rss_mib();
         }
+        let running = cleanup::start_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
+        Ok(Linking {
+            running,
+            user_names,
+            linked: Linked {
+                _dir: tmp_dir,
+                out: tmp_out,
+            },
+        })
+    }
+
+    /// Waits for a link [`Session::start_link`] started; its exit code.
+    fn finish_link(&mut self, linking: Linking) -> Result<(i32, Linked), LinkError> {
+        let Linking {
+            running,
+            user_names,
+            linked,
+        } = linking;
         // What ld says and writes about files is passed on naming the user's files.
-        let out = cleanup::run_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
+        let out = cleanup::wait_linker(running)?;
         let status = out.status;
         use std::io::Write;
         let _ = std::io::stdout().write_all(&user_names.map(&out.stdout));
@@ -731,13 +894,7 @@ impl Session {
         } else {
             real_ld::exit_code(status)
         };
-        Ok((
-            code,
-            Linked {
-                _dir: tmp_dir,
-                out: tmp_out,
-            },
-        ))
+        Ok((code, linked))
     }
 
     /// Starts making the store ready on the CPUs the real linker leaves idle
@@ -966,6 +1123,7 @@ impl Session {
             ),
         }
         eprintln!("fatpack:   route: {}", self.route_note);
+        eprintln!("fatpack:   early link: {}", self.early_note);
         let done = match self.linked_as_given {
             true => "linked as given",
             false => "rewrote",

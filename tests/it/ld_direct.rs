@@ -15,19 +15,26 @@ use crate::rt_harness::fakes;
 /// Links `inputs` through fatpack by `route` against the fake cudart; returns the linker's
 /// stderr (`--fatpack-verbose`).
 fn link(w: &Path, route: &str, out: &Path, inputs: &[PathBuf], extra: &[&str]) -> String {
-    let (code, _, err) = run(Command::new("g++")
-        .arg(format!("-B{}", w.display()))
+    let (code, _, err) = run(fake_link(w, out, inputs)
         .arg(format!("-Wl,--fatpack-route={route}"))
+        .args(extra));
+    assert_eq!(code, 0, "{route} {extra:?}: {err}");
+    err
+}
+
+/// The g++ line that links `inputs` through fatpack (`--fatpack-verbose`) against the fake
+/// cudart into `out`.
+fn fake_link(w: &Path, out: &Path, inputs: &[PathBuf]) -> Command {
+    let mut c = Command::new("g++");
+    c.arg(format!("-B{}", w.display()))
         .arg("-Wl,--fatpack-verbose")
-        .args(extra)
         .arg("-o")
         .arg(out)
         .args(inputs)
         .arg(format!("-L{}", fakes().display()))
         .arg("-lfakecudart")
-        .arg(format!("-Wl,-rpath,{}", fakes().display())));
-    assert_eq!(code, 0, "{route} {extra:?}: {err}");
-    err
+        .arg(format!("-Wl,-rpath,{}", fakes().display()));
+    c
 }
 
 /// The fake cudart's log of a launch of the fixture program (`exe go` launches its kernels)
@@ -214,19 +221,27 @@ fn where_the_direct_route_cannot_go_the_link_copies() {
         );
         launch_log(&exe);
     }
-    // A misspelt route is an error, as every --fatpack- option's bad value is.
-    let (code, _, err) = gxx(
-        Some(w.path()),
-        &dir.path().join("bad"),
-        &fixture_objs(),
-        &cuda_lib(),
-        &["-Wl,--fatpack-route=fast"],
-    );
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("--fatpack-route=fast: want `auto`, `direct` or `copy`"),
-        "{err}"
-    );
+    // A misspelt value is an error, as every --fatpack- option's bad value is.
+    for (bad, want) in [
+        (
+            "route=fast",
+            "--fatpack-route=fast: want `auto`, `direct` or `copy`",
+        ),
+        (
+            "early-link=maybe",
+            "--fatpack-early-link=maybe: want `auto`, `yes` or `no`",
+        ),
+    ] {
+        let (code, _, err) = gxx(
+            Some(w.path()),
+            &dir.path().join("bad"),
+            &fixture_objs(),
+            &cuda_lib(),
+            &[&format!("-Wl,--fatpack-{bad}")],
+        );
+        assert_ne!(code, 0, "{bad}");
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 /// Two archive members whose containers are the same bytes, pulled in the other order than
@@ -375,18 +390,78 @@ fn the_default_route_is_the_one_that_writes_less() {
         ("host-heavy", heavy, "direct: "),
     ] {
         let exe = dir.path().join(name);
-        let (code, _, err) = run(Command::new("g++")
-            .arg(format!("-B{}", w.path().display()))
-            .arg("-Wl,--fatpack-verbose")
-            .arg("-o")
-            .arg(&exe)
-            .args(&inputs)
-            .arg(format!("-L{}", fakes().display()))
-            .arg("-lfakecudart")
-            .arg(format!("-Wl,-rpath,{}", fakes().display())));
+        let (code, _, err) = run(&mut fake_link(w.path(), &exe, &inputs));
         assert_eq!(code, 0, "{name}: {err}");
         assert!(route_line(&err).starts_with(want), "{name}: {err}");
         logs.push(launch_log(&exe));
     }
     assert_eq!(logs[0], logs[1]);
+}
+
+/// The early link (`--fatpack-early-link`, started before the scan): the same bytes as the
+/// link started after it, whatever becomes of it. Used where the scan leaves the direct route
+/// open; stopped, with nothing of it left, where the scan sends the link down the copy route
+/// or finds no device code at all.
+#[test]
+fn the_early_link_changes_no_byte() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let early_line = |err: &str| -> String {
+        err.lines()
+            .find_map(|l| l.strip_prefix("fatpack:   early link: "))
+            .unwrap_or_else(|| panic!("no early-link line: {err}"))
+            .to_string()
+    };
+    let host = c_object(dir.path(), "host", "int main(void) { return 0; }\n");
+    let cases: [(&str, &str, Vec<PathBuf>, Option<&str>); 3] = [
+        (
+            "direct",
+            "direct",
+            fixture_objs(),
+            Some("started before the scan, and used"),
+        ),
+        // The fixtures are mostly device code: `auto` copies them.
+        (
+            "auto",
+            "auto",
+            fixture_objs(),
+            Some("stopped: the link takes the copy route"),
+        ),
+        // No device code: the line goes to the real linker as given.
+        ("host", "auto", vec![host], None),
+    ];
+    for (name, route, inputs, said) in cases {
+        let out = |early: &str| {
+            let exe = dir.path().join(format!("{name}-{early}"));
+            let (code, _, err) = run(fake_link(w.path(), &exe, &inputs)
+                .arg(format!("-Wl,--fatpack-route={route}"))
+                .arg(format!("-Wl,--fatpack-early-link={early}"))
+                .env("TMPDIR", &tmp));
+            assert_eq!(code, 0, "{name} {early}: {err}");
+            (std::fs::read(&exe).unwrap(), err)
+        };
+        let (started, err) = out("yes");
+        let (after, err_no) = out("no");
+        assert!(
+            started == after,
+            "{name}: the early link changed the output"
+        );
+        if let Some(said) = said {
+            assert_eq!(early_line(&err), said, "{name}");
+            assert!(early_line(&err_no).starts_with("not started"), "{name}");
+        } else {
+            assert!(!err.contains("early link"), "{name}: {err}");
+        }
+        // Nothing left of a stopped link: no temp folder, here or in TMPDIR.
+        for d in [dir.path(), tmp.as_path()] {
+            let left: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".fatpack") || n.starts_with("fatpack"))
+                .collect();
+            assert!(left.is_empty(), "{name}: left in {}: {left:?}", d.display());
+        }
+    }
 }

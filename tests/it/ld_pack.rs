@@ -850,9 +850,12 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
             pids.display()
         ),
     );
-    let start = || {
+    // Both routes: the direct route's link starts before the scan (the line names cudart),
+    // the copy route's after the rewrite; either way, one real link per run.
+    let start = |route: &str| {
         Command::new(fatpack_bin())
             .arg("ld")
+            .arg(format!("--fatpack-route={route}"))
             .arg("-o")
             .arg(out_dir.join("app"))
             .args(fixture_objs())
@@ -881,8 +884,11 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
         }
         assert!(!ours(&out_dir).is_empty());
     };
-    for (n, sig) in [libc::SIGTERM, libc::SIGINT].into_iter().enumerate() {
-        let mut child = start();
+    for (n, (sig, route)) in [(libc::SIGTERM, "direct"), (libc::SIGINT, "copy")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut child = start(route);
         wait_for_link(n + 1);
         assert!(!ours(&tmp).is_empty());
         // SAFETY: a signal to our own child.
@@ -890,10 +896,14 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
         let status = child.wait().unwrap();
         assert!(!status.success());
         assert_eq!(ours(&tmp), Vec::<String>::new(), "signal {sig}");
-        assert_eq!(ours(&out_dir), Vec::<String>::new(), "signal {sig}");
+        assert_eq!(
+            ours(&out_dir),
+            Vec::<String>::new(),
+            "signal {sig} ({route})"
+        );
         assert!(!out_dir.join("app").exists());
     }
-    let mut child = start();
+    let mut child = start("direct");
     wait_for_link(3);
     child.kill().unwrap(); // SIGKILL: nothing can clean up
     child.wait().unwrap();
