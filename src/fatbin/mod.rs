@@ -13,6 +13,7 @@ pub use fatpack_format::arch::EntryKind;
 pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
 pub use parse::{
     entry_at, entry_spans, find_embedded, parse_all, parse_all_at, parse_one, span_one, spans,
+    spans_with,
 };
 
 use crate::arch::{Arch, EntryId};

@@ -170,7 +170,11 @@ fn parse_entry(b: &[u8], at: usize, end: usize, keep: bool) -> Result<(Entry, us
 
 /// Walk every container of a section: containers are padded apart with zeros (the linker
 /// aligns each translation unit's fatbin); anything else between them is an error.
-fn walk_all(bytes: &[u8], keep: bool) -> Result<Vec<(usize, usize, Fatbin)>, FatbinError> {
+fn walk_all(
+    bytes: &[u8],
+    keep: bool,
+    walked: &mut dyn FnMut(usize),
+) -> Result<Vec<(usize, usize, Fatbin)>, FatbinError> {
     let mut out = Vec::new();
     let mut p = 0;
     while p < bytes.len() {
@@ -181,6 +185,7 @@ fn walk_all(bytes: &[u8], keep: bool) -> Result<Vec<(usize, usize, Fatbin)>, Fat
         let (fb, used) = walk_one(&bytes[p..], p, keep)?;
         out.push((p, used, fb));
         p += used;
+        walked(p);
     }
     Ok(out)
 }
@@ -235,7 +240,7 @@ fn plausible_container(b: &[u8]) -> Option<usize> {
 
 /// Every container in a section.
 pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
-    Ok(walk_all(bytes, true)?
+    Ok(walk_all(bytes, true, &mut |_| {})?
         .into_iter()
         .map(|(_, _, f)| f)
         .collect())
@@ -243,7 +248,7 @@ pub fn parse_all(bytes: &[u8]) -> Result<Vec<Fatbin>, FatbinError> {
 
 /// [`parse_all`], with each container's offset in `bytes`.
 pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
-    Ok(walk_all(bytes, true)?
+    Ok(walk_all(bytes, true, &mut |_| {})?
         .into_iter()
         .map(|(o, _, f)| (o, f))
         .collect())
@@ -252,7 +257,17 @@ pub fn parse_all_at(bytes: &[u8]) -> Result<Vec<(usize, Fatbin)>, FatbinError> {
 /// Offset and length of every container in a section, payloads checked for bounds but not
 /// copied: what rewriting needs, in memory proportional to the number of containers.
 pub fn spans(bytes: &[u8]) -> Result<Vec<(usize, usize)>, FatbinError> {
-    Ok(walk_all(bytes, false)?
+    spans_with(bytes, &mut |_| {})
+}
+
+/// [`spans`], telling `walked` after each container how far the walk has come (every byte
+/// before that offset is done with): a caller reading a file mapping lets the pages go as
+/// the walk goes, so that a section of hundreds of MB is never resident at once.
+pub fn spans_with(
+    bytes: &[u8],
+    walked: &mut dyn FnMut(usize),
+) -> Result<Vec<(usize, usize)>, FatbinError> {
+    Ok(walk_all(bytes, false, walked)?
         .into_iter()
         .map(|(o, l, _)| (o, l))
         .collect())
@@ -323,5 +338,26 @@ mod tests {
                 "prefix {cut} parsed"
             );
         }
+    }
+
+    /// A walk of headers says after each container how far it has come: the end of each
+    /// container in turn, padding skipped, the last one the end of the section.
+    #[test]
+    fn a_walk_says_how_far_it_has_come() {
+        let one = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/nvcc13/kernels.fatbin"
+        ))
+        .unwrap();
+        let mut section = one.clone();
+        section.extend_from_slice(&[0; 8]);
+        section.extend_from_slice(&one);
+        let mut said = Vec::new();
+        let spans = spans_with(&section, &mut |p| said.push(p)).unwrap();
+        let ends: Vec<usize> = spans.iter().map(|&(o, l)| o + l).collect();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(said, ends);
+        assert_eq!(said.last(), Some(&section.len()));
+        assert_eq!(spans, super::spans(&section).unwrap());
     }
 }

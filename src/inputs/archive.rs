@@ -109,7 +109,8 @@ pub(super) fn device_sections(
     // their sections kept in member order.
     let scanned = crate::parallel::map_ordered(&members, |m| {
         let mut found = Vec::new();
-        let elf = scan_member(&m.origin, &m.file, m.range.0, &m.bytes, depth, &mut found);
+        let release = |at, len| maps.release(&m.file, at, len);
+        let elf = scan_member(m, depth, &release, &mut found);
         // A large archive (static cuBLAS: 831 MB) would otherwise be resident by the end of
         // its scan; a no-op for a file `maps` did not map.
         maps.release(&m.file, m.range.0, m.bytes.len() as u64);
@@ -125,18 +126,16 @@ pub(super) fn device_sections(
 }
 
 fn scan_member(
-    origin: &str,
-    file: &Path,
-    base: u64,
-    bytes: &[u8],
+    m: &Member,
     depth: Depth,
+    release: &dyn Fn(u64, u64),
     out: &mut Vec<DeviceSection>,
 ) -> Result<usize, InputError> {
     if let (FileKind::Object | FileKind::SharedLibrary | FileKind::Executable, Some(layout)) =
-        classify(bytes)
+        classify(&m.bytes)
     {
         out.extend(elf::device_sections(
-            origin, file, base, bytes, layout, depth,
+            &m.origin, &m.file, m.range.0, &m.bytes, layout, depth, release,
         )?);
         return Ok(1);
     }

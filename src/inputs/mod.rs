@@ -97,13 +97,15 @@ pub enum Depth {
 pub type Spans = Vec<(u64, u64)>;
 
 /// Read the sections' containers at `depth`.
+/// `walked` hears how far a walk of headers has come ([`fatbin::spans_with`]).
 pub(crate) fn read_containers(
     bytes: &[u8],
     depth: Depth,
+    walked: &mut dyn FnMut(usize),
 ) -> Result<(Spans, Vec<Fatbin>), FatbinError> {
     match depth {
         Depth::Spans | Depth::Registered => Ok((
-            fatbin::spans(bytes)?
+            fatbin::spans_with(bytes, walked)?
                 .into_iter()
                 .map(|(o, l)| (o as u64, l as u64))
                 .collect(),
@@ -386,7 +388,9 @@ fn scan_with(
         FileKind::Object | FileKind::SharedLibrary | FileKind::Executable => {
             // classify gives a host ELF's kind only with its headers.
             if let Some(layout) = layout {
-                out.sections = elf::device_sections(&shown, path, 0, data, layout, depth)?;
+                let release = |at, len| maps.release(path, at, len);
+                out.sections =
+                    elf::device_sections(&shown, path, 0, data, layout, depth, &release)?;
             }
         }
         FileKind::Archive | FileKind::ThinArchive => {
@@ -394,9 +398,11 @@ fn scan_with(
         }
         FileKind::Fatbin => {
             let (spans, containers) =
-                read_containers(data, depth).map_err(|source| InputError::StandaloneFatbin {
-                    path: path.to_path_buf(),
-                    source,
+                read_containers(data, depth, &mut |_| {}).map_err(|source| {
+                    InputError::StandaloneFatbin {
+                        path: path.to_path_buf(),
+                        source,
+                    }
                 })?;
             out.sections.push(DeviceSection {
                 origin: shown,
