@@ -3,7 +3,8 @@
 # tail mode), on the same generated objects (examples/over-2gib's generator).
 #   bash bench/link_time.sh TOTAL_MIB OBJECTS WORKDIR [SOURCE...]
 # Below 2 GiB plain ld links too, so the ratio is measured directly. VARIANTS="plain packed
-# side tail level5 late" picks the links of each round (default: plain packed side tail; late:
+# side tail levelN late" picks the links of each round (default: plain packed side tail; levelN:
+# --fatpack-level=N; late:
 # the link started after the scan, --fatpack-early-link=no); RUNS the rounds. The objects carry the
 # SASS entries of SOURCE (default: the nvcc 13 fixtures), uncompressed; a real library works
 # as a source, e.g. libcublasLt.so from the nvidia-cublas wheel (bench/wheels.sh installs it):
@@ -54,7 +55,7 @@ for r in $(seq "$runs"); do
             side) measure "fatpack ld --fatpack-side-file" app_side gcc -Bwrap -Wl,--fatpack-side-file -o app_side $objs $libs ;;
             tail) measure "fatpack ld --fatpack-mode=tail" app_tail gcc -Bwrap -Wl,--fatpack-mode=tail -o app_tail $objs $libs ;;
             late) measure "fatpack ld --fatpack-early-link=no" app_late gcc -Bwrap -Wl,--fatpack-early-link=no -o app_late $objs $libs ;;
-            level5) measure "fatpack ld --fatpack-level=5" app_level5 gcc -Bwrap -Wl,--fatpack-level=5 -o app_level5 $objs $libs ;;
+            level[0-9]*) measure "fatpack ld --fatpack-level=${v#level}" "app_$v" gcc -Bwrap -Wl,--fatpack-level="${v#level}" -o "app_$v" $objs $libs ;;
             *) echo "unknown variant $v" >&2; exit 2 ;;
         esac
     done

@@ -32,7 +32,7 @@ pub(super) fn host_kind(layout: &Layout) -> FileKind {
 /// drops the section names, which its rewrite does not read: an object built with
 /// `-ffunction-sections` names thousands of sections, and the link holds the headers of
 /// every member with device code until it is rewritten. `release(offset, len)`: done with
-/// that range of `file` (a walk of headers lets its pages go as it goes: [`RELEASE_STEP`]).
+/// that range of `file` (a walk of headers lets its pages go as it goes: [`super::WalkRelease`]).
 pub(crate) fn device_sections(
     origin: &str,
     file: &Path,
@@ -88,15 +88,11 @@ pub(crate) fn device_sections(
             abi::SHT_NOBITS => 0,
             _ => s.sh_offset.get(crate::elf::LE),
         };
-        let mut done = 0;
-        let mut walked = |upto: usize| {
-            if upto - done >= RELEASE_STEP {
-                release(base + file_offset + done as u64, (upto - done) as u64);
-                done = upto;
-            }
-        };
+        let mut walk = super::WalkRelease::new(base + file_offset, release);
         let (spans, containers) = match device {
-            Some(_) => read_containers(bytes, depth, &mut walked).map_err(fatbin_error)?,
+            Some(_) => {
+                read_containers(bytes, depth, &mut |p| walk.walked(p)).map_err(fatbin_error)?
+            }
             None => {
                 let address = layout.sections[index].sh_addr.get(crate::elf::LE);
                 let spans = fatbin::find_embedded(bytes, address);
@@ -135,11 +131,6 @@ pub(crate) fn device_sections(
     }
     Ok(out)
 }
-
-/// How much of a device section a walk of its headers reads before it lets the pages go:
-/// reading one entry header maps the large page-cache folio around it, so that a walk of a
-/// 316 MB object left 247 MiB resident.
-const RELEASE_STEP: usize = 8 << 20;
 
 /// Whether section `index` may hold fatbins its program loads itself: a loaded section of
 /// data (not code, not the wrappers) with room for one.

@@ -322,6 +322,37 @@ impl Maps {
     }
 }
 
+/// A walk over `[start, ..)` of a mapped file (entry headers, read in order) that lets the
+/// pages it has passed go a step at a time: reading one header maps the large page-cache
+/// folio around it, so that a walk of a 316 MB object otherwise left 247 MiB of it resident.
+pub struct WalkRelease<'a> {
+    release: &'a dyn Fn(u64, u64),
+    start: u64,
+    done: usize,
+}
+
+impl<'a> WalkRelease<'a> {
+    /// How far a walk goes between two releases.
+    const STEP: usize = 8 << 20;
+
+    /// `release(offset, len)`: done with that range of the file (e.g. [`Maps::release`]).
+    pub fn new(start: u64, release: &'a dyn Fn(u64, u64)) -> Self {
+        WalkRelease {
+            release,
+            start,
+            done: 0,
+        }
+    }
+
+    /// The walk has come to `upto` (from `start`): every byte before it is done with.
+    pub fn walked(&mut self, upto: usize) {
+        if upto.saturating_sub(self.done) >= Self::STEP {
+            (self.release)(self.start + self.done as u64, (upto - self.done) as u64);
+            self.done = upto;
+        }
+    }
+}
+
 /// `len` bytes at `offset` of the read-only shared file mapping `map` leave this process's
 /// resident set (they stay in the page cache); a range outside it, or empty, is ignored.
 pub fn let_go(map: &memmap2::Mmap, offset: u64, len: u64) {

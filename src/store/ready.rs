@@ -321,9 +321,14 @@ impl<'a> Pieces<'a> {
         let m = &self.modules[i];
         let map = self.maps.get(&m.file)?;
         let bytes = module_bytes(m, &map)?;
-        let spans = crate::fatbin::entry_spans(bytes, 0).map_err(|_| PackError::Changed {
-            origin: m.origin.clone(),
-        })?;
+        let release = |at, len| self.maps.release(&m.file, at, len);
+        let mut walk = crate::inputs::WalkRelease::new(m.file_offset, &release);
+        let spans =
+            crate::fatbin::entry_spans(bytes, 0, &mut |p| walk.walked(p)).map_err(|_| {
+                PackError::Changed {
+                    origin: m.origin.clone(),
+                }
+            })?;
         // Walking the headers mapped runs of the container: let them go until read.
         self.maps.release(&m.file, m.file_offset, m.len);
         let n = spans.len();
