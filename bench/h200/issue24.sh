@@ -6,7 +6,8 @@
 #   - first launch against plain and nvcc's --compress-mode=size, and exec -> first kernel,
 #     on the GPU suite's first_kernel program (64 kernels; tests/gpu/run.sh, median of 9).
 # Prints the rows as one table after the two scripts' own output.
-#   bash bench/h200/issue24.sh FATPACK GPU_SUITE.tar.xz     (tests/gpu/build.sh makes it)
+#   [WHO="plain copy late direct"] bash bench/h200/issue24.sh FATPACK GPU_SUITE.tar.xz
+#   (tests/gpu/build.sh makes the suite; WHO and ROUNDS pass to link_routes.sh)
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
@@ -35,9 +36,11 @@ print("\nissue 24, H200 rows (this run)")
 print(f"{'measure':<58} {'anchor':>14} {'fatpack':>14} {'ratio':>7}")
 for prog, name in (("cublas", "static cuBLAS program"), ("five", "five static libraries")):
     plain, _ = median(prog, "plain")
-    for who in ("direct", "copy"):
+    for who in ("direct", "late", "copy"):
         t, r = median(prog, who)
         tag = f"{who} route" + (" (default)" if auto(prog) == who else "")
+        if who == "late":
+            tag = "direct route, link started after the scan"
         if t is not None:
             print(f"{'link, ' + name + ', ' + tag:<58} {plain:>12.2f} s {t:>12.2f} s {r:>7.3f}")
 p, d = size("cublas", "plain"), size("cublas", auto("cublas"))
