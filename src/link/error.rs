@@ -21,6 +21,9 @@ pub enum LinkError {
         linker: &'static str,
         why: &'static str,
     },
+    /// ld's own check, made before the real link (which writes into a temp file).
+    #[error("input file '{}' is the same as output file", .0.display())]
+    InputIsOutput(PathBuf),
     #[error("{}: cannot tell its architecture", .0.display())]
     UnknownMachine(PathBuf),
     #[error("{}: unsupported machine {machine}", path.display())]

@@ -10,6 +10,7 @@ mod error;
 pub mod glue;
 mod inputs;
 mod names;
+mod old_output;
 pub mod options;
 pub mod pack;
 mod pair;

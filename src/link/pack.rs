@@ -56,6 +56,8 @@ pub(super) struct Session {
     early_note: &'static str,
     /// The output was linked from the inputs as given (the direct route).
     linked_as_given: bool,
+    /// The old output, unlinked while the real link runs ([`super::old_output`]).
+    old_output: super::old_output::OldOutput,
 }
 
 /// What the rewrite step made.
@@ -194,10 +196,14 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     keep_large_blocks_mapped();
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
+    super::old_output::refuse_an_input(&s.line)?;
     let early = s.step("start the link early", Session::start_early)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
     if planned.is_empty() {
         drop(early);
+        // The real linker writes the output itself now: the unlink beside the early link
+        // must not race with it.
+        s.old_output.settle();
         s.progress.done();
         let code = plain_link(&s.real, &s.line)?;
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
@@ -513,6 +519,7 @@ impl Session {
             route_note: "copy: the inputs with device code copied with stubs".into(),
             early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
             linked_as_given: false,
+            old_output: Default::default(),
         })
     }
 
@@ -853,6 +860,10 @@ impl Session {
             self.rss_during_link = current_rss_mib();
         }
         let running = cleanup::start_linker(|| real_ld::spawn_captured(&self.real, &argv))?;
+        // As ld unlinks it when it opens its output; a side-file pair is replaced together.
+        if !special && !self.opts.side_file {
+            self.old_output.start(&self.line.output);
+        }
         Ok(Linking {
             running,
             user_names,
@@ -1021,7 +1032,8 @@ impl Session {
     /// The finished output put in place as ld puts its own: an existing regular file or
     /// symlink is unlinked first (ld's `unlink_if_ordinary`; renaming over it instead makes
     /// ext4 flush the whole new file first, a third of a second per 750 MB), anything else
-    /// (`-o /dev/null`, a FIFO) is written into.
+    /// (`-o /dev/null`, a FIFO) is written into. The unlink was made beside the real link
+    /// ([`super::old_output`]); it is made again here for whatever came since.
     fn commit(
         &mut self,
         linked: &Linked,
@@ -1032,6 +1044,7 @@ impl Session {
         if let Some(side) = pending_side {
             return super::pair::commit(side, tmp_out, output);
         }
+        self.old_output.settle();
         if special_output(output) {
             let mut from = std::fs::File::open(tmp_out).map_err(io_at("reading", tmp_out))?;
             let mut to = std::fs::OpenOptions::new()

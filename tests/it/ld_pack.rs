@@ -224,6 +224,10 @@ fn a_failed_link_returns_lds_code_and_leaves_nothing() {
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never");
+    // An old output of each: ld unlinks it before it reads its inputs, and fatpack, whose
+    // real link writes a temp file, unlinks it while that link runs.
+    std::fs::write(&out, b"old").unwrap();
+    std::fs::write(dir.path().join("never2"), b"old").unwrap();
     // kernels.o alone has no main: ld fails.
     let (code, _, err) = gxx(Some(w.path()), &out, &[fixture("kernels.o")], &cuda, &[]);
     let (plain_code, _, plain_err) = gxx(
@@ -242,6 +246,61 @@ fn a_failed_link_returns_lds_code_and_leaves_nothing() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A line whose output is one of its inputs (by real path) is refused as ld refuses it,
+/// before anything is touched: fatpack's real link writes a temp file, so the real linker
+/// cannot tell.
+#[test]
+fn an_output_that_is_an_input_is_refused_as_ld_refuses_it() {
+    let cuda = cuda_lib();
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("kernels.o");
+    std::fs::copy(fixture("kernels.o"), &obj).unwrap();
+    let before = std::fs::read(&obj).unwrap();
+    let link = dir.path().join("app");
+    std::os::unix::fs::symlink(&obj, &link).unwrap();
+    // The same file by another spelling, and through a symlink.
+    for out in [dir.path().join(".").join("kernels.o"), link.clone()] {
+        let line = |c: &mut Command| {
+            c.arg("-o")
+                .arg(&out)
+                .arg(&obj)
+                .arg(fixture("main.o"))
+                .arg(format!("-L{}", cuda.display()))
+                .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt", "-lc"]);
+        };
+        let mut plain = Command::new("ld");
+        line(&mut plain);
+        let (plain_code, _, plain_err) = run(&mut plain);
+        let mut packed = Command::new(fatpack_bin());
+        line(packed.arg("ld"));
+        let (code, _, err) = run(&mut packed);
+        assert_ne!(plain_code, 0, "{plain_err}");
+        assert!(
+            plain_err.contains("is the same as output file"),
+            "{plain_err}"
+        );
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(&format!(
+                "input file '{}' is the same as output file",
+                obj.display()
+            )),
+            "{err}"
+        );
+        assert!(std::fs::read(&obj).unwrap() == before, "the input changed");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["app", "kernels.o"], "{out:?}");
+    }
 }
 
 #[test]
