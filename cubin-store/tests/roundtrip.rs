@@ -459,3 +459,42 @@ fn add_entries_validates_before_writing() {
     let (_, s) = w.finish().unwrap();
     assert_eq!((s.entries, s.blobs), (2, 1));
 }
+
+/// Levels 5-12 look 2^24 bytes back (a cubin repeats itself megabytes apart), where zstd's
+/// own level 9 looks 2^22: a block of noise repeated 6 MiB later is stored once. The other
+/// levels write zstd's own frames.
+#[test]
+fn the_cubin_tuning_reaches_repeats_megabytes_apart() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..6 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let zstd_own = |level: i32, data: &[u8]| {
+        let mut c = zstd::bulk::Compressor::new(level).unwrap();
+        c.include_checksum(false).unwrap();
+        c.include_contentsize(true).unwrap();
+        c.compress(data).unwrap()
+    };
+    let ours = |level: i32, data: &[u8]| {
+        let frame = BlobCompressor::new(level).unwrap().compress(data).unwrap();
+        let frame = frame.expect("compressible");
+        assert!(zstd::bulk::decompress(&frame, data.len()).unwrap() == data);
+        frame
+    };
+    let far = [noise.as_slice(), noise.as_slice()].concat();
+    for level in [5, 9, 12] {
+        let frame = ours(level, &far);
+        assert!(frame.len() < far.len() * 6 / 10, "level {level}: {}", frame.len());
+        assert!(zstd_own(level, &far).len() > far.len() * 9 / 10, "level {level}");
+    }
+    // Repeats 256 KiB apart, within every level's window: the same frames as zstd's.
+    let near = noise[..256 << 10].repeat(16);
+    for level in [1, 3, 4, 13, 19] {
+        assert!(ours(level, &near) == zstd_own(level, &near), "level {level}");
+    }
+}
