@@ -3,9 +3,10 @@
 # tail mode), on the same generated objects (examples/over-2gib's generator).
 #   bash bench/link_time.sh TOTAL_MIB OBJECTS WORKDIR [SOURCE...]
 # Below 2 GiB plain ld links too, so the ratio is measured directly. VARIANTS="plain packed
-# side tail levelN late" picks the links of each round (default: plain packed side tail; levelN:
-# --fatpack-level=N; late:
-# the link started after the scan, --fatpack-early-link=no); RUNS the rounds. The objects carry the
+# side tail levelN late other" picks the links of each round (default: plain packed side tail;
+# levelN: --fatpack-level=N; late: the link started after the scan, --fatpack-early-link=no;
+# other: the default link by another fatpack build, OTHER=/path/to/fatpack, for a
+# before/after in the same rounds); RUNS the rounds. The objects carry the
 # SASS entries of SOURCE (default: the nvcc 13 fixtures), uncompressed; a real library works
 # as a source, e.g. libcublasLt.so from the nvidia-cublas wheel (bench/wheels.sh installs it):
 # its own cubins, each copy marked distinct so the store cannot deduplicate them.
@@ -25,6 +26,7 @@ cd "$work"
 ls obj*.s | xargs -P "$(nproc)" -I{} sh -c 'as -o "$(basename {} .s).o" {}'
 gcc -c main.c -o main.o
 mkdir -p wrap && ln -sf "$root/target/release/fatpack" wrap/ld
+if [ -n "${OTHER:-}" ]; then mkdir -p wrap-other && ln -sf "$(realpath "$OTHER")" wrap-other/ld; fi
 objs="main.o $(ls obj*.o | sort -V | tr '\n' ' ')"
 libs="-L$CUDA_HOME/lib -lcudart_static -ldl -lpthread -lrt"
 sync
@@ -55,6 +57,7 @@ for r in $(seq "$runs"); do
             side) measure "fatpack ld --fatpack-side-file" app_side gcc -Bwrap -Wl,--fatpack-side-file -o app_side $objs $libs ;;
             tail) measure "fatpack ld --fatpack-mode=tail" app_tail gcc -Bwrap -Wl,--fatpack-mode=tail -o app_tail $objs $libs ;;
             late) measure "fatpack ld --fatpack-early-link=no" app_late gcc -Bwrap -Wl,--fatpack-early-link=no -o app_late $objs $libs ;;
+            other) measure "fatpack ld, OTHER build (packed)" app_other gcc -Bwrap-other -o app_other $objs $libs ;;
             level[0-9]*) measure "fatpack ld --fatpack-level=${v#level}" "app_$v" gcc -Bwrap -Wl,--fatpack-level="${v#level}" -o "app_$v" $objs $libs ;;
             *) echo "unknown variant $v" >&2; exit 2 ;;
         esac
