@@ -489,12 +489,22 @@ fn the_cubin_tuning_reaches_repeats_megabytes_apart() {
     let far = [noise.as_slice(), noise.as_slice()].concat();
     for level in [5, 9, 12] {
         let frame = ours(level, &far);
-        assert!(frame.len() < far.len() * 6 / 10, "level {level}: {}", frame.len());
-        assert!(zstd_own(level, &far).len() > far.len() * 9 / 10, "level {level}");
+        assert!(
+            frame.len() < far.len() * 6 / 10,
+            "level {level}: {}",
+            frame.len()
+        );
+        assert!(
+            zstd_own(level, &far).len() > far.len() * 9 / 10,
+            "level {level}"
+        );
     }
     // Repeats 256 KiB apart, within every level's window: the same frames as zstd's.
     let near = noise[..256 << 10].repeat(16);
     for level in [1, 3, 4, 13, 19] {
-        assert!(ours(level, &near) == zstd_own(level, &near), "level {level}");
+        assert!(
+            ours(level, &near) == zstd_own(level, &near),
+            "level {level}"
+        );
     }
 }
