@@ -154,15 +154,7 @@ fn deterministic_output() {
 
 #[test]
 fn incompressible_and_empty_blobs_are_stored_raw() {
-    let mut x: u64 = 0x9E3779B97F4A7C15;
-    let noise: Vec<u8> = (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = noise(4096);
     let spec: Spec = vec![(
         "m".into(),
         vec![
@@ -465,15 +457,7 @@ fn add_entries_validates_before_writing() {
 /// levels write zstd's own frames.
 #[test]
 fn the_cubin_tuning_reaches_repeats_megabytes_apart() {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let noise: Vec<u8> = (0..6 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = noise(6 << 20);
     let zstd_own = |level: i32, data: &[u8]| {
         let mut c = zstd::bulk::Compressor::new(level).unwrap();
         c.include_checksum(false).unwrap();

@@ -29,6 +29,19 @@ pub fn fake_cubin(seed: u32, len: usize) -> Vec<u8> {
     out
 }
 
+/// `len` bytes of xorshift noise (incompressible), the same for every call.
+pub fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 pub fn meta(kind: EntryKind, arch: u32, variant: ArchVariant, attrs: &[u8]) -> EntryMeta {
     EntryMeta {
         id: cubin_store::EntryId::new(kind, arch, variant),
