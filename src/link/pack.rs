@@ -461,22 +461,17 @@ fn names_cudart(line: &LinkLine) -> bool {
     })
 }
 
-/// The ELF machine of the line's first object file (`e_machine`, read from its header), as
-/// the link's machine before the scan has read any input.
+/// The ELF machine of the line's first object file (`e_machine`, read from its header as
+/// the scan reads it), as the link's machine before the scan has read any input.
 fn first_object_machine(line: &LinkLine) -> Option<u16> {
     let path = line
         .inputs
         .iter()
         .filter(|i| !i.binary && i.file_kind == Some(InputFileKind::Elf))
         .find_map(|i| i.resolved.as_deref())?;
-    let mut head = [0u8; 20];
+    let mut head = [0u8; 24];
     std::io::Read::read_exact(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
-    let m = [head[18], head[19]];
-    match head[5] {
-        1 => Some(u16::from_le_bytes(m)),
-        2 => Some(u16::from_be_bytes(m)),
-        _ => None,
-    }
+    inputs::elf_machine(&head)
 }
 
 /// The bytes of device code in the planned inputs, and their other bytes (what the copy
