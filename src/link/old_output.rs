@@ -17,15 +17,23 @@ use crate::ld::LinkLine;
 /// The error ld gives where the output is one of the inputs it opens (compared by real
 /// path, as ld compares them: a hard link is another file to it, a symlink is not).
 pub(super) fn refuse_an_input(line: &LinkLine) -> Result<(), LinkError> {
-    let Ok(output) = std::fs::canonicalize(&line.output) else {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(out) = std::fs::metadata(&line.output) else {
         // An output that does not exist yet (or cannot be resolved) is no input.
         return Ok(());
     };
+    // One stat per input; a real path (a lookup per component) only for the file itself.
     let same = line
         .inputs
         .iter()
         .filter_map(|i| i.resolved.as_deref())
-        .find(|p| std::fs::canonicalize(p).is_ok_and(|p| p == output));
+        .filter(|p| {
+            std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (out.dev(), out.ino()))
+        })
+        .find(|p| {
+            let real = |p: &Path| std::fs::canonicalize(p).ok();
+            real(p).is_some_and(|p| Some(p) == real(&line.output))
+        });
     match same {
         Some(input) => Err(LinkError::InputIsOutput(input.to_path_buf())),
         None => Ok(()),
