@@ -10,7 +10,7 @@ bench/link_time.sh.
     V/bin/python bench/zstd_params.py DIR [STEP=10] [OFFSET=5] [SETS=default]
 
 SETS: "default" (zstd's level and the tuned one, levels 5-12), "logs" (the window and
-hash-log sweep at level 8).
+hash-log sweep at level 8), "fast" (levels 1-5, with and without the larger window).
 """
 import os
 import sys
@@ -27,6 +27,14 @@ if which == "default":
     for level in (9, 5, 6, 7, 12):
         sets[f"L{level}"] = dict(level=level)
         sets[f"L{level} w24 h19"] = dict(level=level, window_log=24, hash_log=19)
+elif which == "fast":
+    sets = {"L9": dict(level=9), "L9 w24 h19": dict(level=9, window_log=24, hash_log=19)}
+    for level in (1, 2, 3, 4, 5):
+        sets[f"L{level}"] = dict(level=level)
+        sets[f"L{level} w24"] = dict(level=level, window_log=24)
+    for level in (3, 4):
+        sets[f"L{level} w24 h19"] = dict(level=level, window_log=24, hash_log=19)
+    sets["L5 w24 h19"] = dict(level=5, window_log=24, hash_log=19)
 else:
     sets = {"L9": dict(level=9), "L8": dict(level=8)}
     for w in (22, 23, 24):
