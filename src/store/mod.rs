@@ -4,6 +4,7 @@
 
 pub mod groups;
 pub mod ready;
+pub mod similar;
 
 use std::borrow::Cow;
 use std::io::{Seek, Write};
