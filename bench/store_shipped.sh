@@ -8,8 +8,8 @@
 # objects registered as nvcc's host code registers them (examples/library-link); a program
 # linked from them by plain ld and by `fatpack ld` (through gcc -B), then that packed program
 # through `fatpack repack` in each FORM (default: "level19 release release-arch
-# release-64 release-128"; a form is `level<N>`, `release`, `release-arch`, `release-<MiB>`,
-# `release-arch-<MiB>`, or `similar`/`similar-<MiB>`: --release --group-order similar). Sizes are the store's bytes as `fatpack inspect --json` reports
+# release-64 release-128"; a form is `level<N>`, `release`, `release-arch`, `release-<MiB>`
+# or `release-arch-<MiB>`). Sizes are the store's bytes as `fatpack inspect --json` reports
 # them, against nvcc's `--compress-mode=size` on the same entries (`fatbinary` itself, run
 # by `cargo bench --bench store_sizes -- --levels=none`; NVCC=0 leaves it out). Times are
 # wall seconds of each command on this machine. Slow on few cores: level 19 writes a few
@@ -72,8 +72,6 @@ for lib in ${LIBS:-libcublasLt.so libcusparse.so}; do
             release) args=(--release) ;;
             release-arch) args=(--release --group-by arch) ;;
             release-arch-*) args=(--release --group-by arch --group-mib "${form#release-arch-}") ;;
-            similar) args=(--release --group-order similar) ;;
-            similar-*) args=(--release --group-order similar --group-mib "${form#similar-}") ;;
             release-*) args=(--release --group-mib "${form#release-}") ;;
             *) echo "unknown form $form" >&2; exit 2 ;;
         esac

@@ -96,11 +96,6 @@ enum Command {
         /// With --release: group by `family` (sm_80/86/89 together) or by `arch`.
         #[arg(long, value_name = "BY", requires = "release", value_parser = ["family", "arch"])]
         group_by: Option<String>,
-        /// With --release: fill groups in `module` order (the default: modules loaded in
-        /// order decode each group once) or with alike blobs together, `similar` (smaller;
-        /// a first load still decodes at most one group).
-        #[arg(long, value_name = "ORDER", requires = "release", value_parser = ["module", "similar"])]
-        group_order: Option<String>,
     },
     /// Split a packed output into a host binary and one pack per GPU architecture
     ///
@@ -394,15 +389,11 @@ fn repack(
     let r = fatpack::repack::repack(input, output, opts)?;
     let how = match opts.solid {
         Some(s) => format!(
-            "in solid groups of up to {} MiB by {}, {}",
+            "in solid groups of up to {} MiB by {}",
             s.group_bytes >> 20,
             match s.grouping {
                 fatpack::store::groups::Grouping::Family => "GPU family",
                 fatpack::store::groups::Grouping::Arch => "arch",
-            },
-            match s.order {
-                fatpack::store::groups::Order::Module => "in module order",
-                fatpack::store::groups::Order::Similar => "alike blobs together",
             }
         ),
         None => "one frame per blob".into(),
@@ -630,9 +621,8 @@ fn main() -> ExitCode {
             release,
             group_mib,
             group_by,
-            group_order,
         } => {
-            use fatpack::store::groups::{Grouping, Order, Solid};
+            use fatpack::store::groups::{Grouping, Solid};
             let solid = release.then(|| Solid {
                 grouping: match group_by.as_deref() {
                     Some("arch") => Grouping::Arch,
@@ -640,11 +630,6 @@ fn main() -> ExitCode {
                     None => Solid::RELEASE.grouping,
                 },
                 group_bytes: group_mib.map_or(Solid::RELEASE.group_bytes, |m| m << 20),
-                order: match group_order.as_deref() {
-                    Some("similar") => Order::Similar,
-                    Some(_) => Order::Module,
-                    None => Solid::RELEASE.order,
-                },
             });
             repack(
                 &input,

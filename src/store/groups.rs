@@ -19,17 +19,6 @@ pub enum Grouping {
     Arch,
 }
 
-/// In what order a key's blobs fill its groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// Module order: a process loading modules in order decodes each group once (the
-    /// runtime resumes a group it decoded last).
-    Module,
-    /// Alike blobs together ([`super::similar`]): smaller groups, but modules loaded in
-    /// order decode a group once per module that needs it.
-    Similar,
-}
-
 /// How a release store groups its blobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Solid {
@@ -37,7 +26,6 @@ pub struct Solid {
     /// A group is closed before it passes this many raw bytes (a blob larger than this is a
     /// group of its own).
     pub group_bytes: u64,
-    pub order: Order,
 }
 
 impl Solid {
@@ -49,14 +37,11 @@ impl Solid {
     pub const RELEASE: Solid = Solid {
         grouping: Grouping::Family,
         group_bytes: 8 << 20,
-        order: Order::Module,
     };
 }
 
 /// A group's key: blobs with different keys never share a group.
-type Key = (u8, u32, u8);
-
-fn key(grouping: Grouping, kind: EntryKind, arch: u32, variant: ArchVariant) -> Key {
+fn key(grouping: Grouping, kind: EntryKind, arch: u32, variant: ArchVariant) -> (u8, u32, u8) {
     let k = match kind {
         EntryKind::Sass => 0,
         EntryKind::Ptx => 1,
@@ -77,11 +62,16 @@ fn variant_tag(v: ArchVariant) -> u8 {
 }
 
 /// The store's blobs in groups: each blob once, in the group its first entry (module order)
-/// puts it in; groups of one key follow one another, keys in order of first use. Within a
-/// key, blobs fill groups in `solid.order`. A group is a list of blob ids of `store`.
-pub fn plan(store: &Store<'_>, solid: Solid) -> Result<Vec<Vec<u32>>, cubin_store::StoreError> {
-    // Each key's blobs (id, raw bytes), in module order; keys in order of first use.
-    let mut keys: Vec<(Key, Vec<(u32, u64)>)> = Vec::new();
+/// puts it in; groups of one key follow one another, keys in order of first use. A group is
+/// a list of blob ids of `store`.
+pub fn plan(store: &Store<'_>, solid: Solid) -> Vec<Vec<u32>> {
+    struct Open {
+        key: (u8, u32, u8),
+        done: Vec<Vec<u32>>,
+        current: Vec<u32>,
+        bytes: u64,
+    }
+    let mut keys: Vec<Open> = Vec::new();
     let mut placed = vec![false; store.blob_count()];
     for e in store.entries() {
         let id = e.blob_id();
@@ -90,41 +80,37 @@ pub fn plan(store: &Store<'_>, solid: Solid) -> Result<Vec<Vec<u32>>, cubin_stor
             _ => continue,
         }
         let k = key(solid.grouping, e.kind(), e.arch(), e.variant());
-        match keys.iter_mut().find(|(key, _)| *key == k) {
-            Some((_, blobs)) => blobs.push((id, e.raw_len())),
-            None => keys.push((k, vec![(id, e.raw_len())])),
-        }
-    }
-    let mut groups = Vec::new();
-    for (_, mut blobs) in keys {
-        if solid.order == Order::Similar && blobs.len() > 2 {
-            let sigs = crate::parallel::map_ordered(&blobs, |&(id, _)| {
-                store
-                    .read_blob(id)
-                    .map(|raw| super::similar::signature(&raw))
-            })
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            let order = super::similar::chain(&sigs);
-            blobs = order
-                .iter()
-                .filter_map(|&i| blobs.get(i).copied())
-                .collect();
-        }
-        let (mut current, mut bytes) = (Vec::new(), 0u64);
-        for (id, len) in blobs {
-            if !current.is_empty() && bytes.saturating_add(len) > solid.group_bytes {
-                groups.push(std::mem::take(&mut current));
-                bytes = 0;
+        let at = match keys.iter().position(|o| o.key == k) {
+            Some(i) => i,
+            None => {
+                keys.push(Open {
+                    key: k,
+                    done: Vec::new(),
+                    current: Vec::new(),
+                    bytes: 0,
+                });
+                keys.len() - 1
             }
-            current.push(id);
-            bytes = bytes.saturating_add(len);
+        };
+        let Some(open) = keys.get_mut(at) else {
+            continue;
+        };
+        let len = e.raw_len();
+        if !open.current.is_empty() && open.bytes.saturating_add(len) > solid.group_bytes {
+            open.done.push(std::mem::take(&mut open.current));
+            open.bytes = 0;
         }
-        if !current.is_empty() {
-            groups.push(current);
-        }
+        open.current.push(id);
+        open.bytes = open.bytes.saturating_add(len);
     }
-    Ok(groups)
+    keys.into_iter()
+        .flat_map(|mut o| {
+            if !o.current.is_empty() {
+                o.done.push(o.current);
+            }
+            o.done
+        })
+        .collect()
 }
 
 /// The blobs of `store` in solid groups ([`plan`]), then its modules and entries
@@ -135,7 +121,7 @@ pub fn write_solid<W: std::io::Write + std::io::Seek>(
     solid: Solid,
     w: &mut cubin_store::StoreWriter<W>,
 ) -> Result<(), cubin_store::StoreError> {
-    let plan = plan(store, solid)?;
+    let plan = plan(store, solid);
     let mut new_id = vec![u32::MAX; store.blob_count()];
     let budget = crate::parallel::workers(plan.len());
     let per_batch = budget.count().max(1);

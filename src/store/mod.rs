@@ -4,7 +4,6 @@
 
 pub mod groups;
 pub mod ready;
-pub mod similar;
 
 use std::borrow::Cow;
 use std::io::{Seek, Write};
