@@ -525,22 +525,30 @@ fn new_compressor(level: i32, dict: &[u8]) -> Result<zstd::bulk::Compressor<'sta
         use zstd::zstd_safe::CParameter;
         c.set_parameter(CParameter::WindowLog(window_log))
             .map_err(zerr)?;
-        c.set_parameter(CParameter::HashLog(hash_log))
-            .map_err(zerr)?;
+        if let Some(hash_log) = hash_log {
+            c.set_parameter(CParameter::HashLog(hash_log))
+                .map_err(zerr)?;
+        }
     }
     Ok(c)
 }
 
 /// zstd's window and hash-table logs for one frame per cubin at `level`, where they differ
-/// from zstd's own. Levels 5-12 find matches in rows of a hash table (greedy, lazy, lazy2):
-/// there a cubin's repeats, which lie megabytes apart (a large cubin is up to 28 MiB), want
-/// a window of 2^24 rather than the level's 2^21-2^22, and a table of 2^19 rows finds what
-/// 2^20-2^23 find (the larger tables only cost cache misses). Over 567 of cuBLASLt 13's
-/// cubins (168 MiB; BENCHMARKS.md), level 9 so tuned writes 0.996x the bytes of zstd's
-/// level 9 in 1/1.31 of the time, and each level from 5 to 12 gains in both. zstd shrinks
-/// both logs again for a smaller input, as it does its own. The other levels are zstd's.
-fn cubin_tuning(level: i32) -> Option<(u32, u32)> {
-    (5..=12).contains(&level).then_some((24, 19))
+/// from zstd's own. A cubin's repeats lie megabytes apart (a large cubin is up to 28 MiB),
+/// so levels 1-12 look back 2^24 bytes rather than the level's 2^19-2^22. Levels 5-12 find
+/// matches in rows of a hash table (greedy, lazy, lazy2), where a table of 2^19 rows finds
+/// what 2^20-2^23 find (the larger tables only cost cache misses). Over 567 of cuBLASLt
+/// 13's cubins (168 MiB; BENCHMARKS.md), level 9 so tuned writes 0.996x the bytes of zstd's
+/// level 9 in 1/1.31 of the time, level 3 0.972x its own at the same speed, and every level
+/// from 1 to 12 gains in both. zstd shrinks both logs again for a smaller input, as it does
+/// its own. The other levels (13 and up, which search binary trees, and the fast negative
+/// ones) are zstd's.
+fn cubin_tuning(level: i32) -> Option<(u32, Option<u32>)> {
+    match level {
+        1..=4 => Some((24, None)),
+        5..=12 => Some((24, Some(19))),
+        _ => None,
+    }
 }
 
 /// One entry for [`StoreWriter::add_entries`].
