@@ -84,7 +84,8 @@ def mix(x):
 
 
 def oph_signature(b):
-    """What src/store/similar.rs computes: one hash per shingle, the least in each of 64 bins."""
+    """What commit 93f1bb8's src/store/similar.rs computed: one hash per shingle, the least
+    in each of 64 bins."""
     a = np.frombuffer(b[: len(b) // 8 * 8], dtype=np.uint64)
     sig = np.full(64, np.uint64(M64), dtype=np.uint64)
     if len(a) < 2:
@@ -97,6 +98,22 @@ def oph_signature(b):
     vals = h & np.uint64(M64 >> 6)
     np.minimum.at(sig, bins, vals)
     return sig
+
+
+def greedy_chain(sig, empty):
+    """Blob indices from the first on, each next the unplaced blob with the most signature
+    entries equal to the last placed one's (entries marked empty do not count), the first in
+    module order on ties."""
+    left = np.ones(len(sig), dtype=bool)
+    chain = [0]
+    left[0] = False
+    for _ in range(len(sig) - 1):
+        sim = ((sig == sig[chain[-1]]) & ~empty).sum(axis=1)
+        sim[~left] = -1
+        nxt = int(sim.argmax())
+        chain.append(nxt)
+        left[nxt] = False
+    return chain
 
 
 files = sorted(f for f in os.listdir(d) if f.endswith(".cubin"))
@@ -135,29 +152,10 @@ for fam, items in sorted(fams.items()):
         idx["name"] = sorted(range(len(blobs)), key=lambda i: (names[i], i))
     if "minhash" in orders:
         sig = np.stack([signature(b) for b in blobs])
-        left = np.ones(len(blobs), dtype=bool)
-        chain = [0]
-        left[0] = False
-        for _ in range(len(blobs) - 1):
-            sim = (sig == sig[chain[-1]]).sum(axis=1)
-            sim[~left] = -1
-            nxt = int(sim.argmax())
-            chain.append(nxt)
-            left[nxt] = False
-        idx["minhash"] = chain
+        idx["minhash"] = greedy_chain(sig, np.zeros_like(sig, dtype=bool))
     if "oph" in orders:
         sig = np.stack([oph_signature(b) for b in blobs])
-        empty = sig == np.uint64(M64)
-        left = np.ones(len(blobs), dtype=bool)
-        chain = [0]
-        left[0] = False
-        for _ in range(len(blobs) - 1):
-            sim = ((sig == sig[chain[-1]]) & ~empty).sum(axis=1)
-            sim[~left] = -1
-            nxt = int(sim.argmax())
-            chain.append(nxt)
-            left[nxt] = False
-        idx["oph"] = chain
+        idx["oph"] = greedy_chain(sig, sig == np.uint64(M64))
     cap = group_mib * 2**20
     line = [f"family {fam}x: {len(blobs)} blobs, {raw / 2**20:.1f} MiB"]
     for o in orders:
