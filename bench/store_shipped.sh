@@ -9,7 +9,8 @@
 # linked from them by plain ld and by `fatpack ld` (through gcc -B), then that packed program
 # through `fatpack repack` in each FORM (default: "level19 release release-arch
 # release-64 release-128"; a form is `level<N>`, `release`, `release-arch`, `release-<MiB>`
-# or `release-arch-<MiB>`). Sizes are the store's bytes as `fatpack inspect --json` reports
+# or `release-arch-<MiB>`; `link-level<N>` is instead a link of the same objects with
+# --fatpack-level=N). Sizes are the store's bytes as `fatpack inspect --json` reports
 # them, against nvcc's `--compress-mode=size` on the same entries (`fatbinary` itself, run
 # by `cargo bench --bench store_sizes -- --levels=none`; NVCC=0 leaves it out). Times are
 # wall seconds of each command on this machine. Slow on few cores: level 19 writes a few
@@ -67,6 +68,15 @@ for lib in ${LIBS:-libcublasLt.so libcusparse.so}; do
     b=$(store_bytes "$d/packed")
     echo "| \`fatpack ld\` (default) | $(mib "$b") | $(ratio "$b") | $t | $(stat -c %s "$d/packed") |"
     for form in $forms; do
+        if [ "${form#link-level}" != "$form" ]; then
+            # The link itself with an explicit level (NVIDIA's frames compressed again, the
+            # smaller of the two kept).
+            t=$(timed gcc -B"$work/wrap" -Wl,--fatpack-level="${form#link-level}" -o "$d/$form" $objs $libs)
+            b=$(store_bytes "$d/$form")
+            echo "| \`fatpack ld --fatpack-level=${form#link-level}\` | $(mib "$b") | $(ratio "$b") | $t | $(stat -c %s "$d/$form") |"
+            rm -f "$d/$form"
+            continue
+        fi
         case "$form" in
             level*) args=(--level "${form#level}") ;;
             release) args=(--release) ;;

@@ -220,6 +220,7 @@ fn main() {
                 WriteOptions {
                     level: l,
                     dictionary: None,
+                    ..Default::default()
                 },
             )
         })
@@ -231,6 +232,7 @@ fn main() {
                 WriteOptions {
                     level: l,
                     dictionary: Some(d.clone()),
+                    ..Default::default()
                 },
             ));
         }

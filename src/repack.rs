@@ -84,6 +84,7 @@ fn write_repacked<W: Write + Seek>(
         WriteOptions {
             level,
             dictionary: None,
+            frames: cubin_store::FrameUse::Keep,
         },
     )
     .map_err(store_err)?;
@@ -164,6 +165,7 @@ pub fn repack(
         WriteOptions {
             level,
             dictionary: None,
+            frames: cubin_store::FrameUse::Keep,
         },
     )
     .map_err(|source| {

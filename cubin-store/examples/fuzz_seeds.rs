@@ -46,6 +46,7 @@ fn main() {
     let plain = |level| WriteOptions {
         level,
         dictionary: None,
+        ..Default::default()
     };
     let seeds: Vec<(&str, Vec<u8>)> = vec![
         ("empty", store(&[], plain(3))),
@@ -124,6 +125,7 @@ fn main() {
                 WriteOptions {
                     level: 9,
                     dictionary: Some(b".target sm_90 \x7fELF R\0\0\x01".repeat(8)),
+                    ..Default::default()
                 },
             ),
         ),

@@ -156,6 +156,7 @@ fn main() {
         let opts = WriteOptions {
             level,
             dictionary: None,
+            ..Default::default()
         };
         rows.push(run(
             format!("zstd -{level}"),
@@ -188,6 +189,7 @@ fn main() {
                     let opts = WriteOptions {
                         level: 19,
                         dictionary: Some(d),
+                        ..Default::default()
                     };
                     rows.push(run(label, &files, opts, train, threads));
                 }

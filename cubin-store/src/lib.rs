@@ -59,8 +59,8 @@ pub use reader::{Blake3Sink, BlobView, EntryView, HashAtEnd, ModuleView, Store, 
 pub use skeleton::SKELETON_MAGIC;
 #[cfg(feature = "std")]
 pub use writer::{
-    reusable_frame, train_dictionary, BlobCompressor, EntryRef, ModuleId, NewEntry, ReadyBlob,
-    StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL,
+    reusable_frame, train_dictionary, BlobCompressor, EntryRef, FrameUse, ModuleId, NewEntry,
+    ReadyBlob, StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL,
 };
 
 /// Helpers for tests and fuzzers; not part of the stable API.

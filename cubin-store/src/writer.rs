@@ -28,6 +28,8 @@ pub struct WriteOptions {
     /// A zstd dictionary (e.g. from [`train_dictionary`]) stored once in the store and used
     /// for every compressed blob.
     pub dictionary: Option<Vec<u8>>,
+    /// What becomes of a frame an entry brings ([`NewEntry::frame`]).
+    pub frames: FrameUse,
 }
 
 impl Default for WriteOptions {
@@ -35,7 +37,30 @@ impl Default for WriteOptions {
         WriteOptions {
             level: DEFAULT_LEVEL,
             dictionary: None,
+            frames: FrameUse::Keep,
         }
+    }
+}
+
+/// What [`StoreWriter::add_entries`] does with a frame an entry brings (nvcc's compressed
+/// entries): both choices give a store that decodes to the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FrameUse {
+    /// The frame is the blob; its content is not compressed again. The fast choice: a link
+    /// of NVIDIA's libraries decodes their frames only to hash them.
+    #[default]
+    Keep,
+    /// The content is compressed at the store's level as well, and the frame is the blob only
+    /// where it is not larger ([`FrameUse::choose`]): never a larger store than either.
+    Smaller,
+}
+
+impl FrameUse {
+    /// With [`FrameUse::Smaller`], whether the caller's `frame` is the blob rather than `own`,
+    /// the level's frame of the same content (`None`: the content does not compress, and a
+    /// reusable frame is smaller than it). Ties go to the frame, which was there first.
+    pub fn frame_wins(frame_len: usize, own: Option<usize>) -> bool {
+        own.is_none_or(|own| frame_len <= own)
     }
 }
 
@@ -124,6 +149,7 @@ pub struct StoreWriter<W: Write + Seek> {
     level: i32,
     dict: Vec<u8>,
     compressed_codec: Codec,
+    frames: FrameUse,
     dict_offset: u64,
     dict_len: u64,
     dict_digest: [u8; 32],
@@ -160,6 +186,7 @@ impl<W: Write + Seek> StoreWriter<W> {
             } else {
                 Codec::ZstdDict
             },
+            frames: opts.frames,
             dict_offset: 0,
             dict_len: 0,
             dict_digest: [0; 32],
@@ -558,9 +585,9 @@ pub struct NewEntry<'r> {
     pub meta: EntryMeta,
     pub raw: &'r [u8],
     /// A zstd frame the caller decompressed `raw` from (nvcc's compressed fatbin entries):
-    /// kept as the blob instead of compressing `raw` again, when it is exactly one frame
-    /// that records `raw`'s length and needs no dictionary, and the store has none. The
-    /// caller vouches that it decodes to `raw` (it just did); readers check the blake3.
+    /// the blob, as [`WriteOptions::frames`] says, when it is exactly one frame that records
+    /// `raw`'s length and needs no dictionary, and the store has none. The caller vouches
+    /// that it decodes to `raw` (it just did); readers check the blake3.
     pub frame: Option<&'r [u8]>,
 }
 
@@ -618,9 +645,10 @@ impl<W: Write + Seek> StoreWriter<W> {
                 !self.by_digest.contains_key(&d) && seen.insert(d)
             })
             .collect();
-        // Jobs whose entry brings a reusable frame need no compression.
+        // The reusable frame each job's entry brings; with `FrameUse::Keep` its content needs
+        // no compression.
         let no_dict = self.dict.is_empty();
-        let reused: Vec<Option<&[u8]>> = jobs
+        let frames: Vec<Option<&[u8]>> = jobs
             .iter()
             .map(|&i| {
                 batch
@@ -628,10 +656,11 @@ impl<W: Write + Seek> StoreWriter<W> {
                     .and_then(|e| e.frame.filter(|f| no_dict && reusable_frame(f, e.raw)))
             })
             .collect();
+        let keep = self.frames == FrameUse::Keep;
         let job_raw: Vec<&[u8]> = jobs
             .iter()
-            .zip(&reused)
-            .filter(|(_, r)| r.is_none())
+            .zip(&frames)
+            .filter(|(_, f)| !(keep && f.is_some()))
             .filter_map(|(&i, _)| batch.get(i).map(|e| e.raw))
             .collect();
         let compressed: Vec<Option<Vec<u8>>> = if threads <= 1 {
@@ -654,14 +683,22 @@ impl<W: Write + Seek> StoreWriter<W> {
                 },
             )?
         };
-        // Back in job order: reused frames in their places.
+        // Back in job order: each job's frame or its own compressed bytes.
         let mut fresh = compressed.into_iter();
-        let compressed: Vec<Option<std::borrow::Cow<[u8]>>> = reused
+        let compressed: Vec<Option<std::borrow::Cow<[u8]>>> = frames
             .iter()
-            .map(|r| match r {
-                // Written straight from the caller's bytes: no copy.
-                Some(f) => Some(std::borrow::Cow::Borrowed(*f)),
-                None => fresh.next().flatten().map(std::borrow::Cow::Owned),
+            .map(|f| {
+                let own = match (f, keep) {
+                    (Some(_), true) => None,
+                    _ => fresh.next().flatten(),
+                };
+                match (f, own) {
+                    // Written straight from the caller's bytes: no copy.
+                    (Some(f), own) if FrameUse::frame_wins(f.len(), own.as_ref().map(Vec::len)) => {
+                        Some(std::borrow::Cow::Borrowed(*f))
+                    }
+                    (_, own) => own.map(std::borrow::Cow::Owned),
+                }
             })
             .collect();
 

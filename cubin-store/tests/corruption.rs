@@ -123,6 +123,7 @@ fn flipped_blob_byte_is_caught_on_read() {
             WriteOptions {
                 level: 3,
                 dictionary,
+                ..Default::default()
             },
         );
         let store = Store::parse(&bytes).unwrap();
@@ -212,6 +213,7 @@ fn flipped_dictionary_byte() {
         WriteOptions {
             level: 3,
             dictionary: Some(dict.clone()),
+            ..Default::default()
         },
     );
     let off = u64_at(&bytes, 0x28) as usize;

@@ -248,6 +248,7 @@ fn concurrent_reads() {
         WriteOptions {
             level: 3,
             dictionary: Some(b".target sm_ MOV R1".repeat(50)),
+            ..Default::default()
         },
     );
     let store = Store::parse(&bytes).unwrap();

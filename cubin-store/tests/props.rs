@@ -70,7 +70,7 @@ proptest! {
     #[test]
     fn round_trip(spec in spec(), level in prop_oneof![Just(-5), Just(1), Just(3), Just(9), Just(19)], use_dict: bool) {
         let dictionary = use_dict.then(dictionary);
-        let (bytes, summary) = build_with(&spec, WriteOptions { level, dictionary: dictionary.clone() });
+        let (bytes, summary) = build_with(&spec, WriteOptions { level, dictionary: dictionary.clone(), ..Default::default() });
         let store = Store::parse(&bytes).unwrap();
         prop_assert_eq!(store.digest(), summary.digest);
         prop_assert_eq!(store.dictionary().map(<[u8]>::to_vec), dictionary);
@@ -78,7 +78,7 @@ proptest! {
         let distinct: std::collections::HashSet<&Vec<u8>> = spec.iter().flat_map(|m| &m.1).map(|e| &e.1).collect();
         prop_assert_eq!(summary.blobs, distinct.len());
         // Deterministic.
-        let (again, _) = build_with(&spec, WriteOptions { level, dictionary: store.dictionary().map(<[u8]>::to_vec) });
+        let (again, _) = build_with(&spec, WriteOptions { level, dictionary: store.dictionary().map(<[u8]>::to_vec), ..Default::default() });
         prop_assert_eq!(bytes, again);
     }
 

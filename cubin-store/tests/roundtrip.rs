@@ -14,6 +14,7 @@ fn round_trip_all_entries() {
             WriteOptions {
                 level,
                 dictionary: None,
+                ..Default::default()
             },
         );
         let store = Store::parse(&bytes).unwrap();
@@ -67,6 +68,7 @@ fn with_dictionary() {
         WriteOptions {
             level: 19,
             dictionary: Some(dict.clone()),
+            ..Default::default()
         },
     );
     let store = Store::parse(&bytes).unwrap();
@@ -138,6 +140,7 @@ fn deterministic_output() {
         let opts = WriteOptions {
             level: 9,
             dictionary,
+            ..Default::default()
         };
         let (a, sa) = build_with(&spec, opts.clone());
         let (b, sb) = build_with(&spec, opts.clone());
@@ -194,6 +197,7 @@ fn huge_ratio_blob_round_trips() {
         WriteOptions {
             level: 19,
             dictionary: None,
+            ..Default::default()
         },
     );
     let store = Store::parse(&bytes).unwrap();
@@ -282,7 +286,8 @@ fn writer_rejects_bad_input() {
             Cursor::new(Vec::new()),
             WriteOptions {
                 level: 99,
-                dictionary: None
+                dictionary: None,
+                ..Default::default()
             }
         ),
         Err(StoreError::InvalidLevel { level: 99, .. })
@@ -407,6 +412,7 @@ fn add_entries_matches_sequential() {
         let opts = WriteOptions {
             level: 5,
             dictionary,
+            ..Default::default()
         };
         let want = build_sequential_module_order(&spec, opts.clone());
         for threads in [0, 1, 2, 3, 8] {
@@ -490,5 +496,72 @@ fn the_cubin_tuning_reaches_repeats_megabytes_apart() {
             ours(level, &near) == zstd_own(level, &near),
             "level {level}"
         );
+    }
+}
+
+/// `FrameUse::Smaller` stores the level's frame where it is smaller than the one an entry
+/// brings and the entry's frame elsewhere (ties too); `FrameUse::Keep` stores every frame
+/// as it is. Both read back to the same contents, on any thread count.
+#[test]
+fn frames_are_kept_or_kept_where_smaller() {
+    // Compressible, but with enough variety that level 1 and level 19 differ.
+    let text = |seed: u32| -> Vec<u8> {
+        (0..200_000u32)
+            .map(|i| {
+                let w = (i / 7).wrapping_mul(seed) >> 13;
+                b"MOV R1, R2; IADD3 R4; LDG.E R8; @P0 BRA; "[(w % 41) as usize]
+            })
+            .collect()
+    };
+    let (poor_raw, good_raw, same_raw) = (text(2654435761), text(40503), text(97));
+    let frame = |level: i32, raw: &[u8]| zstd::bulk::compress(raw, level).unwrap();
+    let (poor, good) = (frame(1, &poor_raw), frame(19, &good_raw));
+    let same = BlobCompressor::new(9)
+        .unwrap()
+        .compress(&same_raw)
+        .unwrap()
+        .unwrap();
+    let ours = |raw: &[u8]| {
+        BlobCompressor::new(9)
+            .unwrap()
+            .compress(raw)
+            .unwrap()
+            .unwrap()
+            .len()
+    };
+    assert!(ours(&poor_raw) < poor.len() && good.len() < ours(&good_raw));
+    let entries: [(&[u8], &[u8]); 3] = [(&poor_raw, &poor), (&good_raw, &good), (&same_raw, &same)];
+    for (frames, want) in [
+        (FrameUse::Keep, [poor.len(), good.len(), same.len()]),
+        (FrameUse::Smaller, [ours(&poor_raw), good.len(), same.len()]),
+    ] {
+        for threads in [1, 3] {
+            let opts = WriteOptions {
+                level: 9,
+                dictionary: None,
+                frames,
+            };
+            let mut w = StoreWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+            let m = w.add_module("m").unwrap();
+            let batch = entries
+                .iter()
+                .enumerate()
+                .map(|(i, &(raw, frame))| NewEntry {
+                    module: m,
+                    meta: EntryMeta::new(EntryKind::Sass, 80 + i as u32, ArchVariant::Plain),
+                    raw,
+                    frame: Some(frame),
+                })
+                .collect();
+            w.add_entries(batch, threads).unwrap();
+            let bytes = w.finish().unwrap().0.into_inner();
+            let store = Store::parse(&bytes).unwrap();
+            let got: Vec<usize> = store.blobs().map(|b| b.stored_len as usize).collect();
+            assert_eq!(got, want, "{frames:?}, {threads} threads");
+            let module = store.module_by_name("m").unwrap();
+            for (e, (raw, _)) in module.entries().zip(entries) {
+                assert!(store.read_entry(&e).unwrap() == raw);
+            }
+        }
     }
 }

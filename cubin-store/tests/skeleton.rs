@@ -15,6 +15,7 @@ fn stores() -> Vec<Vec<u8>> {
             WriteOptions {
                 level: 3,
                 dictionary: Some(b".target sm_ MOV R1".repeat(50)),
+                ..Default::default()
             },
         )
         .0,

@@ -42,9 +42,10 @@ pub struct PackOptions {
     pub side_file: bool,
     pub verbose: bool,
     pub level: i32,
-    /// No `--fatpack-level`: nvcc's zstd-compressed entries keep their frames (a level
-    /// given asks for everything to be compressed at it).
-    pub reuse_frames: bool,
+    /// nvcc's zstd-compressed entries: without `--fatpack-level` their frames are kept as
+    /// they are (nothing compressed again); a level given compresses them at it as well and
+    /// keeps the smaller of the two.
+    pub frames: cubin_store::FrameUse,
     /// `--fatpack-save-temps`: keep the rewritten inputs, glue, runtime and the real
     /// linker's command line (`ld.rsp`) in `<output>.fatpack-temps/`.
     pub save_temps: bool,
@@ -179,7 +180,10 @@ impl PackOptions {
             dry_run: switch(line, "dry-run")?,
             verbose,
             level,
-            reuse_frames: line.fatpack_value("level").is_none(),
+            frames: match line.fatpack_value("level") {
+                None => cubin_store::FrameUse::Keep,
+                Some(_) => cubin_store::FrameUse::Smaller,
+            },
             release: switch(line, "release")?.then_some(crate::store::groups::Solid::RELEASE),
         })
     }

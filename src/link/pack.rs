@@ -919,10 +919,10 @@ impl Session {
             r.extracted.clone(),
             r.work.path().to_path_buf(),
         );
-        let (level, reuse, sig) = (self.opts.level, self.opts.reuse_frames, signals.clone());
+        let (level, frames, sig) = (self.opts.level, self.opts.frames, signals.clone());
         let handle = std::thread::Builder::new()
             .name("fatpack-store".into())
-            .spawn(move || crate::store::ready::prepare(&modules, &maps, level, reuse, &dir, &sig))
+            .spawn(move || crate::store::ready::prepare(&modules, &maps, level, frames, &dir, &sig))
             .ok()?;
         Some(Preparing {
             signals,
@@ -980,9 +980,9 @@ impl Session {
         let wopts = WriteOptions {
             level: self.opts.level,
             dictionary: None,
+            frames: self.opts.frames,
         };
         let maps = &self.maps;
-        let reuse = self.opts.reuse_frames;
         // On a terminal: modules and bytes stored so far.
         let total: u64 = modules.iter().map(|m| m.len).sum();
         let (progress, mut done) = (&self.progress, 0u64);
@@ -1000,7 +1000,6 @@ impl Session {
             Some(ready) => crate::store::Source::Ready(ready),
             None => crate::store::Source::Inputs {
                 maps,
-                reuse_frames: reuse,
                 release: self.opts.release,
             },
         };

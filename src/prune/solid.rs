@@ -70,6 +70,7 @@ fn write_kept<W: Write + Seek>(
         WriteOptions {
             level: LEVEL,
             dictionary: None,
+            frames: cubin_store::FrameUse::Keep,
         },
     )?;
     let new_ids = write_blobs(store, kept_blob, &mut w)?;

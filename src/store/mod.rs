@@ -91,10 +91,10 @@ fn payload<'a>(e: &'a Entry, m: &Extracted) -> Result<Cow<'a, [u8]>, PackError> 
     })
 }
 
-/// nvcc's zstd frame of `e`, to be kept as it is with `reuse_frames` (unless a level was
-/// asked for).
-fn nvcc_frame(e: &Entry, reuse_frames: bool) -> Option<&[u8]> {
-    (reuse_frames && e.compression() == Compression::Zstd)
+/// nvcc's zstd frame of `e`: the blob of its content, as the store's [`cubin_store::FrameUse`]
+/// says.
+fn nvcc_frame(e: &Entry) -> Option<&[u8]> {
+    (e.compression() == Compression::Zstd)
         .then(|| e.stored.get(..e.header.compressed_len as usize))
         .flatten()
 }
@@ -104,7 +104,6 @@ fn add_modules<W: Write + Seek>(
     w: &mut StoreWriter<W>,
     modules: &[&Extracted],
     maps: &Maps,
-    reuse_frames: bool,
     before: &mut dyn FnMut(usize),
 ) -> Result<(), PackError> {
     let mut i = 0;
@@ -139,8 +138,8 @@ fn add_modules<W: Write + Seek>(
                 module: id,
                 meta: entry_meta(e),
                 raw,
-                // Kept as it is: it just decoded to `raw`.
-                frame: nvcc_frame(e, reuse_frames),
+                // It just decoded to `raw`.
+                frame: nvcc_frame(e),
             })
             .collect();
         let budget = crate::parallel::workers(batch.len());
@@ -171,19 +170,18 @@ fn payloads<'a>(entries: &[(&'a Entry, &Extracted)]) -> Result<Vec<Cow<'a, [u8]>
 }
 
 /// Write a whole store of `modules` (in this order) to `out`; `before(i)` hears of each
-/// module as its turn comes (progress display). With `reuse_frames`, entries nvcc already
-/// compressed with zstd keep their frames (no second compression: the link stays as fast
-/// as decoding them once); without, everything is compressed at `opts.level`.
+/// module as its turn comes (progress display). Entries nvcc already compressed with zstd
+/// bring their frames, which `opts.frames` keeps as they are (no second compression: the
+/// link stays as fast as decoding them once) or where they are the smaller.
 pub fn write_store<W: Write + Seek>(
     out: W,
     modules: &[&Extracted],
     opts: WriteOptions,
     maps: &Maps,
-    reuse_frames: bool,
     before: &mut dyn FnMut(usize),
 ) -> Result<(W, StoreSummary), PackError> {
     let mut w = StoreWriter::new(out, opts)?;
-    add_modules(&mut w, modules, maps, reuse_frames, before)?;
+    add_modules(&mut w, modules, maps, before)?;
     Ok(w.finish()?)
 }
 
@@ -196,12 +194,11 @@ pub fn write_store_as<W: Write + Seek>(
     modules: &[&Extracted],
     opts: WriteOptions,
     maps: &Maps,
-    reuse_frames: bool,
     release: Option<groups::Solid>,
     before: &mut dyn FnMut(usize),
 ) -> Result<(W, StoreSummary), PackError> {
     let Some(solid) = release else {
-        return write_store(out, modules, opts, maps, reuse_frames, before);
+        return write_store(out, modules, opts, maps, before);
     };
     // Only a carrier for the blobs the groups are made of (every one decoded again there):
     // the fastest level, not the default's; the release store does not depend on it.
@@ -211,9 +208,9 @@ pub fn write_store_as<W: Write + Seek>(
         WriteOptions {
             level: 1,
             dictionary: None,
+            frames: cubin_store::FrameUse::Keep,
         },
         maps,
-        true,
         before,
     )?;
     let bytes = first.into_inner();
@@ -230,7 +227,6 @@ pub enum Source<'a> {
     /// Read from the inputs now: a release store (`release`), or where making it ready failed.
     Inputs {
         maps: &'a Maps,
-        reuse_frames: bool,
         release: Option<groups::Solid>,
     },
 }
@@ -249,11 +245,9 @@ pub fn write_link_store<W: Write + Seek>(
             let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
             ready::write_ready(out, &names, r, opts)
         }
-        Source::Inputs {
-            maps,
-            reuse_frames,
-            release,
-        } => write_store_as(out, modules, opts, maps, *reuse_frames, *release, before),
+        Source::Inputs { maps, release } => {
+            write_store_as(out, modules, opts, maps, *release, before)
+        }
     }
 }
 

@@ -8,12 +8,14 @@
 //! the linker's order (nvcc's frame of that entry when it is kept, else the frame of the
 //! content at the link's level).
 
+use std::collections::hash_map::Entry as Slot;
 use std::collections::HashMap;
 use std::io::{Seek, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cubin_store::{
-    BlobCompressor, EntryMeta, ReadyBlob, StoreError, StoreSummary, StoreWriter, WriteOptions,
+    BlobCompressor, EntryMeta, FrameUse, ReadyBlob, StoreError, StoreSummary, StoreWriter,
+    WriteOptions,
 };
 
 use super::{entry_meta, module_bytes, nvcc_frame, payload, PackError, WINDOW_BYTES};
@@ -41,9 +43,11 @@ struct ReadyEntry {
 /// Every extracted module's entries, ready; the blobs' bytes in an unnamed temp file.
 pub struct Ready {
     modules: HashMap<String, Vec<ReadyEntry>>,
-    /// The blob of each content whose entries do not all bring nvcc's frame: compressed at
-    /// the link's level, or raw.
+    /// The blob of each content whose entries do not all bring nvcc's frame, or (with
+    /// [`FrameUse::Smaller`]) whose level frame is smaller than one they bring: compressed
+    /// at the link's level, or raw.
     own: HashMap<[u8; 32], Kept>,
+    frames: FrameUse,
     file: std::fs::File,
     /// For `--fatpack-verbose`: seconds the preparation took, and bytes it kept.
     pub seconds: f64,
@@ -81,14 +85,14 @@ pub struct Signals {
     pub used: std::sync::OnceLock<std::collections::HashSet<String>>,
 }
 
-/// Makes every module of `modules` ready at `level` (nvcc's zstd frames kept with
-/// `reuse_frames`), a window at a time, on every thread the link may use but one while the
+/// Makes every module of `modules` ready at `level` (nvcc's zstd frames used as `frames`
+/// says), a window at a time, on every thread the link may use but one while the
 /// real linker runs, and on all of them once it is done; the temp file goes into `dir`.
 pub fn prepare(
     modules: &[Extracted],
     maps: &Maps,
     level: i32,
-    reuse_frames: bool,
+    frames: FrameUse,
     dir: &std::path::Path,
     signals: &Signals,
 ) -> Result<Ready, PackError> {
@@ -96,7 +100,7 @@ pub fn prepare(
         Pieces::new(modules, maps),
         WINDOW_BYTES,
         level,
-        reuse_frames,
+        frames,
         dir,
         signals,
     )
@@ -108,7 +112,7 @@ fn prepare_in(
     mut pieces: Pieces<'_>,
     cap: u64,
     level: i32,
-    reuse_frames: bool,
+    frames: FrameUse,
     dir: &std::path::Path,
     signals: &Signals,
 ) -> Result<Ready, PackError> {
@@ -122,10 +126,7 @@ fn prepare_in(
         len: 0,
     };
     let mut ready = HashMap::with_capacity(modules.len());
-    let mut own: HashMap<[u8; 32], Kept> = HashMap::new();
-    // nvcc's frames by content and frame: two entries of one content may bring different
-    // frames, and the store keeps the one of whichever comes first in the linker's order.
-    let mut nvcc: HashMap<([u8; 32], [u8; 32]), Kept> = HashMap::new();
+    let mut blobs = Blobs::default();
     // Each module's entries so far (a container may hold hundreds of MB, a large
     // translation unit built for every GPU: it is read an entry at a time).
     let mut lists: HashMap<usize, Vec<ReadyEntry>> = HashMap::new();
@@ -155,8 +156,7 @@ fn prepare_in(
         let (digest, decoded, frame_digest) = {
             let raw = payload(&entry, m)?;
             let digest = *blake3::hash(&raw).as_bytes();
-            let frame =
-                nvcc_frame(&entry, reuse_frames).filter(|f| cubin_store::reusable_frame(f, &raw));
+            let frame = nvcc_frame(&entry).filter(|f| cubin_store::reusable_frame(f, &raw));
             let frame_digest = frame.map(|f| *blake3::hash(f).as_bytes());
             let decoded = match raw {
                 std::borrow::Cow::Borrowed(b) if b.len() == entry.stored.len() => None,
@@ -175,7 +175,8 @@ fn prepare_in(
             let mut c = claimed.lock().unwrap_or_else(|e| e.into_inner());
             c.insert(digest)
         };
-        if got.frame_digest.is_none() && first() {
+        let compare = frames == FrameUse::Smaller;
+        if (got.frame_digest.is_none() || compare) && first() {
             got.packed = Some(compress(level, got.raw())?);
         }
         Ok((p, Some(got)))
@@ -184,36 +185,7 @@ fn prepare_in(
         let (p, got) = done?;
         let m = &modules[p.module];
         if let Some(mut done) = got {
-            let frame = done
-                .frame_digest
-                .and_then(|fd| Some((nvcc_frame(&done.entry, reuse_frames)?, fd)));
-            let nvcc = match frame {
-                Some((frame, fd)) => Some(match nvcc.get(&(done.digest, fd)) {
-                    Some(&k) => k,
-                    None => {
-                        let k = spill.keep(frame, true)?;
-                        nvcc.insert((done.digest, fd), k);
-                        k
-                    }
-                }),
-                None => {
-                    // Contents first seen without a frame of nvcc's: compressed. Where
-                    // another entry of the same bytes was compressed first, its blob went
-                    // with it; this one is compressed here (the same bytes either way).
-                    if let std::collections::hash_map::Entry::Vacant(slot) = own.entry(done.digest)
-                    {
-                        let packed = match done.packed.take() {
-                            Some(packed) => packed,
-                            None => compress(level, done.raw())?,
-                        };
-                        slot.insert(match packed {
-                            Some(frame) => spill.keep(&frame, true)?,
-                            None => spill.keep(done.raw(), false)?,
-                        });
-                    }
-                    None
-                }
-            };
+            let nvcc = blobs.take(&mut done, level, frames, &mut spill)?;
             lists.entry(p.module).or_default().push(ReadyEntry {
                 meta: entry_meta(&done.entry),
                 digest: done.digest,
@@ -234,11 +206,111 @@ fn prepare_in(
     spill.w.flush().map_err(StoreError::Io)?;
     Ok(Ready {
         modules: ready,
-        own,
+        own: blobs.own,
+        frames,
         file,
         seconds: started.elapsed().as_secs_f64(),
         kept_bytes: spill.len,
     })
+}
+
+/// The blobs kept in the temp file so far.
+#[derive(Default)]
+struct Blobs {
+    /// nvcc's frames by content and frame: two entries of one content may bring different
+    /// frames, and the store keeps the one of whichever comes first in the linker's order.
+    nvcc: HashMap<([u8; 32], [u8; 32]), Kept>,
+    /// [`Ready::own`].
+    own: HashMap<[u8; 32], Kept>,
+    /// With [`FrameUse::Smaller`]: the length of each content's level frame once compared
+    /// with a frame of nvcc's (None: stored raw), so later entries of it need no compression
+    /// to know whether theirs is smaller.
+    own_len: HashMap<[u8; 32], Option<usize>>,
+}
+
+impl Blobs {
+    /// Keeps what the store may need of entry `done` (taken in module order) in the temp
+    /// file; returns where nvcc's frame of it went, if it brings one.
+    fn take(
+        &mut self,
+        done: &mut Got,
+        level: i32,
+        frames: FrameUse,
+        spill: &mut Spill,
+    ) -> Result<Option<Kept>, PackError> {
+        let frame = done
+            .frame_digest
+            .and_then(|fd| Some((nvcc_frame(&done.entry)?, fd)));
+        let Some((frame, fd)) = frame else {
+            // Contents first seen without a frame of nvcc's: compressed. Where another entry
+            // of the same bytes was compressed first, its blob went with it; this one is
+            // compressed here (the same bytes either way).
+            if let Slot::Vacant(slot) = self.own.entry(done.digest) {
+                let packed = match done.packed.take() {
+                    Some(packed) => packed,
+                    None => compress(level, done.raw())?,
+                };
+                slot.insert(match packed {
+                    Some(frame) => spill.keep(&frame, true)?,
+                    None => spill.keep(done.raw(), false)?,
+                });
+            }
+            return Ok(None);
+        };
+        let frame_len = frame.len();
+        let kept = match self.nvcc.get(&(done.digest, fd)) {
+            Some(&k) => k,
+            None => {
+                let k = spill.keep(frame, true)?;
+                self.nvcc.insert((done.digest, fd), k);
+                k
+            }
+        };
+        if frames == FrameUse::Smaller {
+            self.own_if_smaller(frame_len, done, level, spill)?;
+        }
+        Ok(Some(kept))
+    }
+
+    /// For entry `done`, which brings nvcc's frame of `frame_len` bytes: its content's level
+    /// frame (compressed by its thread, or here) goes into `own` where it is the smaller,
+    /// for whichever entry of the content comes first in the linker's order.
+    fn own_if_smaller(
+        &mut self,
+        frame_len: usize,
+        done: &mut Got,
+        level: i32,
+        spill: &mut Spill,
+    ) -> Result<(), PackError> {
+        let Slot::Vacant(slot) = self.own.entry(done.digest) else {
+            return Ok(());
+        };
+        let len = match self.own_len.get(&done.digest) {
+            Some(&len) => len,
+            None => {
+                let packed = match done.packed.take() {
+                    Some(packed) => packed,
+                    None => compress(level, done.raw())?,
+                };
+                let len = packed.as_ref().map(Vec::len);
+                self.own_len.insert(done.digest, len);
+                done.packed = Some(packed);
+                len
+            }
+        };
+        if FrameUse::frame_wins(frame_len, len) {
+            return Ok(());
+        }
+        // Compressed again only where another entry's frame was compared with it first.
+        let packed = match done.packed.take() {
+            Some(packed) => packed,
+            None => compress(level, done.raw())?,
+        };
+        if let Some(packed) = packed {
+            slot.insert(spill.keep(&packed, true)?);
+        }
+        Ok(())
+    }
 }
 
 /// One entry read, decoded, hashed and (where its content is to be compressed and no other
@@ -409,7 +481,17 @@ pub fn write_ready<W: Write + Seek>(
             .ok_or_else(|| StoreError::Compression(format!("module {name} was not made ready")))?;
         let id = w.add_module(name)?;
         for e in entries {
-            let kept = e.nvcc.or_else(|| ready.own.get(&e.digest).copied());
+            let own = ready.own.get(&e.digest).copied();
+            let kept = match (e.nvcc, own, ready.frames) {
+                // As `StoreWriter::add_entries` chooses for the first entry of a content.
+                (Some(f), Some(o), FrameUse::Smaller)
+                    if !FrameUse::frame_wins(f.len as usize, o.frame.then_some(o.len as usize)) =>
+                {
+                    Some(o)
+                }
+                (Some(f), _, _) => Some(f),
+                (None, o, _) => o,
+            };
             let r = w.add_ready_entry(id, e.meta.clone(), e.digest, e.raw_len, || match kept {
                 Some(k) => bytes(k),
                 None => Err(StoreError::Compression(format!(
@@ -454,8 +536,9 @@ mod tests {
 
     /// The store written from what was made ready equals the store written after the link,
     /// byte for byte: for any subset of the modules in any order, with repeated contents
-    /// (the same object twice), nvcc's zstd frames kept or compressed again, and at two
-    /// levels.
+    /// (the same object twice), nvcc's zstd frames kept or kept only where smaller, and at
+    /// three levels. Keeping the smaller frame never gives a larger store than keeping them
+    /// all, and at level 19 a smaller one (the fixtures' frames are nvcc's default mode).
     #[test]
     fn a_ready_store_is_the_store_written_after_the_link() {
         let mut all = extracted(&[
@@ -487,19 +570,32 @@ mod tests {
         ];
         // Windows of whole modules, and of one entry each (as a container larger than a
         // window is read): the same store.
-        for (level, reuse, limit) in [
-            (9, true, WINDOW_BYTES),
-            (9, false, WINDOW_BYTES),
-            (3, true, WINDOW_BYTES),
-            (9, true, 1),
+        let mut sizes = HashMap::new();
+        for (level, frames, limit) in [
+            (9, FrameUse::Keep, WINDOW_BYTES),
+            (9, FrameUse::Smaller, WINDOW_BYTES),
+            (3, FrameUse::Keep, WINDOW_BYTES),
+            (9, FrameUse::Keep, 1),
+            (19, FrameUse::Keep, WINDOW_BYTES),
+            (19, FrameUse::Smaller, WINDOW_BYTES),
+            (19, FrameUse::Smaller, 1),
+            (1, FrameUse::Smaller, WINDOW_BYTES),
         ] {
             let pieces = Pieces::new(&all, &maps);
-            let ready =
-                prepare_in(pieces, limit, level, reuse, dir.path(), &Signals::default()).unwrap();
+            let ready = prepare_in(
+                pieces,
+                limit,
+                level,
+                frames,
+                dir.path(),
+                &Signals::default(),
+            )
+            .unwrap();
             assert!(ready.kept_bytes > 0);
             let opts = || WriteOptions {
                 level,
                 dictionary: None,
+                frames,
             };
             for order in &orders {
                 let used: Vec<&Extracted> = order.iter().map(|&k| &all[k]).collect();
@@ -509,7 +605,6 @@ mod tests {
                     &used,
                     opts(),
                     &maps,
-                    reuse,
                     &mut |_| {},
                 )
                 .unwrap();
@@ -517,26 +612,43 @@ mod tests {
                     write_ready(std::io::Cursor::new(Vec::new()), &names, &ready, opts()).unwrap();
                 assert!(
                     got.get_ref() == want.get_ref(),
-                    "level {level}, reuse {reuse}, windows of {limit} bytes, order {order:?}: the stores differ"
+                    "level {level}, {frames:?}, windows of {limit} bytes, order {order:?}: the stores differ"
                 );
                 assert_eq!(summary.modules, used.len());
+                sizes.insert((level, frames, order.clone()), got.get_ref().len());
             }
+        }
+        for order in &orders {
+            let size = |level, frames| sizes[&(level, frames, order.clone())];
+            assert!(size(9, FrameUse::Smaller) <= size(9, FrameUse::Keep));
+            assert!(
+                size(19, FrameUse::Smaller) < size(19, FrameUse::Keep),
+                "{order:?}"
+            );
         }
         // Once the linker has named the modules it used, only those are made ready.
         let signals = Signals::default();
         let _ = signals
             .used
             .set([all[2].module.clone()].into_iter().collect());
-        let ready = prepare(&all, &maps, 9, true, dir.path(), &signals).unwrap();
+        let ready = prepare(&all, &maps, 9, FrameUse::Keep, dir.path(), &signals).unwrap();
         assert_eq!(ready.module_count(), 1);
         // A failed link stops the preparation; a module it did not make ready is an error.
         let stop = Signals::default();
         stop.cancel.store(true, Ordering::Relaxed);
         assert!(matches!(
-            prepare(&all, &maps, 9, true, dir.path(), &stop),
+            prepare(&all, &maps, 9, FrameUse::Keep, dir.path(), &stop),
             Err(PackError::Cancelled)
         ));
-        let ready = prepare(&all[..1], &maps, 9, true, dir.path(), &Signals::default()).unwrap();
+        let ready = prepare(
+            &all[..1],
+            &maps,
+            9,
+            FrameUse::Keep,
+            dir.path(),
+            &Signals::default(),
+        )
+        .unwrap();
         let other = all[1].module.as_str();
         assert!(write_ready(
             std::io::Cursor::new(Vec::new()),

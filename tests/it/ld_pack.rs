@@ -1289,19 +1289,17 @@ fn the_store_is_mapped_by_a_pt_load_of_its_own() {
     assert!(!warnings.contains("Warning"), "{warnings}");
 }
 
-/// Entries nvcc already compressed with zstd (`--compress-mode=size`) keep their frames in
-/// the store (the link only decodes them once, to check and deduplicate them); a level given
-/// with `--fatpack-level` recompresses them. Both read back (extract checks every blob).
+/// Entries nvcc already compressed with zstd keep their frames in the store (the link only
+/// decodes them once, to check and deduplicate them); a level given with `--fatpack-level`
+/// compresses them again and keeps whichever frame is smaller: no entry is stored larger than
+/// nvcc's frame; at level 1 every one keeps nvcc's, and at level 19 the PTX nvcc compressed
+/// in its default mode (`kernels.o`) is stored smaller, while the size mode's frames
+/// (`kernels_size.o`) stay. All read back (extract checks every blob).
 #[test]
-fn nvcc_zstd_frames_are_kept_unless_a_level_is_given() {
+fn nvcc_zstd_frames_are_kept_or_kept_where_smaller() {
     let cuda = cuda_lib();
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
-    let objs = vec![
-        fixture("main.o"),
-        fixture("kernels_size.o"),
-        fixture("other.o"),
-    ];
     let stored = |r: &serde_json::Value, origin: &str| -> Vec<(String, u64)> {
         r["modules"]
             .as_array()
@@ -1317,26 +1315,50 @@ fn nvcc_zstd_frames_are_kept_unless_a_level_is_given() {
             })
             .collect()
     };
-    let nvcc = stored(&inspect_json(&fixture("kernels_size.o")), "kernels_size.o");
-    assert!(!nvcc.is_empty());
-    for (name, extra, kept) in [
-        ("reuse", &[][..], true),
-        ("level", &["-Wl,--fatpack-level=9"][..], false),
-    ] {
-        let exe = dir.path().join(name);
-        let (code, _, err) = gxx(Some(w.path()), &exe, &objs, &cuda, extra);
-        assert_eq!(code, 0, "{err}");
-        let got = stored(&inspect_json(&exe), "kernels_size.o");
-        assert_eq!(got.len(), nvcc.len(), "{name}: {got:?}");
-        assert_eq!(got == nvcc, kept, "{name}: store {got:?}, nvcc {nvcc:?}");
-        let out = dir.path().join(format!("{name}-x"));
-        let (code, _, err) = run(Command::new(fatpack_bin())
-            .arg("extract")
-            .arg(&exe)
-            .arg("-o")
-            .arg(&out));
-        assert_eq!(code, 0, "{name}: {err}");
-        assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+    for object in ["kernels_size.o", "kernels.o"] {
+        let objs = vec![fixture("main.o"), fixture(object), fixture("other.o")];
+        // The entries nvcc compressed with zstd (the others are the link's to compress).
+        let zstd: Vec<String> = inspect_json(&fixture(object))["modules"][0]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["compression"] == "zstd")
+            .map(|e| e["arch"].as_str().unwrap().to_string())
+            .collect();
+        let only_zstd = |v: Vec<(String, u64)>| -> Vec<(String, u64)> {
+            v.into_iter().filter(|(a, _)| zstd.contains(a)).collect()
+        };
+        let nvcc = only_zstd(stored(&inspect_json(&fixture(object)), object));
+        assert!(!nvcc.is_empty());
+        for (level, extra) in [
+            (None, &[][..]),
+            (Some(1), &["-Wl,--fatpack-level=1"][..]),
+            (Some(19), &["-Wl,--fatpack-level=19"][..]),
+        ] {
+            let name = format!("{object}-{level:?}");
+            let exe = dir.path().join(&name);
+            let (code, _, err) = gxx(Some(w.path()), &exe, &objs, &cuda, extra);
+            assert_eq!(code, 0, "{err}");
+            let got = only_zstd(stored(&inspect_json(&exe), object));
+            assert_eq!(got.len(), nvcc.len(), "{name}: {got:?}");
+            for ((arch, g), (_, n)) in got.iter().zip(&nvcc) {
+                assert!(
+                    g <= n,
+                    "{name}: {arch} stored in {g} bytes, nvcc's frame is {n}"
+                );
+            }
+            let smaller = got.iter().zip(&nvcc).any(|((_, g), (_, n))| g < n);
+            let want = level == Some(19) && object == "kernels.o";
+            assert_eq!(smaller, want, "{name}: store {got:?}, nvcc {nvcc:?}");
+            let out = dir.path().join(format!("{name}-x"));
+            let (code, _, err) = run(Command::new(fatpack_bin())
+                .arg("extract")
+                .arg(&exe)
+                .arg("-o")
+                .arg(&out));
+            assert_eq!(code, 0, "{name}: {err}");
+            assert_eq!(run(&mut Command::new(&exe)).1, "fixture main ok\n");
+        }
     }
 }
 

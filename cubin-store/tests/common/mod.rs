@@ -109,6 +109,7 @@ pub fn build(spec: &Spec) -> Vec<u8> {
         WriteOptions {
             level: 3,
             dictionary: None,
+            ..Default::default()
         },
     )
     .0
