@@ -257,59 +257,73 @@ impl Blobs {
             }
             return Ok(None);
         };
-        let frame_len = frame.len();
-        let kept = match self.nvcc.get(&(done.digest, fd)) {
+        // A frame larger than the content's level frame is never the blob, whichever entry
+        // comes first in the linker's order: it is not kept.
+        if frames == FrameUse::Smaller {
+            let raw = done.decoded.as_deref().unwrap_or(&done.entry.stored);
+            let content = (done.digest, raw);
+            if !self.frame_wins(frame.len(), content, &mut done.packed, level, spill)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(match self.nvcc.get(&(done.digest, fd)) {
             Some(&k) => k,
             None => {
                 let k = spill.keep(frame, true)?;
                 self.nvcc.insert((done.digest, fd), k);
                 k
             }
-        };
-        if frames == FrameUse::Smaller {
-            self.own_if_smaller(frame_len, done, level, spill)?;
-        }
-        Ok(Some(kept))
+        }))
     }
 
-    /// For entry `done`, which brings nvcc's frame of `frame_len` bytes: its content's level
-    /// frame (compressed by its thread, or here) goes into `own` where it is the smaller,
-    /// for whichever entry of the content comes first in the linker's order.
-    fn own_if_smaller(
+    /// With [`FrameUse::Smaller`], for an entry that brings nvcc's frame of `frame_len`
+    /// bytes of `content` (digest, raw bytes): whether that frame is not larger than the
+    /// content's level frame (`packed`, where the entry's thread compressed it, else
+    /// compressed here). Where it is larger, the level frame goes into `own`, the blob of
+    /// whichever entry of the content comes first in the linker's order.
+    fn frame_wins(
         &mut self,
         frame_len: usize,
-        done: &mut Got,
+        (digest, raw): ([u8; 32], &[u8]),
+        packed: &mut Option<Option<Vec<u8>>>,
         level: i32,
         spill: &mut Spill,
-    ) -> Result<(), PackError> {
-        let Slot::Vacant(slot) = self.own.entry(done.digest) else {
-            return Ok(());
+    ) -> Result<bool, PackError> {
+        let slot = match self.own.entry(digest) {
+            Slot::Occupied(o) => {
+                let o = o.get();
+                return Ok(FrameUse::frame_wins(
+                    frame_len,
+                    o.frame.then_some(o.len as usize),
+                ));
+            }
+            Slot::Vacant(slot) => slot,
         };
-        let len = match self.own_len.get(&done.digest) {
+        let len = match self.own_len.get(&digest) {
             Some(&len) => len,
             None => {
-                let packed = match done.packed.take() {
-                    Some(packed) => packed,
-                    None => compress(level, done.raw())?,
+                let p = match packed.take() {
+                    Some(p) => p,
+                    None => compress(level, raw)?,
                 };
-                let len = packed.as_ref().map(Vec::len);
-                self.own_len.insert(done.digest, len);
-                done.packed = Some(packed);
+                let len = p.as_ref().map(Vec::len);
+                self.own_len.insert(digest, len);
+                *packed = Some(p);
                 len
             }
         };
         if FrameUse::frame_wins(frame_len, len) {
-            return Ok(());
+            return Ok(true);
         }
         // Compressed again only where another entry's frame was compared with it first.
-        let packed = match done.packed.take() {
-            Some(packed) => packed,
-            None => compress(level, done.raw())?,
+        let packed = match packed.take() {
+            Some(p) => p,
+            None => compress(level, raw)?,
         };
         if let Some(packed) = packed {
             slot.insert(spill.keep(&packed, true)?);
         }
-        Ok(())
+        Ok(false)
     }
 }
 
