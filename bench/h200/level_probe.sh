@@ -29,15 +29,7 @@ link() {
     five.*) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" "${nx[@]}" -o "$out" five.o "${FIVE[@]}" ;;
     esac
 }
-for prog in cublas five; do
-    link "$prog" plain 2>/dev/null
-    for round in $(seq "${ROUNDS:-5}"); do
-        for who in plain direct level9; do
-            timed "$prog.$who.$round" "$prog" "$who"
-        done
-    done
-done >times.txt
-medians times.txt
+rounds "${ROUNDS:-5}" plain direct level9
 for prog in cublas five; do
     for who in direct level9; do
         grep -h "packed \|steps:\|store:" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"

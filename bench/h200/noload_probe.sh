@@ -30,15 +30,7 @@ link() {
     five) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" "${nx[@]}" ;;
     esac
 }
-for prog in cublas five; do
-    link "$prog" plain 2>/dev/null
-    for round in 1 2 3; do
-        for who in plain tail noload map; do
-            timed "$prog.$who.$round" "$prog" "$who"
-        done
-    done
-done >times.txt
-medians times.txt
+rounds 3 plain tail noload map
 for prog in cublas five; do
     for who in plain tail noload map; do
         echo "$prog $who: $(stat -c %s "$who.$prog.bin") bytes; rc of the last round $(awk -v n="$prog.$who.3" '$1 == n { print $3 }' times.txt)"

@@ -3,7 +3,10 @@
 # five.o in $W (the current directory from then on), and defines:
 #   timed NAME PROGRAM WHO  - runs the caller's `link PROGRAM WHO PROGRAM.WHO.bin`, prints "NAME wall rc",
 #                             the link's stderr in NAME.err;
-#   medians TIMES           - per program, each link's walls, median and ratio to plain.
+#   medians TIMES           - per program, each link's walls, median and ratio to plain;
+#   rounds N WHO...         - per program (cublas, five): one plain link for the page cache,
+#                             then N rounds of the WHOs' links interleaved ("NAME wall rc" in
+#                             times.txt), then their medians.
 # Programs: the static cuBLAS program of tests/gpu/cublas (g++), and bench/h200/five_libs.cu
 # on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (device-linked callback) and cuRAND through
 # `nvcc -rdc=true`.
@@ -43,4 +46,17 @@ for prog, whos in by.items():
         med = statistics.median(walls)
         print(f"{prog}: {who:<6} {' '.join(f'{w:.2f}' for w in walls):<44} {med:>7.2f} {med / base:>8.3f}  rc {','.join(sorted(set(r for _, r in v)))}")
 PY
+}
+rounds() {
+    local n=$1 prog round who
+    shift
+    for prog in cublas five; do
+        link "$prog" plain 2>/dev/null
+        for round in $(seq "$n"); do
+            for who in "$@"; do
+                timed "$prog.$who.$round" "$prog" "$who"
+            done
+        done
+    done >times.txt
+    medians times.txt
 }
