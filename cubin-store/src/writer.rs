@@ -51,7 +51,7 @@ pub enum FrameUse {
     #[default]
     Keep,
     /// The content is compressed at the store's level as well, and the frame is the blob only
-    /// where it is not larger ([`FrameUse::choose`]): never a larger store than either.
+    /// where it is not larger ([`FrameUse::frame_wins`]): never a larger store than either.
     Smaller,
 }
 
