@@ -47,7 +47,6 @@ pub struct Ready {
     /// [`FrameUse::Smaller`]) whose level frame is smaller than one they bring: compressed
     /// at the link's level, or raw.
     own: HashMap<[u8; 32], Kept>,
-    frames: FrameUse,
     file: std::fs::File,
     /// For `--fatpack-verbose`: seconds the preparation took, and bytes it kept.
     pub seconds: f64,
@@ -207,7 +206,6 @@ fn prepare_in(
     Ok(Ready {
         modules: ready,
         own: blobs.own,
-        frames,
         file,
         seconds: started.elapsed().as_secs_f64(),
         kept_bytes: spill.len,
@@ -246,13 +244,10 @@ impl Blobs {
             // of the same bytes was compressed first, its blob went with it; this one is
             // compressed here (the same bytes either way).
             if let Slot::Vacant(slot) = self.own.entry(done.digest) {
-                let packed = match done.packed.take() {
-                    Some(packed) => packed,
-                    None => compress(level, done.raw())?,
-                };
-                slot.insert(match packed {
+                let raw = done.decoded.as_deref().unwrap_or(&done.entry.stored);
+                slot.insert(match level_frame(&mut done.packed, level, raw)? {
                     Some(frame) => spill.keep(&frame, true)?,
-                    None => spill.keep(done.raw(), false)?,
+                    None => spill.keep(raw, false)?,
                 });
             }
             return Ok(None);
@@ -302,10 +297,7 @@ impl Blobs {
         let len = match self.own_len.get(&digest) {
             Some(&len) => len,
             None => {
-                let p = match packed.take() {
-                    Some(p) => p,
-                    None => compress(level, raw)?,
-                };
+                let p = level_frame(packed, level, raw)?;
                 let len = p.as_ref().map(Vec::len);
                 self.own_len.insert(digest, len);
                 *packed = Some(p);
@@ -316,14 +308,23 @@ impl Blobs {
             return Ok(true);
         }
         // Compressed again only where another entry's frame was compared with it first.
-        let packed = match packed.take() {
-            Some(p) => p,
-            None => compress(level, raw)?,
-        };
-        if let Some(packed) = packed {
+        if let Some(packed) = level_frame(packed, level, raw)? {
             slot.insert(spill.keep(&packed, true)?);
         }
         Ok(false)
+    }
+}
+
+/// `raw`'s blob at `level` (`None`: stored raw): the one its entry's thread made (`packed`,
+/// taken), else made now.
+fn level_frame(
+    packed: &mut Option<Option<Vec<u8>>>,
+    level: i32,
+    raw: &[u8],
+) -> Result<Option<Vec<u8>>, PackError> {
+    match packed.take() {
+        Some(p) => Ok(p),
+        None => compress(level, raw),
     }
 }
 
@@ -495,17 +496,10 @@ pub fn write_ready<W: Write + Seek>(
             .ok_or_else(|| StoreError::Compression(format!("module {name} was not made ready")))?;
         let id = w.add_module(name)?;
         for e in entries {
-            let own = ready.own.get(&e.digest).copied();
-            let kept = match (e.nvcc, own, ready.frames) {
-                // As `StoreWriter::add_entries` chooses for the first entry of a content.
-                (Some(f), Some(o), FrameUse::Smaller)
-                    if !FrameUse::frame_wins(f.len as usize, o.frame.then_some(o.len as usize)) =>
-                {
-                    Some(o)
-                }
-                (Some(f), _, _) => Some(f),
-                (None, o, _) => o,
-            };
+            // An entry brings nvcc's frame only where that frame is the content's blob, as
+            // `StoreWriter::add_entries` chooses it (with `FrameUse::Smaller`, [`prepare`]
+            // let go of every frame larger than the level's).
+            let kept = e.nvcc.or_else(|| ready.own.get(&e.digest).copied());
             let r = w.add_ready_entry(id, e.meta.clone(), e.digest, e.raw_len, || match kept {
                 Some(k) => bytes(k),
                 None => Err(StoreError::Compression(format!(
