@@ -66,6 +66,13 @@ enum Command {
         /// refused: its kernels could not run anywhere).
         #[arg(long, requires = "keep")]
         allow_empty: bool,
+        /// A wheel: record the GPUs in the version's local label (`1.0+cu130.sm90`) instead
+        /// of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with
+        /// `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a
+        /// local label above the plain version and `==1.0` matches it, so such a wheel
+        /// beside the fat one is what every machine gets.
+        #[arg(long)]
+        local_label: bool,
         /// The file to prune (never modified).
         input: PathBuf,
         /// Where to write the result.
@@ -291,10 +298,11 @@ fn prune(
     for_gpus: Option<&str>,
     dead: bool,
     allow_empty: bool,
+    local_label: bool,
     input: &std::path::Path,
     output: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use fatpack::prune::Selection;
+    use fatpack::prune::{Selection, WheelForm};
     let sel = match (keep, for_gpus) {
         (Some(k), _) => Selection::Keep {
             targets: fatpack::prune::parse_keep(k)?,
@@ -304,7 +312,11 @@ fn prune(
         (None, None) if dead => Selection::Dead,
         (None, None) => anyhow::bail!("prune needs --keep, --for or --dead"),
     };
-    let r = fatpack::prune::prune(input, output, &sel)?;
+    let form = match local_label {
+        true => WheelForm::LocalLabel,
+        false => WheelForm::Variant,
+    };
+    let r = fatpack::prune::prune(input, output, &sel, form)?;
     for line in fatpack::prune::describe(&r.chosen) {
         eprintln!("fatpack prune: {line}");
     }
@@ -330,10 +342,21 @@ fn prune(
             }
         );
     }
-    if let Some((version, path)) = &r.wheel {
+    if let Some(w) = &r.package {
+        let gpus: Vec<String> = w
+            .claims
+            .iter()
+            .map(|c| fatpack_format::select::capability_string(*c))
+            .collect();
+        let what = match (&w.label, &w.version) {
+            (Some(label), _) => format!("variant {label}"),
+            (None, Some(version)) => format!("version {version}"),
+            (None, None) => "folder".to_string(),
+        };
+        eprintln!("fatpack prune: wrote {} ({what})", w.path.display());
         eprintln!(
-            "fatpack prune: wrote {} (version {version})",
-            path.display()
+            "fatpack prune: serves GPUs {} as the whole build did",
+            gpus.join(", ")
         );
     }
     eprintln!(
@@ -597,6 +620,7 @@ fn main() -> ExitCode {
             for_gpus,
             dead,
             allow_empty,
+            local_label,
             input,
             output,
         } => prune(
@@ -604,6 +628,7 @@ fn main() -> ExitCode {
             for_gpus.as_deref(),
             dead,
             allow_empty,
+            local_label,
             &input,
             &output,
         ),

@@ -14,6 +14,7 @@
 
 use crate::arch::{EntryId, EntryKind, Variant};
 use crate::prelude::*;
+use alloc::collections::BTreeMap;
 
 /// `major * 10 + minor`, as the store numbers archs. None for nonsense (negative, minor >= 10).
 pub fn capability(major: i32, minor: i32) -> Option<u32> {
@@ -76,6 +77,57 @@ pub fn live(entries: &[EntryId]) -> Vec<bool> {
         }
     }
     live
+}
+
+/// The compute capabilities of the GPUs NVIDIA has shipped or announced (Maxwell 5.0 to
+/// Blackwell 12.1; 10.1 is what CUDA 12.8-12.9 called Thor, 11.0 in CUDA 13). What a
+/// package says it runs on (a wheel variant's `nvidia :: sm_arch`, a conda package's
+/// `__cuda_arch` range) is a subset of these: a capability no GPU has is never a claim.
+pub const REAL_GPUS: &[u32] = &[
+    50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121,
+];
+
+/// For each real GPU ([`REAL_GPUS`]), whether a pruned package still gives it exactly the
+/// entry the whole build gave it, module by module: a GPU that ran something before and runs
+/// something else (or nothing) now is out. A GPU that no module ran before is out too: the
+/// package never ran there. This is what a variant may claim, so that an installer that
+/// picks it for a GPU gives that GPU the code the fat package would have.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Runs(BTreeMap<u32, bool>);
+
+impl Runs {
+    /// One module: its entries before, and which of them are kept.
+    pub fn note(&mut self, before: &[EntryId], kept: &[bool]) {
+        let after: Vec<EntryId> = before
+            .iter()
+            .zip(kept)
+            .filter(|(_, k)| **k)
+            .map(|(e, _)| *e)
+            .collect();
+        for &cap in REAL_GPUS {
+            let Some(b) = select(cap, before) else {
+                continue;
+            };
+            let same = select(cap, &after).map(|a| after[a]) == Some(before[b]);
+            *self.0.entry(cap).or_insert(true) &= same;
+        }
+    }
+
+    /// Another file's modules (a package's files each say where they run).
+    pub fn merge(&mut self, other: &Runs) {
+        for (&cap, &same) in &other.0 {
+            *self.0.entry(cap).or_insert(true) &= same;
+        }
+    }
+
+    /// The GPUs every module still serves as before, ascending.
+    pub fn capabilities(&self) -> Vec<u32> {
+        self.0
+            .iter()
+            .filter(|(_, s)| **s)
+            .map(|(c, _)| *c)
+            .collect()
+    }
 }
 
 /// The entry named by `FATPACK_ARCH` (exact kind, arch and variant), whatever the device.

@@ -24,7 +24,7 @@ pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
 use error::io_at;
 pub use error::PruneError;
-pub use package::PackageFile;
+pub use package::{variant, PackageFile, WheelForm, Written};
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -53,8 +53,10 @@ pub struct PruneReport {
     pub in_place: Option<String>,
     /// A folder or wheel: each file pruned in it, with its own report.
     pub files: Vec<PackageFile>,
-    /// A wheel: its new version (the capabilities in its local label) and file name.
-    pub wheel: Option<(String, std::path::PathBuf)>,
+    /// The GPUs that still get, from every module, the entry the whole build gave them.
+    pub runs: fatpack_format::select::Runs,
+    /// A package: what was written ([`package::Written`]).
+    pub package: Option<package::Written>,
 }
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
@@ -97,6 +99,7 @@ fn prune_container(
             true => sel.choose(module, &cands, &sizes, &mut report.chosen)?,
             false => sel.choose_unregistered(&cands, &mut report.chosen),
         };
+        report.runs.note(&cands, &chosen);
         for (&i, k) in code.iter().zip(chosen) {
             keep[i] = k;
         }
@@ -198,18 +201,23 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
         .collect()
 }
 
-/// Prune `input` into `output`, keeping only `keep`.
-/// A folder or a wheel: every ELF file in it pruned (`package`).
-pub fn prune(input: &Path, output: &Path, sel: &Selection) -> Result<PruneReport, PruneError> {
+/// Prune `input` into `output`, keeping only what `sel` selects. A folder or a wheel:
+/// every ELF file in it pruned (`package`); `form`: how a wheel records what it is for.
+pub fn prune(
+    input: &Path,
+    output: &Path,
+    sel: &Selection,
+    form: WheelForm,
+) -> Result<PruneReport, PruneError> {
     let outs = Outputs::new(&[input]);
     outs.check(output)?;
     if input.is_dir() {
         return package::prune_tree(input, output, sel, outs);
     }
-    let map = inputs::read_file(input)?;
-    if package::is_wheel(input, &map) {
-        return package::prune_wheel(input, &map, output, sel, outs);
+    if package::is_wheel_name(input) {
+        return package::prune_wheel(input, output, sel, form, outs);
     }
+    let map = inputs::read_file(input)?;
     let mut tmp = outs.file(output)?;
     let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;
     outs.commit_binary(tmp, input, side)?;

@@ -25,6 +25,7 @@ pub(super) fn kept_entries<'s>(
         .collect();
     let sizes: Vec<u64> = entries.iter().map(|e| e.stored_share()).collect();
     let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;
+    report.runs.note(&cands, &keep);
     report.entries_before += entries.len();
     report.bytes_before += sizes.iter().sum::<u64>();
     Ok(entries

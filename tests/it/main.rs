@@ -19,6 +19,7 @@ mod ld_pack;
 mod prune_cut;
 mod prune_package;
 mod prune_tail;
+mod prune_wheel;
 mod repack;
 mod rewrite;
 mod run_cli;

@@ -1,6 +1,7 @@
 //! `fatpack prune` over a whole package: a folder (every ELF with device code pruned,
-//! the rest copied as it was) and a Python wheel (members pruned, RECORD rewritten, the
-//! capability in the version's local label), which pip installs and imports.
+//! the rest copied as it was, symlinks and hard links kept) and a Python wheel in its
+//! local-label form (members pruned, RECORD rewritten, the capability in the version's
+//! local label), which pip installs and imports. prune_wheel.rs has the variant form.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +21,7 @@ fn fat_library(dir: &Path) -> PathBuf {
 
 fn prune_for(input: &Path, out: &Path) -> (i32, String) {
     let (code, _, err) = run(Command::new(fatpack_bin())
-        .args(["prune", "--for", "9.0"])
+        .args(["prune", "--for", "9.0", "--local-label"])
         .arg(input)
         .arg("-o")
         .arg(out));
@@ -47,6 +48,7 @@ fn a_folder_is_copied_with_every_fat_binary_pruned() {
     std::os::unix::fs::symlink("libcut.so.1", src.join("lib/libcut.so")).unwrap();
     write_executable(&src.join("bin/tool.sh"), "#!/bin/sh\necho tool\n");
     std::fs::write(src.join("README"), "not an ELF file\n").unwrap();
+    std::fs::hard_link(src.join("lib/libcut.so.1"), src.join("lib/libcut.so.1.0")).unwrap();
     let out = dir.path().join("prefix-sm90");
     let (code, err) = prune_for(&src, &out);
     assert_eq!(code, 0, "{err}");
@@ -65,6 +67,10 @@ fn a_folder_is_copied_with_every_fat_binary_pruned() {
         std::fs::read_link(out.join("lib/libcut.so")).unwrap(),
         Path::new("libcut.so.1")
     );
+    // Hard links stay one file.
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &str| std::fs::metadata(out.join(p)).unwrap().ino();
+    assert_eq!(ino("lib/libcut.so.1"), ino("lib/libcut.so.1.0"));
     assert_eq!(
         std::fs::read(out.join("README")).unwrap(),
         b"not an ELF file\n"

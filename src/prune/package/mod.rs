@@ -1,0 +1,129 @@
+//! `fatpack prune` over a whole package, one build shipped per GPU:
+//!
+//! - a folder (an installed prefix, a Nix output, a conda package's files): copied, every
+//!   ELF file with device code in it pruned, everything else as it was: symlinks stay
+//!   symlinks, hard links stay hard links, modes stay ([`folder`]);
+//! - a Python wheel: checked whole against its `RECORD` before anything of it is trusted,
+//!   every ELF member pruned, `RECORD` written anew from what was written, and the GPUs it
+//!   still serves recorded as a PEP 817/825 wheel variant (`variant.json`, the
+//!   `nvidia :: sm_arch` property) or, for per-variant indexes, in the version's local
+//!   label ([`wheel`], [`variant`]).
+//!
+//! Every package is treated as hostile: member names that would land outside the install
+//! folder, duplicates, members `RECORD` does not vouch for, and damaged device code are
+//! refused, naming the member, and nothing is committed. The output is built beside its
+//! destination and renamed into place only once whole and read back; the input is never
+//! modified.
+
+mod folder;
+mod names;
+mod record;
+pub mod variant;
+mod wheel;
+
+pub(super) use folder::prune_tree;
+pub use variant::WheelForm;
+pub(super) use wheel::{is_wheel_name, prune_wheel};
+
+use std::path::{Path, PathBuf};
+
+use super::{prune_data, PruneError, PruneReport, Selection};
+use crate::commit::{Outputs, Staged};
+use crate::inputs::{self, FileKind};
+
+/// One file a package prune rewrote.
+#[derive(Debug)]
+pub struct PackageFile {
+    /// Its path inside the package.
+    pub path: String,
+    pub size_before: u64,
+    pub size_after: u64,
+    pub report: PruneReport,
+}
+
+/// What a package prune wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The new package (a wheel's name carries its label or version).
+    pub path: PathBuf,
+    /// A wheel: its version (with a local label, the capabilities are in it).
+    pub version: Option<String>,
+    /// A variant wheel: its label.
+    pub label: Option<String>,
+    /// A wheel: the GPUs it claims (each gets from it exactly what the whole build gave it).
+    pub claims: Vec<u32>,
+}
+
+/// Whether prune rewrites `data` (the file `path`): an ELF file or archive with device code.
+/// One whose device code cannot be read fails the whole package, as it fails alone: a
+/// package never ships a damaged fat binary unpruned under a label that says it was pruned.
+fn has_device_code(path: &Path, data: &[u8]) -> Result<bool, PruneError> {
+    let kind = inputs::sniff(data);
+    if !matches!(
+        kind,
+        FileKind::Object | FileKind::SharedLibrary | FileKind::Executable | FileKind::Archive
+    ) {
+        return Ok(false);
+    }
+    if let (_, Some(layout)) = inputs::classify(data) {
+        if let Some(why) = layout.bad_segment(data.len() as u64) {
+            return Err(PruneError::Input(inputs::InputError::Malformed {
+                origin: path.display().to_string(),
+                message: format!("a damaged ELF file: {why}"),
+            }));
+        }
+    }
+    let scanned = inputs::scan_at(path, data, inputs::Depth::Spans)?;
+    Ok(scanned.sections.iter().any(|d| !d.spans.is_empty()))
+}
+
+/// Prunes one member into a temp file beside `dest` (where it will go): `Some(file)` if it
+/// has device code (the file keeps the holes an in-place prune punches). `shown` names it
+/// in errors.
+fn prune_member(
+    shown: &Path,
+    data: &[u8],
+    sel: &Selection,
+    dest: &Path,
+    outs: &Outputs,
+    out: &mut PruneReport,
+) -> Result<Option<Staged>, PruneError> {
+    if !has_device_code(shown, data)? {
+        return Ok(None);
+    }
+    let mut tmp = outs.file(dest)?;
+    let (report, side) = prune_data(shown, data, sel, tmp.named(), dest, outs)?;
+    if side.is_some() {
+        return Err(PruneError::Package {
+            path: shown.to_path_buf(),
+            message: "a packed binary with a side-file store; prune it on its own".into(),
+        });
+    }
+    *out = report;
+    Ok(Some(tmp))
+}
+
+/// Adds one pruned file to a package's report.
+fn add(report: &mut PruneReport, path: String, before: u64, after: u64, one: PruneReport) {
+    report.entries_before += one.entries_before;
+    report.entries_after += one.entries_after;
+    report.bytes_before += one.bytes_before;
+    report.bytes_after += one.bytes_after;
+    report.runs.merge(&one.runs);
+    for (cap, names) in &one.chosen {
+        for (name, n) in names {
+            *report
+                .chosen
+                .entry(*cap)
+                .or_default()
+                .entry(name.clone())
+                .or_default() += n;
+        }
+    }
+    report.files.push(PackageFile {
+        path,
+        size_before: before,
+        size_after: after,
+        report: one,
+    });
+}

@@ -1,0 +1,431 @@
+//! `fatpack prune` of a Python wheel, with the installers that read the result: pip installs
+//! the fat wheel from a folder that also holds its variant wheels (it ignores those), the
+//! PEP 825 reference resolver (variantlib) picks the variant for a matching GPU and the fat
+//! wheel elsewhere, local labels are canonical; and every hostile or damaged wheel is
+//! refused with nothing written, in bounded memory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::*;
+
+/// A shared library with device code for sm_75 ... sm_90 and PTX, linked with static
+/// cudart (the fixture kernels and three copies of the big ones).
+fn fat_library(dir: &Path) -> PathBuf {
+    let mut objs = fixture_objs()[1..].to_vec();
+    objs.extend(big_objects(dir, 3));
+    let lib = dir.join("libcut.so");
+    let (code, _, err) = gxx(None, &lib, &objs, &cuda_lib(), &["-shared"]);
+    assert_eq!(code, 0, "{err}");
+    lib
+}
+
+fn packages() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/packages")
+}
+
+/// Writes a wheel from `spec` (tests/it/packages/make_wheel.py says what it holds).
+fn make_wheel(dir: &Path, spec: serde_json::Value) -> PathBuf {
+    let wheel = PathBuf::from(spec["wheel"].as_str().unwrap());
+    let spec_file = dir.join("spec.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    let (code, _, err) = run(Command::new("python3")
+        .arg(packages().join("make_wheel.py"))
+        .arg(&spec_file));
+    assert_eq!(code, 0, "{err}");
+    wheel
+}
+
+/// The usual wheel: a module that loads `lib`, at `version`, named as its version says.
+fn lib_wheel(dir: &Path, lib: &Path, version: &str) -> PathBuf {
+    make_wheel(
+        dir,
+        serde_json::json!({
+            "wheel": dir.join(format!("cutfix-{version}-py3-none-linux_x86_64.whl")),
+            "version": version,
+            "members": [
+                {"name": "cutfix/__init__.py", "text": "import ctypes, os\nlib = ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'libcut.so'))\n"},
+                {"name": "cutfix/libcut.so", "file": lib, "mode": 0o755},
+            ],
+        }),
+    )
+}
+
+fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("prune")
+        .args(args)
+        .arg(input)
+        .arg("-o")
+        .arg(out));
+    (code, err)
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A venv with a current pip and variantlib (the PEP 825 reference implementation), from PyPI.
+fn venv(dir: &Path) -> PathBuf {
+    let venv = dir.join("venv");
+    let (code, _, err) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "pip>=25.3",
+        "variantlib==0.2.2",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    venv
+}
+
+#[test]
+fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let fat = lib_wheel(&src, &lib, "1.0");
+    let links = d.join("links");
+    std::fs::create_dir(&links).unwrap();
+    std::fs::copy(&fat, links.join(fat.file_name().unwrap())).unwrap();
+    for caps in ["9.0", "8.0"] {
+        let (code, err) = prune(&["--for", caps], &fat, &links);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(
+        names_in(&links),
+        [
+            "cutfix-1.0-py3-none-linux_x86_64-sm80.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm90.whl",
+            "cutfix-1.0-py3-none-linux_x86_64.whl",
+        ]
+    );
+    let venv = venv(d);
+    // Today's pip: the variant wheels are not wheels it reads; unpinned and pinned alike it
+    // installs the fat wheel, which runs everywhere the build ran.
+    for want in ["cutfix", "cutfix==1.0"] {
+        let (code, out, err) = run(Command::new(venv.join("bin/pip"))
+            .args([
+                "install",
+                "--dry-run",
+                "--no-index",
+                "--no-deps",
+                "--find-links",
+            ])
+            .arg(&links)
+            .arg(want)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("cutfix-1.0-py3-none-linux_x86_64.whl"),
+            "{want}: {out}"
+        );
+        assert!(
+            !out.contains("sm90") && !out.contains("sm80"),
+            "{want}: {out}"
+        );
+    }
+    // The index-level variants file, as variantlib makes it from the variant wheels (it
+    // reads and validates each wheel's variant.json).
+    let (code, _, err) = run(Command::new(venv.join("bin/variantlib"))
+        .args(["generate-index-json", "-d"])
+        .arg(&links));
+    assert_eq!(code, 0, "{err}");
+    let index = links.join("cutfix-1.0-variants.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&index).unwrap()).unwrap();
+    assert_eq!(
+        doc["variants"]["sm90"]["nvidia"]["sm_arch"],
+        serde_json::json!(["90_real"])
+    );
+    assert_eq!(
+        doc["variants"]["sm80"]["nvidia"]["sm_arch"],
+        serde_json::json!(["80_real"])
+    );
+    // A variant-aware resolver: the variant on its GPU, the fat wheel where none fits
+    // (8.6 gets sm_86 from the fat wheel, sm_80 from the 8.0 variant: not the same code).
+    for (gpu, want) in [("90", "sm90"), ("80", "sm80"), ("86", "fat"), ("75", "fat")] {
+        let (code, out, err) = run(Command::new(venv.join("bin/python"))
+            .arg(packages().join("resolve_variant.py"))
+            .arg(&index)
+            .arg(gpu));
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.trim(), want, "GPU {gpu}");
+    }
+}
+
+#[test]
+fn labels_are_canonical_and_do_not_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let fat = lib_wheel(d, &lib, "1.0+cu130");
+    let name = |args: &[&str], input: &Path| {
+        let out = tempfile::tempdir_in(d).unwrap();
+        let (code, err) = prune(args, input, out.path());
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let names = names_in(out.path());
+        assert_eq!(names.len(), 1);
+        let path = d.join(&names[0]);
+        std::fs::rename(out.path().join(&names[0]), &path).unwrap();
+        (names[0].clone(), path)
+    };
+    let (a, _) = name(&["--for", "9.0,8.0"], &fat);
+    let (b, _) = name(&["--for", "80;sm_90"], &fat);
+    assert_eq!(
+        (a.as_str(), b.as_str()),
+        (
+            "cutfix-1.0+cu130-py3-none-linux_x86_64-sm80.sm90.whl",
+            a.as_str()
+        )
+    );
+    let (keep, _) = name(&["--keep", "sm_90"], &fat);
+    assert_eq!(keep, "cutfix-1.0+cu130-py3-none-linux_x86_64-k.s90.whl");
+    let (dead, _) = name(&["--dead"], &fat);
+    assert_eq!(dead, "cutfix-1.0+cu130-py3-none-linux_x86_64-live.whl");
+    // Local labels: sorted, one spelling, and a wheel pruned again gets one label.
+    let (l1, pruned) = name(&["--local-label", "--for", "9.0,8.0"], &fat);
+    assert_eq!(l1, "cutfix-1.0+cu130.sm80.sm90-py3-none-linux_x86_64.whl");
+    let (l2, _) = name(&["--local-label", "--for", "9.0"], &pruned);
+    assert_eq!(l2, "cutfix-1.0+cu130.sm90-py3-none-linux_x86_64.whl");
+    let (l3, _) = name(&["--local-label", "--dead"], &fat);
+    assert_eq!(l3, "cutfix-1.0+cu130.live-py3-none-linux_x86_64.whl");
+    // A variant wheel pruned again: one variant label.
+    let (_, v) = name(&["--for", "9.0,8.0"], &fat);
+    let (v2, _) = name(&["--for", "9.0"], &v);
+    assert_eq!(v2, "cutfix-1.0+cu130-py3-none-linux_x86_64-sm90.whl");
+}
+
+/// A hostile or damaged wheel: refused naming what is wrong, nothing written beside the
+/// output or the input, the input untouched.
+#[test]
+fn hostile_wheels_are_refused_with_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let info = "cutfix-1.0.dist-info";
+    let base = |extra: serde_json::Value| {
+        let mut members = vec![
+            serde_json::json!({"name": "cutfix/__init__.py", "text": "x = 1\n"}),
+            serde_json::json!({"name": "cutfix/libcut.so", "file": lib}),
+        ];
+        members.extend(extra.as_array().unwrap().iter().cloned());
+        members
+    };
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "dotdot",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "../escape", "text": "x"}]))}),
+            "`..` component",
+        ),
+        (
+            "abs",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "/abs/x", "text": "x"}]))}),
+            "absolute path",
+        ),
+        (
+            "inner",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "a/../../b", "text": "x"}]))}),
+            "`..` component",
+        ),
+        (
+            "backslash",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "demo\\..\\..\\x.so", "text": "x"}]))}),
+            "backslash",
+        ),
+        (
+            "dup",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "cutfix/__init__.py", "text": "y = 2\n", "in_record": false}]))}),
+            "twice",
+        ),
+        (
+            "hash",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "cutfix/data.txt", "text": "data", "bad_hash": true}]))}),
+            "does not match RECORD",
+        ),
+        (
+            "libhash",
+            serde_json::json!({"members": [
+                {"name": "cutfix/__init__.py", "text": "x = 1\n"},
+                {"name": "cutfix/libcut.so", "file": lib, "bad_hash": true},
+            ]}),
+            "cutfix/libcut.so does not match RECORD",
+        ),
+        (
+            "unlisted",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "cutfix/extra.py", "text": "x", "in_record": false}]))}),
+            "not in RECORD",
+        ),
+        (
+            "missing",
+            serde_json::json!({"members": base(serde_json::json!([])), "extra_record": ["cutfix/gone.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0"]}),
+            "not in the wheel",
+        ),
+        (
+            "md5",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "cutfix/m.py", "text": "x", "in_record": false}])), "extra_record": ["cutfix/m.py,md5=xx,1"]}),
+            "want sha256",
+        ),
+        (
+            "norecord",
+            serde_json::json!({"members": base(serde_json::json!([])), "no_record": true}),
+            "no cutfix-1.0.dist-info/RECORD",
+        ),
+        (
+            "link",
+            serde_json::json!({"members": base(serde_json::json!([{"name": "cutfix/passwd", "symlink": "../../../etc/passwd"}]))}),
+            "outside the package",
+        ),
+    ];
+    for (case, mut spec, want) in cases {
+        let case_dir = d.join(case);
+        std::fs::create_dir(&case_dir).unwrap();
+        spec["wheel"] = serde_json::json!(case_dir.join("cutfix-1.0-py3-none-linux_x86_64.whl"));
+        spec["version"] = serde_json::json!("1.0");
+        let wheel = make_wheel(&case_dir, spec);
+        std::fs::remove_file(case_dir.join("spec.json")).unwrap();
+        let before = std::fs::read(&wheel).unwrap();
+        let out = case_dir.join("out");
+        std::fs::create_dir(&out).unwrap();
+        let (code, err) = prune(&["--for", "9.0"], &wheel, &out);
+        assert_eq!(code, 1, "{case}: {err}");
+        assert!(
+            err.contains(want) && err.contains("cutfix-1.0-py3"),
+            "{case}: {err}"
+        );
+        assert!(names_in(&out).is_empty(), "{case}: {:?}", names_in(&out));
+        assert_eq!(
+            names_in(&case_dir),
+            ["cutfix-1.0-py3-none-linux_x86_64.whl", "out"],
+            "{case}"
+        );
+        assert!(
+            std::fs::read(&wheel).unwrap() == before,
+            "{case}: input changed"
+        );
+    }
+    let _ = info;
+}
+
+/// A symlink member stays a symlink with its mode; an executable stays executable.
+#[test]
+fn symlinks_and_modes_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let wheel = make_wheel(
+        d,
+        serde_json::json!({
+            "wheel": d.join("cutfix-1.0-py3-none-linux_x86_64.whl"),
+            "version": "1.0",
+            "members": [
+                {"name": "cutfix/libcut.so.1", "file": lib, "mode": 0o755},
+                {"name": "cutfix/libcut.so", "symlink": "libcut.so.1", "mode": 0o777},
+                {"name": "cutfix/tool", "text": "#!/bin/sh\n", "mode": 0o750},
+            ],
+        }),
+    );
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, err) = prune(&["--for", "9.0"], &wheel, &out);
+    assert_eq!(code, 0, "{err}");
+    let pruned = out.join("cutfix-1.0-py3-none-linux_x86_64-sm90.whl");
+    let script = "import sys, zipfile\nfor i in zipfile.ZipFile(sys.argv[1]).infolist(): print(i.filename, oct(i.external_attr >> 16))";
+    let (code, listing, err) = run(Command::new("python3").args(["-c", script]).arg(&pruned));
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "cutfix/libcut.so.1 0o100755",
+        "cutfix/libcut.so 0o120777",
+        "cutfix/tool 0o100750",
+    ] {
+        assert!(listing.lines().any(|l| l == want), "{want}: {listing}");
+    }
+}
+
+/// A member of 1 GiB streams through: the prune's peak memory stays under 100 MB.
+#[test]
+fn a_gib_member_prunes_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let wheel = make_wheel(
+        d,
+        serde_json::json!({
+            "wheel": d.join("cutfix-1.0-py3-none-linux_x86_64.whl"),
+            "version": "1.0",
+            "members": [
+                {"name": "cutfix/libcut.so", "file": lib},
+                {"name": "cutfix/zeros.bin", "zeros": 1u64 << 30},
+            ],
+        }),
+    );
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, _, err) = run(Command::new("/usr/bin/time")
+        .args(["-f", "peak-kib %M"])
+        .arg(fatpack_bin())
+        .args(["prune", "--for", "9.0"])
+        .arg(&wheel)
+        .arg("-o")
+        .arg(&out));
+    assert_eq!(code, 0, "{err}");
+    let peak: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-kib "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak in {err}"));
+    assert!(peak < 100 * 1000, "peak RSS {peak} KiB");
+    assert_eq!(
+        names_in(&out),
+        ["cutfix-1.0-py3-none-linux_x86_64-sm90.whl"]
+    );
+}
+
+/// A fat binary whose device code is damaged fails the whole package (alone, in a folder,
+/// in a wheel), rather than shipping unpruned under a label that says it was pruned.
+#[test]
+fn a_damaged_fat_binary_fails_the_package() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let damaged = d.join("libdamaged.so");
+    let mut bytes = std::fs::read(&lib).unwrap();
+    let (code, out, err) = run(Command::new("readelf").args(["-SW"]).arg(&lib));
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(" .nv_fatbin "))
+        .expect(".nv_fatbin");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let at = fields.iter().position(|f| *f == ".nv_fatbin").unwrap();
+    let off = usize::from_str_radix(fields[at + 3], 16).unwrap();
+    // The first container's header size: past the end of the section.
+    bytes[off + 4..off + 8].copy_from_slice(&[0xff, 0xff, 0, 0]);
+    bytes[off + 8..off + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&damaged, &bytes).unwrap();
+    let (code, err) = prune(&["--for", "9.0"], &damaged, &d.join("alone.so"));
+    assert_eq!(code, 1, "alone: {err}");
+    let tree = d.join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(&damaged, tree.join("lib/libdamaged.so")).unwrap();
+    let (code, err) = prune(&["--for", "9.0"], &tree, &d.join("tree-out"));
+    assert_eq!(code, 1, "folder: {err}");
+    assert!(err.contains("libdamaged.so"), "{err}");
+    assert!(!d.join("tree-out").exists());
+    let wheel = lib_wheel(d, &damaged, "1.0");
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, err) = prune(&["--for", "9.0"], &wheel, &out);
+    assert_eq!(code, 1, "wheel: {err}");
+    assert!(err.contains("cutfix/libcut.so"), "{err}");
+    assert!(names_in(&out).is_empty());
+}
