@@ -204,17 +204,19 @@ fn central_names(input: &Path, start: u64) -> Result<Vec<Vec<u8>>, PruneError> {
     let mut f = BufReader::new(std::fs::File::open(input).map_err(io_at(input))?);
     f.seek(SeekFrom::Start(start)).map_err(bad)?;
     let mut names = Vec::new();
-    let mut h = [0u8; FIXED];
+    let mut header = [0u8; FIXED];
     loop {
-        let mut sig = [0u8; 4];
-        if f.read_exact(&mut sig).is_err() || u32::from_le_bytes(sig) != SIGNATURE {
+        if f.read_exact(&mut header).is_err() {
             return Ok(names);
         }
-        h[..4].copy_from_slice(&sig);
-        f.read_exact(&mut h[4..]).map_err(bad)?;
-        let mut name = vec![0u8; le16(&h, NAME_LEN_AT)];
+        let sig = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        if sig != SIGNATURE {
+            return Ok(names);
+        }
+        let h = &header;
+        let mut name = vec![0u8; le16(h, NAME_LEN_AT)];
         f.read_exact(&mut name).map_err(bad)?;
-        let skip = le16(&h, EXTRA_LEN_AT) + le16(&h, COMMENT_LEN_AT);
+        let skip = le16(h, EXTRA_LEN_AT) + le16(h, COMMENT_LEN_AT);
         f.seek_relative(skip as i64).map_err(bad)?;
         names.push(name);
     }
