@@ -115,6 +115,21 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         into: PathBuf,
     },
+    /// Write package indexes for a fat wheel and its pruned variants
+    ///
+    /// OUT/simple/: a PEP 503 index of the fat wheels and their PEP 825 variant wheels, with
+    /// each version's `{name}-{version}-variants.json` (pip installs the fat wheel; a
+    /// variant-aware installer picks the variant for the GPU). OUT/LABEL/simple/: one index
+    /// per local label (`prune --local-label`), which must never share an index with the fat
+    /// wheel. Example: `fatpack index dist -o site && pip install --index-url
+    /// file://$PWD/site/sm90/simple torch`.
+    Index {
+        /// The folder of wheels (the fat ones and what `fatpack prune` wrote for them).
+        wheels: PathBuf,
+        /// The new folder to write the indexes into (must not exist).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
     /// Join a split binary and its packs back into one packed binary
     ///
     /// The packs are found next to it; the result is the same bytes as before the split.
@@ -374,6 +389,17 @@ fn prune(
              disk use, but copies, tar, zip, NAR and wheels keep the full size).",
             output.display()
         );
+    }
+    Ok(())
+}
+
+fn index(wheels: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
+    let r = fatpack::prune::index(wheels, output)?;
+    for (folder, files) in &r.indexes {
+        eprintln!("fatpack index: {}/", output.join(folder).display());
+        for f in files {
+            eprintln!("fatpack index:   {f}");
+        }
     }
     Ok(())
 }
@@ -639,6 +665,7 @@ fn main() -> ExitCode {
             fatbin,
         } => extract(&input, &output, arch.as_deref(), fatbin),
         Command::Split { input, into } => split(&input, &into),
+        Command::Index { wheels, output } => index(&wheels, &output),
         Command::Repack {
             input,
             output,

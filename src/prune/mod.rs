@@ -24,7 +24,7 @@ pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
 use error::io_at;
 pub use error::PruneError;
-pub use package::{variant, PackageFile, WheelForm, Written};
+pub use package::{index, variant, IndexReport, PackageFile, WheelForm, Written};
 
 use std::collections::BTreeSet;
 use std::path::Path;

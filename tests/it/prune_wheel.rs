@@ -429,3 +429,89 @@ fn a_damaged_fat_binary_fails_the_package() {
     assert!(err.contains("cutfix/libcut.so"), "{err}");
     assert!(names_in(&out).is_empty());
 }
+
+/// Local-label wheels beside the fat one win everywhere with pip (a local version sorts
+/// above its public one, and `==1.0` matches it): `fatpack index` serves each label from
+/// an index of its own, and the generic index holds the fat wheel, the variant wheels and
+/// the versions' variants.json.
+#[test]
+fn local_label_wheels_get_an_index_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let fat = lib_wheel(&src, &lib, "1.0");
+    let dist = d.join("dist");
+    std::fs::create_dir(&dist).unwrap();
+    std::fs::copy(&fat, dist.join(fat.file_name().unwrap())).unwrap();
+    for args in [
+        &["--for", "9.0"][..],
+        &["--for", "9.0", "--local-label"],
+        &["--for", "8.0", "--local-label"],
+    ] {
+        let (code, err) = prune(args, &fat, &dist);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+    let venv = venv(d);
+    let pip = |args: &[&str]| {
+        let (code, out, err) = run(Command::new(venv.join("bin/pip"))
+            .args(["install", "--no-deps", "--disable-pip-version-check"])
+            .args(args));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    // The measured reason: in one folder pip takes a local-label variant, pinned or not.
+    for want in ["cutfix", "cutfix==1.0"] {
+        let links = dist.to_str().unwrap();
+        let out = pip(&["--dry-run", "--no-index", "--find-links", links, want]);
+        assert!(out.contains("Would install cutfix-1.0+sm"), "{want}: {out}");
+    }
+    let site = d.join("site");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(&dist)
+        .arg("-o")
+        .arg(&site));
+    assert_eq!(code, 0, "{err}");
+    let url = |folder: &str| format!("file://{}", site.join(folder).display());
+    let out = pip(&["--dry-run", "--index-url", &url("simple"), "cutfix"]);
+    assert!(out.contains("Would install cutfix-1.0\n"), "{out}");
+    // The per-variant index: pip installs the 9.0 build, which imports and holds only what
+    // a 9.0 GPU runs.
+    pip(&["-q", "--index-url", &url("sm90/simple"), "cutfix"]);
+    let (code, out, err) = run(Command::new(venv.join("bin/python")).args([
+        "-c",
+        "import cutfix, importlib.metadata as m; print(m.version('cutfix'), cutfix.__file__)",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("1.0+sm90 "), "{out}");
+    let installed = Path::new(out.split_whitespace().nth(1).unwrap()).with_file_name("libcut.so");
+    let archs: Vec<String> = inspect_json(&installed)["per_arch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["arch"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        archs.iter().all(|a| a == "sm_90" || a == "compute_80"),
+        "{archs:?}"
+    );
+    // The generic index's variants.json is what the variant-aware resolver reads.
+    let index = site.join("files/cutfix-1.0-variants.json");
+    for (gpu, want) in [("90", "sm90"), ("80", "fat")] {
+        let (code, out, err) = run(Command::new(venv.join("bin/python"))
+            .arg(packages().join("resolve_variant.py"))
+            .arg(&index)
+            .arg(gpu));
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out.trim(), want, "GPU {gpu}");
+    }
+    // An existing output is refused.
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(&dist)
+        .arg("-o")
+        .arg(&site));
+    assert_ne!(code, 0, "{err}");
+}

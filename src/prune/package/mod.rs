@@ -16,12 +16,14 @@
 //! modified.
 
 mod folder;
+mod index;
 mod names;
 mod record;
 pub mod variant;
 mod wheel;
 
 pub(super) use folder::prune_tree;
+pub use index::{index, IndexReport};
 pub use variant::WheelForm;
 pub(super) use wheel::{is_wheel_name, prune_wheel};
 

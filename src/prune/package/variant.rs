@@ -84,7 +84,7 @@ pub fn label(sel: &Selection) -> String {
 
 /// Whether a segment of a local label is one [`label`] writes (so that a wheel pruned
 /// again gets one label, not two: `+cu130.sm90` pruned for 9.0 stays `+cu130.sm90`).
-fn is_ours(segment: &str) -> bool {
+pub(super) fn is_ours(segment: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
     if let Some(rest) = segment.strip_prefix("sm") {
