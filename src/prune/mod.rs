@@ -217,6 +217,9 @@ pub fn prune(
     if package::is_wheel_name(input) {
         return package::prune_wheel(input, output, sel, form, outs);
     }
+    if let Some(format) = package::conda_format(input) {
+        return package::prune_conda(input, format, output, sel, outs);
+    }
     let map = inputs::read_file(input)?;
     let mut tmp = outs.file(output)?;
     let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;

@@ -16,6 +16,7 @@ mod jobserver;
 mod ld_args;
 mod ld_direct;
 mod ld_pack;
+mod prune_conda;
 mod prune_cut;
 mod prune_package;
 mod prune_tail;

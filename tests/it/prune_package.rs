@@ -10,7 +10,7 @@ use crate::common::*;
 
 /// A shared library with enough device code for the cut (the fixture kernels and three
 /// copies of the big ones), linked with static cudart: loading it registers its fatbins.
-fn fat_library(dir: &Path) -> PathBuf {
+pub(crate) fn fat_library(dir: &Path) -> PathBuf {
     let mut objs = fixture_objs()[1..].to_vec();
     objs.extend(big_objects(dir, 3));
     let lib = dir.join("libcut.so");

@@ -9,15 +9,29 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// A shared library with device code for sm_75 ... sm_90 and PTX, linked with static
-/// cudart (the fixture kernels and three copies of the big ones).
-fn fat_library(dir: &Path) -> PathBuf {
-    let mut objs = fixture_objs()[1..].to_vec();
-    objs.extend(big_objects(dir, 3));
-    let lib = dir.join("libcut.so");
-    let (code, _, err) = gxx(None, &lib, &objs, &cuda_lib(), &["-shared"]);
+use crate::prune_package::fat_library;
+
+/// A fat wheel at version 1.0 (in `d/src`), and a new folder `d/name` holding a copy of it.
+fn fat_wheel_in_folder(d: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let lib = fat_library(d);
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let fat = lib_wheel(&src, &lib, "1.0");
+    let folder = d.join(name);
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(&fat, folder.join(fat.file_name().unwrap())).unwrap();
+    (fat, folder)
+}
+
+/// What variantlib's resolution picks from `index` (a variants.json) for a GPU: a label,
+/// or `fat`.
+fn resolve(venv: &Path, index: &Path, gpu: &str) -> String {
+    let (code, out, err) = run(Command::new(venv.join("bin/python"))
+        .arg(packages().join("resolve_variant.py"))
+        .arg(index)
+        .arg(gpu));
     assert_eq!(code, 0, "{err}");
-    lib
+    out.trim().to_string()
 }
 
 fn packages() -> PathBuf {
@@ -90,13 +104,7 @@ fn venv(dir: &Path) -> PathBuf {
 fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let lib = fat_library(d);
-    let src = d.join("src");
-    std::fs::create_dir(&src).unwrap();
-    let fat = lib_wheel(&src, &lib, "1.0");
-    let links = d.join("links");
-    std::fs::create_dir(&links).unwrap();
-    std::fs::copy(&fat, links.join(fat.file_name().unwrap())).unwrap();
+    let (fat, links) = fat_wheel_in_folder(d, "links");
     for caps in ["9.0", "8.0"] {
         let (code, err) = prune(&["--for", caps], &fat, &links);
         assert_eq!(code, 0, "{err}");
@@ -154,12 +162,7 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
     // A variant-aware resolver: the variant on its GPU, the fat wheel where none fits
     // (8.6 gets sm_86 from the fat wheel, sm_80 from the 8.0 variant: not the same code).
     for (gpu, want) in [("90", "sm90"), ("80", "sm80"), ("86", "fat"), ("75", "fat")] {
-        let (code, out, err) = run(Command::new(venv.join("bin/python"))
-            .arg(packages().join("resolve_variant.py"))
-            .arg(&index)
-            .arg(gpu));
-        assert_eq!(code, 0, "{err}");
-        assert_eq!(out.trim(), want, "GPU {gpu}");
+        assert_eq!(resolve(&venv, &index, gpu), want, "GPU {gpu}");
     }
 }
 
@@ -438,13 +441,7 @@ fn a_damaged_fat_binary_fails_the_package() {
 fn local_label_wheels_get_an_index_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let lib = fat_library(d);
-    let src = d.join("src");
-    std::fs::create_dir(&src).unwrap();
-    let fat = lib_wheel(&src, &lib, "1.0");
-    let dist = d.join("dist");
-    std::fs::create_dir(&dist).unwrap();
-    std::fs::copy(&fat, dist.join(fat.file_name().unwrap())).unwrap();
+    let (fat, dist) = fat_wheel_in_folder(d, "dist");
     for args in [
         &["--for", "9.0"][..],
         &["--for", "9.0", "--local-label"],
@@ -500,12 +497,7 @@ fn local_label_wheels_get_an_index_of_their_own() {
     // The generic index's variants.json is what the variant-aware resolver reads.
     let index = site.join("files/cutfix-1.0-variants.json");
     for (gpu, want) in [("90", "sm90"), ("80", "fat")] {
-        let (code, out, err) = run(Command::new(venv.join("bin/python"))
-            .arg(packages().join("resolve_variant.py"))
-            .arg(&index)
-            .arg(gpu));
-        assert_eq!(code, 0, "{err}");
-        assert_eq!(out.trim(), want, "GPU {gpu}");
+        assert_eq!(resolve(&venv, &index, gpu), want, "GPU {gpu}");
     }
     // An existing output is refused.
     let (code, _, err) = run(Command::new(fatpack_bin())

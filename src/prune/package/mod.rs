@@ -15,6 +15,7 @@
 //! destination and renamed into place only once whole and read back; the input is never
 //! modified.
 
+mod conda;
 mod folder;
 mod index;
 mod names;
@@ -22,6 +23,7 @@ mod record;
 pub mod variant;
 mod wheel;
 
+pub(super) use conda::{format_of as conda_format, prune_conda};
 pub(super) use folder::prune_tree;
 pub use index::{index, IndexReport};
 pub use variant::WheelForm;

@@ -30,6 +30,7 @@ complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "inspect" -d 'Show t
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "index" -d 'Write package indexes for a fat wheel and its pruned variants'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "run" -d 'Run a build with fatpack as the linker of every compiler driver in it'
@@ -45,6 +46,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, 
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'Where to write the result' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l dead -d 'Drop only the entries no GPU would ever load (shadowed in their module by a better one for every GPU that could run them): every GPU keeps running what it ran'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l allow-empty -d 'With --keep: allow a module to be left with no entry at all (by default that is refused: its kernels could not run anywhere)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l local-label -d 'A wheel: record the GPUs in the version\'s local label (`1.0+cu130.sm90`) instead of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a local label above the plain version and `==1.0` matches it, so such a wheel beside the fat one is what every machine gets'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'Where to write the result' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l level -d 'zstd level, 1-22 (negative: the fast modes)' -r
@@ -55,6 +57,8 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l release -d 'A
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The folder to write the host binary and its packs into (made if missing)' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s o -l output -d 'The new folder to write the indexes into (must not exist)' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s o -l output -d 'Where to write the joined binary' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s o -l output -d 'The folder to write into (made if missing)' -r -F
@@ -67,14 +71,15 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l install -d 'Inst
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "inspect" -d 'Show the device code inside any file'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "run" -d 'Run a build with fatpack as the linker of every compiler driver in it'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "man" -d 'Print the man page (roff), or install it and the completions'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "completions" -d 'Print shell completions to standard output'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split join extract run man completions ld help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "inspect" -d 'Show the device code inside any file'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "index" -d 'Write package indexes for a fat wheel and its pruned variants'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "run" -d 'Run a build with fatpack as the linker of every compiler driver in it'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "man" -d 'Print the man page (roff), or install it and the completions'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "completions" -d 'Print shell completions to standard output'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,632 @@
+//! A conda package pruned (`.conda` or `.tar.bz2`), as CEP 46 lets a channel serve one
+//! build per GPU: the fat package and its variants sit in one channel, and the solver picks.
+//!
+//! - Each variant depends on the virtual package `__cuda_arch` (the lowest compute
+//!   capability of the machine's GPUs) over exactly the GPUs it still serves as the whole
+//!   build did (`==9.0`, `>=8.6,<=9.0|==10.0`), so a solver on any other machine, or on one
+//!   without the virtual package (no GPU, an older client), cannot take it and falls back
+//!   to the fat package.
+//! - Its build string gains the label (`h1234_0` -> `h1234_0_sm90`) and its build number
+//!   is raised past the fat package's, by more the fewer GPUs it claims: where a variant
+//!   fits, the solver prefers it to the fat package, and the most tailored one to a wider
+//!   one.
+//! - `info/paths.json` is the contract: before anything is pruned, every file of the
+//!   package is checked against it (listed, same sha256 and size, same kind), names that
+//!   leave the prefix, duplicates and links out of the prefix are refused; the new
+//!   `paths.json` lists the pruned files' new hashes and sizes.
+//!
+//! The package is spooled entry by entry into a scratch folder under numbered names (never
+//! under the names the archive gives), so memory stays bounded and a hostile name never
+//! reaches the file system.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use fatpack_format::select::{capability_string, REAL_GPUS};
+
+use super::variant;
+use super::{add, names, prune_member, Written};
+use crate::commit::{Outputs, Staged};
+use crate::error::io_at;
+use crate::inputs;
+use crate::prune::{PruneError, PruneReport, Selection};
+
+/// The two package formats conda reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::prune) enum Format {
+    /// `.conda`: a stored zip of `metadata.json`, `pkg-*.tar.zst` and `info-*.tar.zst`.
+    Conda,
+    /// `.tar.bz2`: one bzip2 tar.
+    TarBz2,
+}
+
+/// The format `input` is named as, if a conda package.
+pub(in crate::prune) fn format_of(input: &Path) -> Option<Format> {
+    let name = input.file_name()?.to_str()?;
+    if name.ends_with(".conda") {
+        Some(Format::Conda)
+    } else if name.ends_with(".tar.bz2") {
+        Some(Format::TarBz2)
+    } else {
+        None
+    }
+}
+
+/// zstd level of the inner archives: conda-build's and rattler-build's default.
+const ZSTD_LEVEL: i32 = 19;
+/// `info/*.json` are read whole; nothing larger is one.
+const SMALL: u64 = 64 << 20;
+
+fn bad(path: &Path, message: impl Into<String>) -> PruneError {
+    PruneError::Package {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// What an entry of the package is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Symlink(String),
+    /// A hard link to an earlier entry (its name).
+    HardLink(String),
+}
+
+/// One entry, spooled: its tar header (mode, times, owner kept), its kind, and for a file
+/// where its bytes are.
+struct Entry {
+    name: String,
+    header: tar::Header,
+    kind: Kind,
+    /// In which inner archive it was (`.conda`: `info` or `pkg`).
+    info: bool,
+    /// A file: its spool path, sha256 (hex), size.
+    data: Option<(PathBuf, String, u64)>,
+}
+
+/// The package, spooled.
+struct Spooled {
+    entries: Vec<Entry>,
+    /// `.conda`: the outer zip's members in order (name, bytes for `metadata.json`).
+    outer: Vec<String>,
+    metadata_json: Option<Vec<u8>>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Reads one tar stream into `into`, spooling files under `spool`.
+fn spool_tar(
+    input: &Path,
+    tar: impl Read,
+    info: bool,
+    spool: &Path,
+    into: &mut Vec<Entry>,
+) -> Result<(), PruneError> {
+    let tar_error = |e: std::io::Error| bad(input, format!("its archive does not read: {e}"));
+    let mut archive = tar::Archive::new(tar);
+    for item in archive.entries().map_err(tar_error)? {
+        let mut item = item.map_err(tar_error)?;
+        let raw = item.path_bytes().into_owned();
+        let name = String::from_utf8(raw)
+            .map_err(|_| bad(input, "an entry whose name is not UTF-8; refused"))?;
+        let name = name.strip_prefix("./").unwrap_or(&name).to_string();
+        let header = item.header().clone();
+        let kind = match header.entry_type() {
+            tar::EntryType::Regular | tar::EntryType::Continuous => Kind::File,
+            tar::EntryType::Directory => Kind::Dir,
+            tar::EntryType::Symlink | tar::EntryType::Link => {
+                let target = item
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .ok_or_else(|| bad(input, format!("link {name} has no target")))?;
+                match header.entry_type() {
+                    tar::EntryType::Symlink => Kind::Symlink(target),
+                    _ => Kind::HardLink(target.strip_prefix("./").unwrap_or(&target).to_string()),
+                }
+            }
+            other => {
+                return Err(bad(
+                    input,
+                    format!("{name}: a {other:?} entry has no place in a package; refused"),
+                ))
+            }
+        };
+        if let Some(why) = names::unsafe_name(&name, kind == Kind::Dir && name.ends_with('/')) {
+            return Err(bad(input, format!("entry {name:?}: {why}; refused")));
+        }
+        let name = name.trim_end_matches('/').to_string();
+        let data = match kind {
+            Kind::File => {
+                let at = spool.join(format!("{}", into.len()));
+                let mut out =
+                    std::io::BufWriter::new(std::fs::File::create(&at).map_err(io_at(&at))?);
+                let mut h = <sha2::Sha256 as sha2::Digest>::new();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut len = 0u64;
+                loop {
+                    let n = item.read(&mut buf).map_err(tar_error)?;
+                    if n == 0 {
+                        break;
+                    }
+                    sha2::Digest::update(&mut h, &buf[..n]);
+                    out.write_all(&buf[..n]).map_err(io_at(&at))?;
+                    len += n as u64;
+                }
+                out.flush().map_err(io_at(&at))?;
+                Some((at, hex(&sha2::Digest::finalize(h)), len))
+            }
+            _ => None,
+        };
+        into.push(Entry {
+            name,
+            header,
+            kind,
+            info,
+            data,
+        });
+    }
+    Ok(())
+}
+
+/// Spools the package `input` (`stem`: `{name}-{version}-{build}`, which names the inner
+/// archives of a `.conda`).
+fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spooled, PruneError> {
+    let file = std::fs::File::open(input).map_err(io_at(input))?;
+    let mut entries = Vec::new();
+    match format {
+        Format::TarBz2 => {
+            let bz = bzip2::read::BzDecoder::new(BufReader::new(file));
+            spool_tar(input, bz, false, spool, &mut entries)?;
+            for e in &mut entries {
+                e.info = e.name == "info" || e.name.starts_with("info/");
+            }
+            Ok(Spooled {
+                entries,
+                outer: Vec::new(),
+                metadata_json: None,
+            })
+        }
+        Format::Conda => {
+            let mut zip = zip::ZipArchive::new(BufReader::new(file))
+                .map_err(|e| bad(input, format!("not a readable .conda (zip) file: {e}")))?;
+            let mut outer = Vec::new();
+            let mut metadata_json = None;
+            for i in 0..zip.len() {
+                let mut m = zip
+                    .by_index(i)
+                    .map_err(|e| bad(input, format!("member {i}: {e}")))?;
+                let name = m.name().to_string();
+                outer.push(name.clone());
+                if name == "metadata.json" {
+                    let mut b = Vec::new();
+                    (&mut m)
+                        .take(SMALL)
+                        .read_to_end(&mut b)
+                        .map_err(io_at(input))?;
+                    metadata_json = Some(b);
+                } else if name == format!("pkg-{stem}.tar.zst")
+                    || name == format!("info-{stem}.tar.zst")
+                {
+                    let info = name.starts_with("info-");
+                    let zst = zstd::stream::read::Decoder::new(&mut m).map_err(io_at(input))?;
+                    spool_tar(input, zst, info, spool, &mut entries)?;
+                } else {
+                    return Err(bad(
+                        input,
+                        format!("member {name:?} is not part of a .conda package; refused"),
+                    ));
+                }
+            }
+            for part in [
+                "metadata.json".to_string(),
+                format!("pkg-{stem}.tar.zst"),
+                format!("info-{stem}.tar.zst"),
+            ] {
+                if !outer.contains(&part) {
+                    return Err(bad(input, format!("no {part} in it")));
+                }
+            }
+            Ok(Spooled {
+                entries,
+                outer,
+                metadata_json,
+            })
+        }
+    }
+}
+
+/// `{name}-{version}-{build}` from the file name.
+fn conda_stem(input: &Path) -> Result<String, PruneError> {
+    let name = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    name.strip_suffix(".conda")
+        .or_else(|| name.strip_suffix(".tar.bz2"))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            bad(
+                input,
+                "not named {name}-{version}-{build}.conda or .tar.bz2",
+            )
+        })
+}
+
+fn read_json(input: &Path, entries: &[Entry], name: &str) -> Result<serde_json::Value, PruneError> {
+    let e = entries.iter().find(|e| e.name == name).ok_or_else(|| {
+        bad(
+            input,
+            format!("no {name} in it: it cannot be checked; refused"),
+        )
+    })?;
+    let (path, _, len) = e
+        .data
+        .as_ref()
+        .ok_or_else(|| bad(input, format!("{name} is not a file")))?;
+    if *len > SMALL {
+        return Err(bad(
+            input,
+            format!("{name}: {len} bytes, too large for what it is"),
+        ));
+    }
+    let text = std::fs::read(path).map_err(io_at(path))?;
+    serde_json::from_slice(&text).map_err(|e| bad(input, format!("{name}: {e}")))
+}
+
+/// Every entry outside `info/` against `paths.json`: listed, the same kind, sha256 and size;
+/// every line of `paths.json` present; no name twice; no link out of the prefix.
+fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(), PruneError> {
+    let listed = paths["paths"]
+        .as_array()
+        .ok_or_else(|| bad(input, "info/paths.json has no \"paths\" list"))?;
+    let mut want: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
+    for p in listed {
+        let path = p["_path"]
+            .as_str()
+            .ok_or_else(|| bad(input, "info/paths.json: an entry without _path"))?;
+        if want.insert(path, p).is_some() {
+            return Err(bad(
+                input,
+                format!("info/paths.json lists {path} twice; refused"),
+            ));
+        }
+    }
+    let mut seen = HashSet::new();
+    for e in entries {
+        if !seen.insert(e.name.as_str()) {
+            return Err(bad(
+                input,
+                format!("entry {} is in it twice; refused", e.name),
+            ));
+        }
+        if let Kind::Symlink(t) | Kind::HardLink(t) = &e.kind {
+            let link_dir = match &e.kind {
+                Kind::HardLink(_) => "",
+                _ => e.name.as_str(),
+            };
+            let from = if link_dir.is_empty() { "x" } else { link_dir };
+            if let Some(why) = names::escaping_link(from, t) {
+                return Err(bad(input, format!("entry {}: {why}; refused", e.name)));
+            }
+        }
+        if e.info {
+            continue;
+        }
+        let Some(p) = want.remove(e.name.as_str()) else {
+            if e.kind == Kind::Dir {
+                continue;
+            }
+            return Err(bad(
+                input,
+                format!(
+                    "{} is not in info/paths.json: nothing vouches for it; refused",
+                    e.name
+                ),
+            ));
+        };
+        let path_type = p["path_type"].as_str().unwrap_or("hardlink");
+        let kind_ok = matches!(
+            (path_type, &e.kind),
+            ("hardlink", Kind::File | Kind::HardLink(_))
+                | ("softlink", Kind::Symlink(_))
+                | ("directory", Kind::Dir)
+        );
+        if !kind_ok {
+            return Err(bad(
+                input,
+                format!("{}: info/paths.json says {path_type}; refused", e.name),
+            ));
+        }
+        if let Some((_, sha, len)) = &e.data {
+            let sha_ok = p["sha256"].as_str() == Some(sha.as_str());
+            let len_ok = p["size_in_bytes"].as_u64().is_none_or(|s| s == *len);
+            if !sha_ok || !len_ok {
+                return Err(bad(
+                    input,
+                    format!(
+                        "{} does not match info/paths.json (its sha256 or size differs: damaged \
+                         or altered); refused",
+                        e.name
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(missing) = want.keys().next() {
+        return Err(bad(
+            input,
+            format!("info/paths.json lists {missing}, which is not in the package; refused"),
+        ));
+    }
+    Ok(())
+}
+
+/// `==9.0`, `>=8.6,<=9.0|==10.0`: the real GPUs `claims`, runs of them as ranges.
+pub fn cuda_arch_spec(claims: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    let mut prev: Option<usize> = None;
+    for &c in claims {
+        let at = REAL_GPUS.iter().position(|&g| g == c);
+        match (runs.last_mut(), prev, at) {
+            (Some(run), Some(p), Some(i)) if i == p + 1 => run.1 = c,
+            _ => runs.push((c, c)),
+        }
+        prev = at;
+    }
+    runs.iter()
+        .map(|&(a, b)| match a == b {
+            true => format!("=={}", capability_string(a)),
+            false => format!(">={},<={}", capability_string(a), capability_string(b)),
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// A conda package: verified, every fat ELF file pruned, relabelled, `paths.json` and
+/// `index.json` written anew. `output`: the new package, or a folder to write it into.
+pub(in crate::prune) fn prune_conda(
+    input: &Path,
+    format: Format,
+    output: &Path,
+    sel: &Selection,
+    outs: Outputs,
+) -> Result<PruneReport, PruneError> {
+    let stem = conda_stem(input)?;
+    let scratch = outs.scratch(output)?;
+    let mut pkg = spool(input, &stem, format, scratch.path())?;
+    let paths = read_json(input, &pkg.entries, "info/paths.json")?;
+    let mut index = read_json(input, &pkg.entries, "info/index.json")?;
+    check(input, &pkg.entries, &paths)?;
+    let mut report = PruneReport::default();
+    let mut changed: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    for e in pkg.entries.iter_mut().filter(|e| !e.info) {
+        let Some((path, sha, len)) = &mut e.data else {
+            continue;
+        };
+        let data = inputs::read_file(path)?;
+        let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
+        let at = scratch.path().join("pruned");
+        let mut one = PruneReport::default();
+        let Some(tmp) = prune_member(&shown, &data, sel, &at, &outs, &mut one)? else {
+            continue;
+        };
+        drop(data);
+        std::fs::rename(tmp.path(), &*path).map_err(io_at(path))?;
+        let bytes_after = std::fs::metadata(&*path).map_err(io_at(path))?.len();
+        let (new_sha, new_len) = sha256_file(path)?;
+        add(&mut report, e.name.clone(), *len, bytes_after, one);
+        *sha = new_sha.clone();
+        *len = new_len;
+        changed.insert(e.name.clone(), (new_sha, new_len));
+    }
+    if report.files.is_empty() {
+        return Err(bad(
+            input,
+            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
+        ));
+    }
+    let claims = report.runs.capabilities();
+    if claims.is_empty() {
+        return Err(bad(
+            input,
+            "after this prune no GPU gets from it what the whole package gave it: the variant would claim nothing; refused",
+        ));
+    }
+    let label = variant::label(sel).replace('.', "_");
+    let build = index["build"].as_str().unwrap_or_default().to_string();
+    let new_build = format!("{build}_{label}");
+    let bump = 1 + (REAL_GPUS.len() - claims.len()) as u64;
+    let build_number = index["build_number"].as_u64().unwrap_or(0) + bump;
+    let spec = format!("__cuda_arch {}", cuda_arch_spec(&claims));
+    index["build"] = serde_json::json!(new_build);
+    index["build_number"] = serde_json::json!(build_number);
+    match index["depends"].as_array_mut() {
+        Some(deps) => {
+            deps.retain(|d| !d.as_str().is_some_and(|d| d.starts_with("__cuda_arch")));
+            deps.push(serde_json::json!(spec));
+        }
+        None => index["depends"] = serde_json::json!([spec]),
+    }
+    let mut new_paths = paths.clone();
+    for p in new_paths["paths"].as_array_mut().into_iter().flatten() {
+        if let Some((sha, len)) = p["_path"].as_str().and_then(|n| changed.get(n)) {
+            p["sha256"] = serde_json::json!(sha);
+            p["size_in_bytes"] = serde_json::json!(len);
+        }
+    }
+    replace_json(&mut pkg.entries, "info/index.json", &index, scratch.path())?;
+    replace_json(
+        &mut pkg.entries,
+        "info/paths.json",
+        &new_paths,
+        scratch.path(),
+    )?;
+    let old_tail = stem.strip_suffix(&build).ok_or_else(|| {
+        bad(
+            input,
+            format!("its name does not end in its build string {build}"),
+        )
+    })?;
+    let new_stem = format!("{old_tail}{new_build}");
+    let ext = match format {
+        Format::Conda => ".conda",
+        Format::TarBz2 => ".tar.bz2",
+    };
+    let file_name = format!("{new_stem}{ext}");
+    let dest = if output.is_dir() {
+        output.join(&file_name)
+    } else if output.file_name().and_then(|n| n.to_str()) == Some(file_name.as_str()) {
+        output.to_path_buf()
+    } else {
+        return Err(bad(
+            output,
+            format!("the pruned package must be called {file_name} (conda checks the name against index.json); name a folder to get it"),
+        ));
+    };
+    outs.check(&dest)?;
+    let mut tmp = outs.file(&dest)?;
+    write_package(&pkg, format, &stem, &new_stem, &mut tmp, &dest)?;
+    // Read back: the package spools again and checks against its own paths.json.
+    let back_scratch = outs.scratch(&dest)?;
+    let back = spool(tmp.path(), &new_stem, format, back_scratch.path())
+        .map_err(|e| bad(&dest, format!("does not read back: {e}")))?;
+    let back_paths = read_json(&dest, &back.entries, "info/paths.json")?;
+    check(&dest, &back.entries, &back_paths)?;
+    drop(back_scratch);
+    tmp.permissions_of(input)?;
+    drop(scratch);
+    outs.commit(vec![tmp])?;
+    report.package = Some(Written {
+        path: dest,
+        version: index["version"].as_str().map(str::to_string),
+        label: Some(format!("{new_build} (depends on {spec})")),
+        claims,
+    });
+    Ok(report)
+}
+
+fn sha256_file(path: &Path) -> Result<(String, u64), PruneError> {
+    let mut f = std::fs::File::open(path).map_err(io_at(path))?;
+    let mut h = <sha2::Sha256 as sha2::Digest>::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(io_at(path))?;
+        if n == 0 {
+            return Ok((hex(&sha2::Digest::finalize(h)), len));
+        }
+        sha2::Digest::update(&mut h, &buf[..n]);
+        len += n as u64;
+    }
+}
+
+/// Sets the spooled file `name` to `doc`, as conda-build writes it (sorted keys, 2 spaces).
+fn replace_json(
+    entries: &mut [Entry],
+    name: &str,
+    doc: &serde_json::Value,
+    scratch: &Path,
+) -> Result<(), PruneError> {
+    let Some(e) = entries.iter_mut().find(|e| e.name == name) else {
+        return Ok(());
+    };
+    let mut text = serde_json::to_string_pretty(doc).expect("a JSON value serializes");
+    text.push('\n');
+    let at = scratch.join(format!("new-{}", name.replace('/', "-")));
+    std::fs::write(&at, &text).map_err(io_at(&at))?;
+    e.data = Some((at, String::new(), text.len() as u64));
+    Ok(())
+}
+
+/// Writes one tar of `entries` (those `pick` selects) to `to`.
+fn write_tar(
+    entries: &[Entry],
+    pick: impl Fn(&Entry) -> bool,
+    to: impl Write,
+) -> std::io::Result<()> {
+    let mut b = tar::Builder::new(to);
+    b.mode(tar::HeaderMode::Complete);
+    for e in entries.iter().filter(|e| pick(e)) {
+        let mut h = e.header.clone();
+        match &e.kind {
+            Kind::File => {
+                let (path, _, len) = e.data.as_ref().expect("a file entry has data");
+                h.set_size(*len);
+                let f = std::fs::File::open(path)?;
+                b.append_data(&mut h, &e.name, BufReader::new(f))?;
+            }
+            Kind::Dir => {
+                h.set_size(0);
+                b.append_data(&mut h, &e.name, std::io::empty())?;
+            }
+            Kind::Symlink(t) | Kind::HardLink(t) => {
+                h.set_size(0);
+                b.append_link(&mut h, &e.name, t)?;
+            }
+        }
+    }
+    b.into_inner()?.flush()
+}
+
+fn write_package(
+    pkg: &Spooled,
+    format: Format,
+    stem: &str,
+    new_stem: &str,
+    tmp: &mut Staged,
+    dest: &Path,
+) -> Result<(), PruneError> {
+    let io = io_at(dest);
+    match format {
+        Format::TarBz2 => {
+            let file = std::io::BufWriter::new(tmp.as_file());
+            let mut bz = bzip2::write::BzEncoder::new(file, bzip2::Compression::best());
+            write_tar(&pkg.entries, |_| true, &mut bz).map_err(&io)?;
+            bz.finish().map_err(&io)?.flush().map_err(&io)?;
+        }
+        Format::Conda => {
+            let file = tmp.named().as_file_mut();
+            let mut zw = zip::ZipWriter::new(file);
+            let opts = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .last_modified_time(zip::DateTime::default())
+                .large_file(true);
+            for name in &pkg.outer {
+                let zerr = |e: zip::result::ZipError| bad(dest, e.to_string());
+                if name == "metadata.json" {
+                    zw.start_file(name.as_str(), opts).map_err(zerr)?;
+                    zw.write_all(pkg.metadata_json.as_deref().unwrap_or_default())
+                        .map_err(&io)?;
+                    continue;
+                }
+                let info = name.starts_with("info-");
+                let new_name = name.replacen(stem, new_stem, 1);
+                zw.start_file(new_name.as_str(), opts).map_err(zerr)?;
+                let mut zst =
+                    zstd::stream::write::Encoder::new(&mut zw, ZSTD_LEVEL).map_err(&io)?;
+                write_tar(&pkg.entries, |e| e.info == info, &mut zst).map_err(&io)?;
+                zst.finish().map_err(&io)?;
+            }
+            zw.finish().map_err(|e| bad(dest, e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_become_one_cuda_arch_range_per_run() {
+        assert_eq!(cuda_arch_spec(&[90]), "==9.0");
+        assert_eq!(cuda_arch_spec(&[86, 87, 88, 89, 90]), ">=8.6,<=9.0");
+        assert_eq!(cuda_arch_spec(&[80, 90]), "==8.0|==9.0");
+        assert_eq!(cuda_arch_spec(&[80, 90, 100, 101]), "==8.0|>=9.0,<=10.1");
+    }
+}
