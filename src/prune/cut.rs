@@ -253,6 +253,50 @@ struct Compacted {
     moved: BTreeMap<u64, u64>,
     /// (section index, new offset, new size) of every device section.
     sections: Vec<(usize, u64, u64)>,
+    /// Every container, moved or pinned: old address and length, new address and length.
+    spans: Vec<(u64, u64, u64, u64)>,
+    /// Every device section: index, old address and size, new address and size.
+    addresses: Vec<(usize, u64, u64, u64, u64)>,
+}
+
+impl Compacted {
+    /// Where an address in device section `shndx` now is: a container's start its new start,
+    /// a place inside a container the same offset in the pruned one (clamped to its end), any
+    /// other place (padding, the section's end) the same offset from the section's start,
+    /// clamped to its new end. No symbol is left pointing past what the section now holds.
+    fn new_address(&self, shndx: usize, value: u64) -> Option<u64> {
+        if let Some(&new) = self.moved.get(&value) {
+            return Some(new);
+        }
+        let &(_, old_sec, old_size, new_sec, new_size) =
+            self.addresses.iter().find(|a| a.0 == shndx)?;
+        if !(old_sec..=old_sec + old_size).contains(&value) {
+            return None;
+        }
+        for &(old, old_len, new, new_len) in &self.spans {
+            if (old..old + old_len).contains(&value) {
+                return Some(new + (value - old).min(new_len));
+            }
+        }
+        Some(new_sec + (value - old_sec).min(new_size))
+    }
+
+    /// A symbol's size at its new place: a container's whole length becomes the pruned
+    /// one's; no size runs past the section's new end.
+    fn new_size(&self, shndx: usize, old_value: u64, new_value: u64, size: u64) -> u64 {
+        let whole = self
+            .spans
+            .iter()
+            .find(|s| s.0 == old_value && s.1 == size)
+            .map(|s| s.3);
+        let size = whole.unwrap_or(size);
+        match self.addresses.iter().find(|a| a.0 == shndx) {
+            Some(&(.., new_sec, new_size)) => {
+                size.min((new_sec + new_size).saturating_sub(new_value))
+            }
+            None => size,
+        }
+    }
 }
 
 /// Packs the pruned containers from the first device section's start. A container no
@@ -274,6 +318,8 @@ fn compact(
         body: Vec::new(),
         moved: BTreeMap::new(),
         sections: Vec::new(),
+        spans: Vec::new(),
+        addresses: Vec::new(),
     };
     let body = &mut c.body;
     for d in &secs {
@@ -296,10 +342,17 @@ fn compact(
                 c.moved.insert(addr_of(old), addr_of(to));
             }
             let bytes = file_range(data, old, len).unwrap_or_default();
-            body.extend(replace(d, index, bytes)?);
+            let new = replace(d, index, bytes)?;
+            c.spans
+                .push((addr_of(old), len, addr_of(to), new.len() as u64));
+            body.extend(new);
         }
         let end = cut.from + body.len() as u64;
         c.sections.push((d.section_index, at, end - at));
+        let old = layout.sections.get(d.section_index);
+        let (old_addr, old_size) = old.map_or((0, 0), |s| (s.sh_addr.get(LE), s.sh_size.get(LE)));
+        c.addresses
+            .push((d.section_index, old_addr, old_size, addr_of(at), end - at));
     }
     Ok(c)
 }
@@ -715,24 +768,39 @@ fn cut_headers(
 
 /// Symbols at a container's start follow it.
 fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
+    let sym_len = std::mem::size_of::<Sym>();
     for s in &layout.sections {
         if !matches!(s.sh_type.get(LE), elf::SHT_SYMTAB | elf::SHT_DYNSYM) {
             continue;
         }
-        let (off, size) = (r.new_offset(s.sh_offset.get(LE)), s.sh_size.get(LE));
+        let old_off = s.sh_offset.get(LE);
+        let (off, size) = (r.new_offset(old_off), s.sh_size.get(LE));
         let Some(len) = file_range(r.out, off, size).map(<[u8]>::len) else {
             continue;
         };
         let at = off as usize;
-        for sym in records_mut::<Sym>(&mut r.out[at..at + len]) {
+        let mut patched = Vec::new();
+        for (n, sym) in records_mut::<Sym>(&mut r.out[at..at + len])
+            .iter_mut()
+            .enumerate()
+        {
             let shndx = usize::from(sym.st_shndx.get(LE));
             if !c.sections.iter().any(|n| n.0 == shndx) {
                 continue;
             }
-            if let Some(&new) = c.moved.get(&sym.st_value.get(LE)) {
+            let (old, old_size) = (sym.st_value.get(LE), sym.st_size.get(LE));
+            let Some(new) = c.new_address(shndx, old) else {
+                continue;
+            };
+            let size = c.new_size(shndx, old, new, old_size);
+            if (new, size) != (old, old_size) {
                 sym.st_value.set(LE, new);
+                sym.st_size.set(LE, size);
+                // The cut's check allows this change of an allocated `.dynsym`, and no other.
+                patched.push((old_off + (n * sym_len) as u64, sym_len as u64));
             }
         }
+        r.patched.extend(patched);
     }
 }
 

@@ -397,3 +397,39 @@ fn fatbins_in_a_librarys_own_data_are_found_and_pruned_where_they_are() {
     let archs: Vec<String> = fb.entries.iter().map(|e| e.arch_name()).collect();
     assert_eq!(archs, ["sm_90"]);
 }
+
+/// Symbols that name a place inside a device section other than a container's start (its
+/// end, the middle of a container) follow the cut: none is left past what the section now
+/// holds (eu-elflint: "st_value out of bounds"), and a container's sized symbol takes the
+/// pruned container's size.
+#[test]
+fn symbols_inside_device_sections_stay_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut objs = fixture_objs();
+    objs.extend(big_objects(d, 2));
+    let exe = d.join("app");
+    let (code, _, err) = gxx(None, &exe, &objs, &cuda_lib(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let fatbin_size = |file: &Path| {
+        let data = std::fs::read(file).unwrap();
+        let f = object::File::parse(&*data).unwrap();
+        f.section_by_name(".nv_fatbin").expect(".nv_fatbin").size()
+    };
+    let size = fatbin_size(&exe);
+    let marked = d.join("marked");
+    let (code, _, err) = run(Command::new("objcopy")
+        .arg(format!(
+            "--add-symbol=fatbin_end=.nv_fatbin:{size:#x},global,object"
+        ))
+        .arg(format!(
+            "--add-symbol=fatbin_mid=.nv_fatbin:{:#x},local,object",
+            size / 2
+        ))
+        .arg(&exe)
+        .arg(&marked));
+    assert_eq!(code, 0, "{err}");
+    let out = prune_and_check(&marked, 4096, 0, "marked");
+    assert!(fatbin_size(&out) < size);
+    assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
+}
