@@ -38,6 +38,10 @@ enum Command {
         /// Print JSON (an array with one report per file) instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also say what `fatpack prune --for CAPS` would keep of each file and package
+        /// (the same selection, nothing written).
+        #[arg(long = "for", value_name = "CAPS")]
+        for_gpus: Option<String>,
     },
     /// Keep only the archs some GPUs run, without relinking
     ///
@@ -221,12 +225,35 @@ enum Command {
     },
 }
 
-fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
+fn inspect(
+    files: &[PathBuf],
+    kernels: bool,
+    json: bool,
+    for_gpus: Option<&str>,
+) -> anyhow::Result<()> {
+    let caps = for_gpus
+        .map(fatpack::prune::parse_capabilities)
+        .transpose()?;
     // Each file is read whole before its report is printed: a bad file gives an error, not
-    // half a report. The good files are still reported; the command fails at the end.
+    // half a report. The good files are still reported; the command fails at the end. A
+    // package (folder, wheel, conda package) gives one report per binary with device code
+    // in it, and a summary.
     let mut reports = Vec::with_capacity(files.len());
+    let mut packages: Vec<(usize, usize, String)> = Vec::new();
     let mut failures = Vec::new();
     for f in files {
+        match fatpack::inspect::inspect_package(f) {
+            Ok(Some(rs)) => {
+                packages.push((reports.len(), rs.len(), f.display().to_string()));
+                reports.extend(rs);
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                failures.push(message(&anyhow::Error::new(e)));
+                continue;
+            }
+        }
         match fatpack::inspect::inspect_path(f) {
             Ok(r) => {
                 if r.packed.as_ref().is_some_and(|p| !p.digest_matches) {
@@ -248,13 +275,43 @@ fn inspect(files: &[PathBuf], kernels: bool, json: bool) -> anyhow::Result<()> {
             Err(e) => failures.push(message(&anyhow::Error::new(e))),
         }
     }
+    if let (Some(caps), Some(text)) = (&caps, for_gpus) {
+        for r in &mut reports {
+            let (entries, _, stored_size, _) = fatpack::inspect::would_keep(r, caps);
+            r.would_keep = Some(fatpack::inspect::WouldKeep {
+                caps: text.to_string(),
+                entries,
+                stored_size,
+            });
+        }
+    }
     let mut text = if json {
         serde_json::to_string_pretty(&reports).context("serialising report")? + "\n"
     } else {
-        let parts: Vec<String> = reports
+        let keep_line = |what: &str, rs: &[fatpack::inspect::FileReport]| match (&caps, for_gpus) {
+            (Some(caps), Some(text)) => {
+                let sum = rs
+                    .iter()
+                    .map(|r| fatpack::inspect::would_keep(r, caps))
+                    .fold((0, 0, 0, 0), |a, b| {
+                        (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3)
+                    });
+                fatpack::inspect::render_would_keep(what, text, sum)
+            }
+            _ => String::new(),
+        };
+        let mut parts: Vec<String> = reports
             .iter()
-            .map(|r| fatpack::inspect::render(r, kernels))
+            .map(|r| {
+                fatpack::inspect::render(r, kernels) + &keep_line(&r.path, std::slice::from_ref(r))
+            })
             .collect();
+        // Each package's summary after its last file (or alone, if none has device code).
+        for (start, n, path) in packages.iter().rev() {
+            let rs = &reports[*start..start + n];
+            let summary = fatpack::inspect::render_package(path, rs) + &keep_line(path, rs);
+            parts.insert(start + n, summary);
+        }
         parts.join("\n")
     };
     if reports.is_empty() && !json {
@@ -604,7 +661,8 @@ fn main() -> ExitCode {
             files,
             kernels,
             json,
-        } => inspect(&files, kernels, json),
+            for_gpus,
+        } => inspect(&files, kernels, json, for_gpus.as_deref()),
         Command::Ld { args } => return ld(None, args),
         Command::Man { install: false, .. } => {
             return match man_page().and_then(|out| {

@@ -1,13 +1,15 @@
 //! `fatpack inspect`: what device code a file holds, as a table or JSON.
 
+mod package;
 mod report;
 mod store;
 mod table;
 
+pub use package::{inspect_package, summary, would_keep};
 pub use report::{
-    inspect_path, ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals,
+    inspect_path, ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals, WouldKeep,
 };
-pub use table::render;
+pub use table::{render, render_package, render_would_keep};
 
 /// `_ZN2ns4axpyIfEEvT_PKS1_PS1_i` → `void ns::axpy<float>(float, float const*, float*, int)`;
 /// names that are not Itanium-mangled come back as they are.

@@ -32,6 +32,9 @@ pub enum InspectError {
     /// A split binary whose manifest or packs are wrong (the message names the file).
     #[error("{path}: {message}")]
     Split { path: String, message: String },
+    /// A package (folder, wheel, conda package) that does not read, or one of its files.
+    #[error("{path}: {message}")]
+    Package { path: String, message: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -159,6 +162,18 @@ pub struct FileReport {
     pub sections: Vec<SectionTotal>,
     pub per_arch: Vec<ArchTotal>,
     pub totals: Totals,
+    /// With `inspect --for CAPS`: what `prune --for CAPS` would keep of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_keep: Option<WouldKeep>,
+}
+
+/// What `prune --for` would keep of a file (`inspect --for`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WouldKeep {
+    /// The capabilities, as given.
+    pub caps: String,
+    pub entries: usize,
+    pub stored_size: u64,
 }
 
 fn kernels_of(names: Vec<String>) -> Vec<Kernel> {
@@ -388,6 +403,7 @@ pub(super) fn summarise(
         modules,
         per_arch,
         totals,
+        would_keep: None,
     }
 }
 

@@ -164,3 +164,55 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
     );
     s
 }
+
+/// The summary of a package: its files with device code, device code by arch summed over
+/// them, and the dead entries `prune --dead` would drop.
+pub fn render_package(path: &str, reports: &[FileReport]) -> String {
+    let (per_arch, t) = super::summary(reports);
+    let mut out = String::new();
+    let files = match reports.len() {
+        1 => "1 file".to_string(),
+        n => format!("{n} files"),
+    };
+    let _ = writeln!(
+        out,
+        "package {path}: {files} with device code, {} modules, {} entries, {} stored ({} raw)",
+        t.modules,
+        t.entries,
+        human(t.stored_size),
+        human(t.raw_size)
+    );
+    let _ = writeln!(
+        out,
+        "  dead entries (no GPU loads them; `prune --dead` drops them): {}, {}",
+        t.dead_entries,
+        human(t.dead_stored_size)
+    );
+    let _ = writeln!(
+        out,
+        "  {:<12} {:<5} {:>8} {:>12}",
+        "arch", "kind", "entries", "stored"
+    );
+    for a in &per_arch {
+        let _ = writeln!(
+            out,
+            "  {:<12} {:<5} {:>8} {:>12}",
+            a.arch,
+            a.kind,
+            a.entries,
+            human(a.stored_size)
+        );
+    }
+    out
+}
+
+/// What `prune --for` would keep: one line for a file or a package (`what`).
+pub fn render_would_keep(what: &str, caps: &str, kept: (usize, usize, u64, u64)) -> String {
+    let (k, n, kb, b) = kept;
+    format!(
+        "prune --for {caps} would keep of {what}: {k} of {n} entries, {} of {} stored ({})\n",
+        human(kb),
+        human(b),
+        ratio(kb, b)
+    )
+}

@@ -24,7 +24,9 @@ pub use selection::{describe, parse_capabilities, Chosen, Selection};
 
 use error::io_at;
 pub use error::PruneError;
-pub use package::{index, variant, IndexReport, PackageFile, WheelForm, Written};
+pub use package::{
+    for_each_binary, index, variant, IndexReport, PackageFile, PackageKind, WheelForm, Written,
+};
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -507,3 +507,54 @@ fn local_label_wheels_get_an_index_of_their_own() {
         .arg(&site));
     assert_ne!(code, 0, "{err}");
 }
+
+/// `inspect` reads a wheel and a folder: one report per binary with device code (named
+/// `wheel!member`), a package summary, and with `--for` what prune would keep, which is
+/// what prune then keeps.
+#[test]
+fn inspect_reads_wheels_and_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (fat, _) = fat_wheel_in_folder(d, "links");
+    let tree = d.join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(fat_library(d), tree.join("lib/libcut.so")).unwrap();
+    std::fs::write(tree.join("README"), "not a binary\n").unwrap();
+    for (input, member) in [
+        (fat.clone(), format!("{}!cutfix/libcut.so", fat.display())),
+        (
+            tree.clone(),
+            tree.join("lib/libcut.so").display().to_string(),
+        ),
+    ] {
+        let (code, out, err) = run(Command::new(fatpack_bin())
+            .args(["inspect", "--json", "--for", "9.0"])
+            .arg(&input));
+        assert_eq!(code, 0, "{err}");
+        let reports: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let reports = reports.as_array().unwrap();
+        assert_eq!(reports.len(), 1, "{out}");
+        assert_eq!(reports[0]["path"], member.as_str());
+        assert_eq!(reports[0]["would_keep"]["entries"], 5, "{out}");
+        let (code, table, err) = run(Command::new(fatpack_bin())
+            .args(["inspect", "--for", "9.0"])
+            .arg(&input));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            table.contains(&format!(
+                "package {}: 1 file with device code",
+                input.display()
+            )),
+            "{table}"
+        );
+        assert!(
+            table.contains("would keep of") && table.contains(": 5 of 25 entries"),
+            "{table}"
+        );
+    }
+    let out = d.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (code, err) = prune(&["--for", "9.0"], &fat, &out);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(5 of 25 entries kept)"), "{err}");
+}

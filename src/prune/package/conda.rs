@@ -257,6 +257,28 @@ fn conda_stem(input: &Path) -> Result<String, PruneError> {
         })
 }
 
+/// The ELF files and archives of the package, spooled under `scratch`: (name, file).
+pub(super) fn spool_binaries(
+    input: &Path,
+    format: Format,
+    scratch: &Path,
+) -> Result<Vec<(String, PathBuf)>, PruneError> {
+    let stem = conda_stem(input)?;
+    let pkg = spool(input, &stem, format, scratch)?;
+    let mut out = Vec::new();
+    for e in pkg.entries {
+        let Some((path, ..)) = e.data else { continue };
+        let mut head = [0u8; 8];
+        let n = std::fs::File::open(&path)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(io_at(&path))?;
+        if head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"!<arch>\n") {
+            out.push((e.name, path));
+        }
+    }
+    Ok(out)
+}
+
 fn read_json(input: &Path, entries: &[Entry], name: &str) -> Result<serde_json::Value, PruneError> {
     let e = entries.iter().find(|e| e.name == name).ok_or_else(|| {
         bad(

@@ -18,6 +18,7 @@
 mod conda;
 mod folder;
 mod index;
+mod members;
 mod names;
 mod record;
 pub mod variant;
@@ -26,6 +27,7 @@ mod wheel;
 pub(super) use conda::{format_of as conda_format, prune_conda};
 pub(super) use folder::prune_tree;
 pub use index::{index, IndexReport};
+pub use members::{for_each_binary, PackageKind};
 pub use variant::WheelForm;
 pub(super) use wheel::{is_wheel_name, prune_wheel};
 

@@ -1,0 +1,135 @@
+//! The binaries inside a package, for readers that look rather than rewrite (`inspect`):
+//! every ELF file or archive of a folder as it lies, of a wheel or a conda package spooled
+//! to a scratch folder under a numbered name (a member's name never reaches the file
+//! system).
+
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use super::conda;
+use crate::error::io_at;
+use crate::prune::PruneError;
+
+/// What kind of package `path` is, if one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackageKind {
+    Folder,
+    Wheel,
+    Conda,
+}
+
+impl PackageKind {
+    pub fn of(path: &Path) -> Option<PackageKind> {
+        if path.is_dir() {
+            Some(PackageKind::Folder)
+        } else if super::is_wheel_name(path) {
+            Some(PackageKind::Wheel)
+        } else {
+            conda::format_of(path).map(|_| PackageKind::Conda)
+        }
+    }
+}
+
+fn is_binary(head: &[u8]) -> bool {
+    head.starts_with(b"\x7fELF") || head.starts_with(b"!<arch>\n")
+}
+
+/// Calls `f(name in the package, file)` for every ELF file or archive in the package `input`,
+/// in the package's order (a folder's: by name); `scratch` holds what is spooled.
+pub fn for_each_binary(
+    input: &Path,
+    scratch: &Path,
+    f: &mut dyn FnMut(&str, &Path) -> Result<(), PruneError>,
+) -> Result<(), PruneError> {
+    match PackageKind::of(input) {
+        Some(PackageKind::Folder) => folder(input, input, f),
+        Some(PackageKind::Wheel) => wheel(input, scratch, f),
+        Some(PackageKind::Conda) => {
+            let format = conda::format_of(input).expect("a conda package's name");
+            for (name, path) in conda::spool_binaries(input, format, scratch)? {
+                f(&name, &path)?;
+            }
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
+
+fn folder(
+    root: &Path,
+    dir: &Path,
+    f: &mut dyn FnMut(&str, &Path) -> Result<(), PruneError>,
+) -> Result<(), PruneError> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io_at(dir))?
+        .collect::<Result<_, _>>()
+        .map_err(io_at(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let kind = e.file_type().map_err(io_at(&path))?;
+        if kind.is_dir() {
+            folder(root, &path, f)?;
+        } else if kind.is_file() {
+            let mut head = [0u8; 8];
+            let n = std::fs::File::open(&path)
+                .and_then(|mut file| file.read(&mut head))
+                .map_err(io_at(&path))?;
+            if is_binary(&head[..n]) {
+                let name = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                f(&name, &path)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn wheel(
+    input: &Path,
+    scratch: &Path,
+    f: &mut dyn FnMut(&str, &Path) -> Result<(), PruneError>,
+) -> Result<(), PruneError> {
+    let bad = |m: String| PruneError::Package {
+        path: input.to_path_buf(),
+        message: m,
+    };
+    let file = std::fs::File::open(input).map_err(io_at(input))?;
+    let mut zip = zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|e| bad(format!("not a readable wheel: {e}")))?;
+    for i in 0..zip.len() {
+        let mut m = zip
+            .by_index(i)
+            .map_err(|e| bad(format!("member {i}: {e}")))?;
+        if m.is_dir() {
+            continue;
+        }
+        let name = m.name().to_string();
+        let mut head = [0u8; 8];
+        let mut got = 0;
+        while got < head.len() {
+            match m
+                .read(&mut head[got..])
+                .map_err(|e| bad(format!("{name}: {e}")))?
+            {
+                0 => break,
+                n => got += n,
+            }
+        }
+        if !is_binary(&head[..got]) {
+            continue;
+        }
+        let at = scratch.join(format!("member-{i}"));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&at).map_err(io_at(&at))?);
+        out.write_all(&head[..got]).map_err(io_at(&at))?;
+        std::io::copy(&mut m, &mut out).map_err(|e| bad(format!("{name}: {e}")))?;
+        out.flush().map_err(io_at(&at))?;
+        drop(out);
+        f(&name, &at)?;
+        std::fs::remove_file(&at).map_err(io_at(&at))?;
+    }
+    Ok(())
+}
