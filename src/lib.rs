@@ -19,6 +19,7 @@ pub mod ld;
 pub mod link;
 pub mod packed;
 pub mod parallel;
+pub(crate) mod progress;
 pub mod prune;
 pub mod ptx;
 pub mod repack;

@@ -46,43 +46,14 @@ enum Command {
     /// Keep only the archs some GPUs run, without relinking
     ///
     /// In a packed output (its store), or in any object, archive, shared library,
-    /// executable or fatbin (its fatbins); a folder or a wheel has each of its files pruned.
+    /// executable or fatbin (its fatbins); a folder, a wheel (written as a PEP 825 variant)
+    /// or a conda package (with a `__cuda_arch` dependency) has each of its files pruned.
     #[command(
         group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])),
         override_usage = "fatpack prune <--for <CAPS>|--keep <ARCHS>|--dead> [OPTIONS]\n       \
                           <INPUT> --output <OUTPUT>"
     )]
-    Prune {
-        /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
-        /// `80-real;90-virtual`. --arch is nvprune's and cuobjdump's word for it.
-        #[arg(long, value_name = "ARCHS", visible_alias = "arch")]
-        keep: Option<String>,
-        /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
-        /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
-        /// included).
-        #[arg(long = "for", id = "for_gpus", value_name = "CAPS")]
-        for_gpus: Option<String>,
-        /// Drop only the entries no GPU would ever load (shadowed in their module by a better
-        /// one for every GPU that could run them): every GPU keeps running what it ran.
-        #[arg(long)]
-        dead: bool,
-        /// With --keep: allow a module to be left with no entry at all (by default that is
-        /// refused: its kernels could not run anywhere).
-        #[arg(long, requires = "keep")]
-        allow_empty: bool,
-        /// A wheel: record the GPUs in the version's local label (`1.0+cu130.sm90`) instead
-        /// of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with
-        /// `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a
-        /// local label above the plain version and `==1.0` matches it, so such a wheel
-        /// beside the fat one is what every machine gets.
-        #[arg(long)]
-        local_label: bool,
-        /// The file to prune (never modified).
-        input: PathBuf,
-        /// Where to write the result.
-        #[arg(short, long)]
-        output: PathBuf,
-    },
+    Prune(PruneArgs),
     /// Compress a packed output's store again, without relinking
     ///
     /// At another zstd level: a release build links fast, then repacks at 19.
@@ -225,6 +196,44 @@ enum Command {
     },
 }
 
+/// `fatpack prune`'s arguments.
+#[derive(clap::Args)]
+struct PruneArgs {
+    /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
+    /// `80-real;90-virtual`. --arch is nvprune's and cuobjdump's word for it.
+    #[arg(long, value_name = "ARCHS", visible_alias = "arch")]
+    keep: Option<String>,
+    /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
+    /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
+    /// included).
+    #[arg(long = "for", id = "for_gpus", value_name = "CAPS")]
+    for_gpus: Option<String>,
+    /// Drop only the entries no GPU would ever load (shadowed in their module by a better
+    /// one for every GPU that could run them): every GPU keeps running what it ran.
+    #[arg(long)]
+    dead: bool,
+    /// With --keep: allow a module to be left with no entry at all (by default that is
+    /// refused: its kernels could not run anywhere).
+    #[arg(long, requires = "keep")]
+    allow_empty: bool,
+    /// A wheel: record the GPUs in the version's local label (`1.0+cu130.sm90`) instead
+    /// of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with
+    /// `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a
+    /// local label above the plain version and `==1.0` matches it, so such a wheel
+    /// beside the fat one is what every machine gets.
+    #[arg(long)]
+    local_label: bool,
+    /// Print the report as JSON on standard output (for scripts), instead of lines on
+    /// standard error.
+    #[arg(long)]
+    json: bool,
+    /// The file to prune (never modified).
+    input: PathBuf,
+    /// Where to write the result.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
 fn inspect(
     files: &[PathBuf],
     kernels: bool,
@@ -365,87 +374,30 @@ fn extract(
     Ok(())
 }
 
-fn prune(
-    keep: Option<&str>,
-    for_gpus: Option<&str>,
-    dead: bool,
-    allow_empty: bool,
-    local_label: bool,
-    input: &std::path::Path,
-    output: &std::path::Path,
-) -> anyhow::Result<()> {
+fn prune(a: &PruneArgs) -> anyhow::Result<()> {
+    let (input, output) = (a.input.as_path(), a.output.as_path());
     use fatpack::prune::{Selection, WheelForm};
-    let sel = match (keep, for_gpus) {
+    let sel = match (&a.keep, &a.for_gpus) {
         (Some(k), _) => Selection::Keep {
             targets: fatpack::prune::parse_keep(k)?,
-            allow_empty,
+            allow_empty: a.allow_empty,
         },
         (None, Some(f)) => Selection::For(fatpack::prune::parse_capabilities(f)?),
-        (None, None) if dead => Selection::Dead,
+        (None, None) if a.dead => Selection::Dead,
         (None, None) => anyhow::bail!("prune needs --keep, --for or --dead"),
     };
-    let form = match local_label {
+    let form = match a.local_label {
         true => WheelForm::LocalLabel,
         false => WheelForm::Variant,
     };
     let r = fatpack::prune::prune(input, output, &sel, form)?;
-    for line in fatpack::prune::describe(&r.chosen) {
-        eprintln!("fatpack prune: {line}");
-    }
-    if !r.absent.is_empty() {
-        eprintln!(
-            "fatpack prune: {}: has no {} (kept what it has of the list)",
-            input.display(),
-            r.absent.join(", ")
-        );
-    }
-    for f in &r.files {
-        eprintln!(
-            "fatpack prune: {}: {} -> {} bytes ({} of {} entries kept){}",
-            f.path,
-            f.size_before,
-            f.size_after,
-            f.report.entries_after,
-            f.report.entries_before,
-            if f.report.in_place.is_some() {
-                ", in place (holes)"
-            } else {
-                ""
-            }
-        );
-    }
-    if let Some(w) = &r.package {
-        let gpus: Vec<String> = w
-            .claims
-            .iter()
-            .map(|c| fatpack_format::select::capability_string(*c))
-            .collect();
-        let what = match (&w.label, &w.version) {
-            (Some(label), _) => format!("variant {label}"),
-            (None, Some(version)) => format!("version {version}"),
-            (None, None) => "folder".to_string(),
-        };
-        eprintln!("fatpack prune: wrote {} ({what})", w.path.display());
-        eprintln!(
-            "fatpack prune: serves GPUs {} as the whole build did",
-            gpus.join(", ")
-        );
-    }
-    eprintln!(
-        "fatpack prune: {}: kept {} of {} entries; device code {} -> {} bytes",
-        output.display(),
-        r.entries_after,
-        r.entries_before,
-        r.bytes_before,
-        r.bytes_after
-    );
-    if let Some(why) = &r.in_place {
-        eprintln!(
-            "fatpack prune: note: {} keeps its size: the freed device code cannot be cut out \
-             of it ({why}), so the dropped bytes are zeroed and punched out as holes (less \
-             disk use, but copies, tar, zip, NAR and wheels keep the full size).",
-            output.display()
-        );
+    if a.json {
+        let doc = fatpack::prune::report::json(&r, input, output);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        for line in fatpack::prune::report::lines(&r, input, output) {
+            eprintln!("fatpack prune: {line}");
+        }
     }
     Ok(())
 }
@@ -699,23 +651,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Prune {
-            keep,
-            for_gpus,
-            dead,
-            allow_empty,
-            local_label,
-            input,
-            output,
-        } => prune(
-            keep.as_deref(),
-            for_gpus.as_deref(),
-            dead,
-            allow_empty,
-            local_label,
-            &input,
-            &output,
-        ),
+        Command::Prune(args) => prune(&args),
         Command::Extract {
             input,
             output,

@@ -14,7 +14,6 @@ mod old_output;
 pub mod options;
 pub mod pack;
 mod pair;
-mod progress;
 pub mod runtime;
 
 pub use error::LinkError;

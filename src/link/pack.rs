@@ -15,13 +15,13 @@ use super::direct::NotStubbed;
 use super::error::io_at;
 use super::inputs::{rewrite_input, Names, Planned};
 use super::options::{EarlyLink, Mode, PackOptions, Route};
-use super::progress::Progress;
 use super::tail::tail_link;
 use super::LinkError;
 use super::{cleanup, glue, names, runtime};
 use crate::inputs::{self, DeviceSection};
 use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputKind};
 use crate::packed;
+use crate::progress::Progress;
 use crate::rewrite::Extracted;
 
 /// One `fatpack ld` run: the command line, the inputs it maps (each once), and what each step

@@ -17,6 +17,7 @@ mod elf_inplace;
 mod error;
 mod package;
 mod packed;
+pub mod report;
 mod selection;
 mod solid;
 

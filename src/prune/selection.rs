@@ -35,8 +35,7 @@ pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
 pub const SMALLEST_KEPT: &str = "only its smallest entry kept";
 
 /// ... and of a container a program loads itself that none of them runs: it is emptied.
-pub const EMPTIED: &str =
-    "emptied: none of them runs it, and the program loads it itself (no cudart registration)";
+pub const EMPTIED: &str = "emptied (the program loads it itself and none of them runs it)";
 
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
@@ -196,7 +195,7 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
         // Modules summed per kind of note ("nothing runs", "smallest kept"), with their archs.
         let mut notes: Vec<(&str, usize, Vec<String>)> = Vec::new();
         for (n, k) in names {
-            let note = [NOTHING_RUNS, SMALLEST_KEPT]
+            let note = [NOTHING_RUNS, SMALLEST_KEPT, EMPTIED]
                 .into_iter()
                 .find(|p| n.starts_with(p));
             match note {
@@ -204,6 +203,7 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
                     let archs = n[note.len()..]
                         .trim_matches(|c: char| c == ' ' || c == '(' || c == ')')
                         .trim_start_matches("has ")
+                        .trim_start_matches("had ")
                         .split(", ")
                         .filter(|a| !a.is_empty())
                         .map(str::to_string);
@@ -232,10 +232,10 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
             archs.sort_by_key(key);
             archs.dedup();
             // Nothing runs: the archs those modules have; smallest kept: the entries kept.
-            let what = if note == NOTHING_RUNS {
-                "their archs: "
-            } else {
-                ""
+            let what = match note {
+                NOTHING_RUNS => "their archs: ",
+                EMPTIED => "they had: ",
+                _ => "",
             };
             lines.push(format!(
                 "{head}: {note}: {count} module{} ({what}{})",

@@ -426,7 +426,10 @@ pub(in crate::prune) fn prune_conda(
     check(input, &pkg.entries, &paths)?;
     let mut report = PruneReport::default();
     let mut changed: BTreeMap<String, (String, u64)> = BTreeMap::new();
-    for e in pkg.entries.iter_mut().filter(|e| !e.info) {
+    let progress = crate::progress::Progress::new();
+    let count = pkg.entries.len();
+    for (i, e) in pkg.entries.iter_mut().enumerate().filter(|(_, e)| !e.info) {
+        progress.step(format!("prune: {} ({}/{count})", e.name, i + 1));
         let Some((path, sha, len)) = &mut e.data else {
             continue;
         };

@@ -27,8 +27,10 @@ pub(in crate::prune) fn prune_tree(
         outs: &outs,
         report: PruneReport::default(),
         linked: HashMap::new(),
+        progress: crate::progress::Progress::new(),
     };
     copy.tree(input, staging.path())?;
+    copy.progress.done();
     let mut report = copy.report;
     outs.commit(vec![staging])?;
     report.package = Some(super::Written {
@@ -47,6 +49,7 @@ struct Copy<'a> {
     report: PruneReport,
     /// Files with more than one link, by (device, inode): where the first name went.
     linked: HashMap<(u64, u64), PathBuf>,
+    progress: crate::progress::Progress,
 }
 
 impl Copy<'_> {

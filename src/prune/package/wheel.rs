@@ -417,7 +417,9 @@ pub(in crate::prune) fn prune_wheel(
     };
     let mut tmp = outs.file(&dest)?;
     let mut zw = zip::ZipWriter::new(tmp.named().as_file_mut());
+    let progress = crate::progress::Progress::new();
     for (i, m) in members.iter().enumerate() {
+        progress.step(format!("prune: {} ({}/{})", m.name, i + 1, members.len()));
         let new_name = naming.rename(&m.name);
         if m.dir {
             let opts = options(m, zip::CompressionMethod::Stored);
@@ -435,6 +437,7 @@ pub(in crate::prune) fn prune_wheel(
             )?;
         }
     }
+    progress.done();
     if w.report.files.is_empty() {
         return Err(wheel_error(
             input,

@@ -38,6 +38,7 @@ complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "man" -d 'Print the 
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "completions" -d 'Print shell completions to standard output'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l for -d 'Also say what `fatpack prune --for CAPS` would keep of each file and package (the same selection, nothing written)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l kernels -d 'List kernel names (demangled) under each entry'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l json -d 'Print JSON (an array with one report per file) instead of a table'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -47,6 +48,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l dead -d 'Drop only the entries no GPU would ever load (shadowed in their module by a better one for every GPU that could run them): every GPU keeps running what it ran'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l allow-empty -d 'With --keep: allow a module to be left with no entry at all (by default that is refused: its kernels could not run anywhere)'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l local-label -d 'A wheel: record the GPUs in the version\'s local label (`1.0+cu130.sm90`) instead of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a local label above the plain version and `==1.0` matches it, so such a wheel beside the fat one is what every machine gets'
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l json -d 'Print the report as JSON on standard output (for scripts), instead of lines on standard error'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'Where to write the result' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l level -d 'zstd level, 1-22 (negative: the fast modes)' -r
