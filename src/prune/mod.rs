@@ -223,6 +223,9 @@ pub fn prune(
     if let Some(format) = package::conda_format(input) {
         return package::prune_conda(input, format, output, sel, outs);
     }
+    if package::is_deb_name(input) {
+        return package::prune_deb(input, output, sel, outs);
+    }
     let map = inputs::read_file(input)?;
     let mut tmp = outs.file(output)?;
     let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;

@@ -18,6 +18,7 @@ mod ld_direct;
 mod ld_pack;
 mod prune_conda;
 mod prune_cut;
+mod prune_deb;
 mod prune_package;
 mod prune_tail;
 mod prune_wheel;

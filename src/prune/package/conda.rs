@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use fatpack_format::select::{capability_string, REAL_GPUS};
 
+use super::tarball::{sha256_file, spool_tar, write_tar, Entry, Kind};
 use super::variant;
 use super::{add, names, prune_member, Written};
 use crate::commit::{Outputs, Staged};
@@ -65,112 +66,12 @@ fn bad(path: &Path, message: impl Into<String>) -> PruneError {
     }
 }
 
-/// What an entry of the package is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
-    File,
-    Dir,
-    Symlink(String),
-    /// A hard link to an earlier entry (its name).
-    HardLink(String),
-}
-
-/// One entry, spooled: its tar header (mode, times, owner kept), its kind, and for a file
-/// where its bytes are.
-struct Entry {
-    name: String,
-    header: tar::Header,
-    kind: Kind,
-    /// In which inner archive it was (`.conda`: `info` or `pkg`).
-    info: bool,
-    /// A file: its spool path, sha256 (hex), size.
-    data: Option<(PathBuf, String, u64)>,
-}
-
 /// The package, spooled.
 struct Spooled {
     entries: Vec<Entry>,
     /// `.conda`: the outer zip's members in order (name, bytes for `metadata.json`).
     outer: Vec<String>,
     metadata_json: Option<Vec<u8>>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Reads one tar stream into `into`, spooling files under `spool`.
-fn spool_tar(
-    input: &Path,
-    tar: impl Read,
-    info: bool,
-    spool: &Path,
-    into: &mut Vec<Entry>,
-) -> Result<(), PruneError> {
-    let tar_error = |e: std::io::Error| bad(input, format!("its archive does not read: {e}"));
-    let mut archive = tar::Archive::new(tar);
-    for item in archive.entries().map_err(tar_error)? {
-        let mut item = item.map_err(tar_error)?;
-        let raw = item.path_bytes().into_owned();
-        let name = String::from_utf8(raw)
-            .map_err(|_| bad(input, "an entry whose name is not UTF-8; refused"))?;
-        let name = name.strip_prefix("./").unwrap_or(&name).to_string();
-        let header = item.header().clone();
-        let kind = match header.entry_type() {
-            tar::EntryType::Regular | tar::EntryType::Continuous => Kind::File,
-            tar::EntryType::Directory => Kind::Dir,
-            tar::EntryType::Symlink | tar::EntryType::Link => {
-                let target = item
-                    .link_name_bytes()
-                    .map(|t| String::from_utf8_lossy(&t).into_owned())
-                    .ok_or_else(|| bad(input, format!("link {name} has no target")))?;
-                match header.entry_type() {
-                    tar::EntryType::Symlink => Kind::Symlink(target),
-                    _ => Kind::HardLink(target.strip_prefix("./").unwrap_or(&target).to_string()),
-                }
-            }
-            other => {
-                return Err(bad(
-                    input,
-                    format!("{name}: a {other:?} entry has no place in a package; refused"),
-                ))
-            }
-        };
-        if let Some(why) = names::unsafe_name(&name, kind == Kind::Dir && name.ends_with('/')) {
-            return Err(bad(input, format!("entry {name:?}: {why}; refused")));
-        }
-        let name = name.trim_end_matches('/').to_string();
-        let data = match kind {
-            Kind::File => {
-                let at = spool.join(format!("{}", into.len()));
-                let mut out =
-                    std::io::BufWriter::new(std::fs::File::create(&at).map_err(io_at(&at))?);
-                let mut h = <sha2::Sha256 as sha2::Digest>::new();
-                let mut buf = vec![0u8; 1 << 16];
-                let mut len = 0u64;
-                loop {
-                    let n = item.read(&mut buf).map_err(tar_error)?;
-                    if n == 0 {
-                        break;
-                    }
-                    sha2::Digest::update(&mut h, &buf[..n]);
-                    out.write_all(&buf[..n]).map_err(io_at(&at))?;
-                    len += n as u64;
-                }
-                out.flush().map_err(io_at(&at))?;
-                Some((at, hex(&sha2::Digest::finalize(h)), len))
-            }
-            _ => None,
-        };
-        into.push(Entry {
-            name,
-            header,
-            kind,
-            info,
-            data,
-        });
-    }
-    Ok(())
 }
 
 /// Spools the package `input` (`stem`: `{name}-{version}-{build}`, which names the inner
@@ -535,21 +436,6 @@ pub(in crate::prune) fn prune_conda(
     Ok(report)
 }
 
-fn sha256_file(path: &Path) -> Result<(String, u64), PruneError> {
-    let mut f = std::fs::File::open(path).map_err(io_at(path))?;
-    let mut h = <sha2::Sha256 as sha2::Digest>::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut len = 0u64;
-    loop {
-        let n = f.read(&mut buf).map_err(io_at(path))?;
-        if n == 0 {
-            return Ok((hex(&sha2::Digest::finalize(h)), len));
-        }
-        sha2::Digest::update(&mut h, &buf[..n]);
-        len += n as u64;
-    }
-}
-
 /// Sets the spooled file `name` to `doc`, as conda-build writes it (sorted keys, 2 spaces).
 fn replace_json(
     entries: &mut [Entry],
@@ -566,36 +452,6 @@ fn replace_json(
     std::fs::write(&at, &text).map_err(io_at(&at))?;
     e.data = Some((at, String::new(), text.len() as u64));
     Ok(())
-}
-
-/// Writes one tar of `entries` (those `pick` selects) to `to`.
-fn write_tar(
-    entries: &[Entry],
-    pick: impl Fn(&Entry) -> bool,
-    to: impl Write,
-) -> std::io::Result<()> {
-    let mut b = tar::Builder::new(to);
-    b.mode(tar::HeaderMode::Complete);
-    for e in entries.iter().filter(|e| pick(e)) {
-        let mut h = e.header.clone();
-        match &e.kind {
-            Kind::File => {
-                let (path, _, len) = e.data.as_ref().expect("a file entry has data");
-                h.set_size(*len);
-                let f = std::fs::File::open(path)?;
-                b.append_data(&mut h, &e.name, BufReader::new(f))?;
-            }
-            Kind::Dir => {
-                h.set_size(0);
-                b.append_data(&mut h, &e.name, std::io::empty())?;
-            }
-            Kind::Symlink(t) | Kind::HardLink(t) => {
-                h.set_size(0);
-                b.append_link(&mut h, &e.name, t)?;
-            }
-        }
-    }
-    b.into_inner()?.flush()
 }
 
 fn write_package(

@@ -16,15 +16,18 @@
 //! modified.
 
 mod conda;
+mod deb;
 mod folder;
 mod index;
 mod members;
 mod names;
 mod record;
+mod tarball;
 pub mod variant;
 mod wheel;
 
 pub(super) use conda::{format_of as conda_format, prune_conda};
+pub(super) use deb::{is_deb_name, prune_deb};
 pub(super) use folder::prune_tree;
 pub use index::{index, IndexReport};
 pub use members::{for_each_binary, PackageKind};

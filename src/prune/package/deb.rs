@@ -1,0 +1,533 @@
+//! A Debian package pruned (`.deb`): one binary package per GPU beside the fat one.
+//!
+//! apt cannot see a GPU, so the choice is the administrator's (or a deployment tool's):
+//! `libfoo` pruned for 9.0 becomes `libfoo-sm90`, which `Provides: libfoo (= VERSION)` and
+//! `Conflicts:`/`Replaces: libfoo`. Installing it swaps the fat package out, and everything
+//! that depends on `libfoo`, versioned or not, is satisfied by it; `apt install libfoo`
+//! still gets the fat one. `X-Cuda-Arch` names the GPUs it serves as the whole build did.
+//!
+//! `md5sums` is the package's contract: every regular file of the data archive (less the
+//! conffiles, which dh_md5sums leaves out) is checked against it before anything is pruned,
+//! every line of it must name a file, member names that leave the root and duplicates are
+//! refused; the new `md5sums` and `Installed-Size` are written from what was written, and
+//! the package read back before it is committed. The archives keep their compression
+//! (gzip, xz, zstd or none), their entries' modes, owners and times.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use fatpack_format::select::capability_string;
+use md5::Digest;
+
+use super::tarball::{hex, sha256_file, spool_tar, write_tar, Entry};
+use super::variant;
+use super::{add, prune_member, Written};
+use crate::commit::{Outputs, Staged};
+use crate::error::io_at;
+use crate::inputs;
+use crate::prune::{PruneError, PruneReport, Selection};
+
+/// Whether `input` is named as a Debian package.
+pub(in crate::prune) fn is_deb_name(input: &Path) -> bool {
+    input.extension().is_some_and(|e| e == "deb" || e == "udeb")
+}
+
+fn bad(path: &Path, message: impl Into<String>) -> PruneError {
+    PruneError::Package {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// How a member archive is compressed, from its name's suffix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Codec {
+    None,
+    Gzip,
+    Xz,
+    Zstd,
+}
+
+impl Codec {
+    fn of(name: &str, base: &str) -> Option<Codec> {
+        match name.strip_prefix(base)? {
+            "" => Some(Codec::None),
+            ".gz" => Some(Codec::Gzip),
+            ".xz" => Some(Codec::Xz),
+            ".zst" => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+
+    fn reader<'a>(self, r: impl Read + 'a) -> std::io::Result<Box<dyn Read + 'a>> {
+        Ok(match self {
+            Codec::None => Box::new(r),
+            Codec::Gzip => Box::new(flate2::read::GzDecoder::new(r)),
+            Codec::Xz => Box::new(liblzma::read::XzDecoder::new(r)),
+            Codec::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
+        })
+    }
+
+    /// Compresses `tar` (a file) into `to`, as dpkg-deb's defaults would: gzip 9, xz 6,
+    /// zstd 19 (a fixed level: the same bytes on every machine).
+    fn write(self, tar: &Path, to: &mut impl Write) -> std::io::Result<()> {
+        let mut from = BufReader::new(std::fs::File::open(tar)?);
+        match self {
+            Codec::None => {
+                std::io::copy(&mut from, to)?;
+            }
+            Codec::Gzip => {
+                let mut w = flate2::write::GzEncoder::new(to, flate2::Compression::best());
+                std::io::copy(&mut from, &mut w)?;
+                w.finish()?;
+            }
+            Codec::Xz => {
+                let mut w = liblzma::write::XzEncoder::new(to, 6);
+                std::io::copy(&mut from, &mut w)?;
+                w.finish()?;
+            }
+            Codec::Zstd => {
+                let mut w = zstd::stream::write::Encoder::new(to, 19)?;
+                std::io::copy(&mut from, &mut w)?;
+                w.finish()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An ar member header (the common `ar` format dpkg-deb writes): 60 bytes.
+const AR_HEADER: usize = 60;
+/// Where its fields are: name 16, mtime 12, uid 6, gid 6, mode 8, size 10, "`\n".
+const AR_SIZE_AT: usize = 48;
+const AR_SIZE_LEN: usize = 10;
+
+/// The package, spooled: `debian-binary`, each archive's entries, and their codecs.
+struct Spooled {
+    debian_binary: Vec<u8>,
+    control: Vec<Entry>,
+    control_codec: Codec,
+    data: Vec<Entry>,
+    data_codec: Codec,
+}
+
+/// Reads the `.deb` `input`: an ar archive of `debian-binary`, `control.tar*`, `data.tar*`
+/// in that order (members starting with `_` may follow `debian-binary`, as dpkg allows).
+fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
+    let mut f = BufReader::new(std::fs::File::open(input).map_err(io_at(input))?);
+    let mut magic = [0u8; 8];
+    f.read_exact(&mut magic)
+        .map_err(|_| bad(input, "not a Debian package: too short"))?;
+    if &magic != b"!<arch>\n" {
+        return Err(bad(input, "not a Debian package: not an ar archive"));
+    }
+    let (mut debian_binary, mut control, mut data) = (None, None, None);
+    let (mut control_codec, mut data_codec) = (Codec::None, Codec::None);
+    let mut header = [0u8; AR_HEADER];
+    let mut members = 0;
+    while f.read_exact(&mut header).is_ok() {
+        members += 1;
+        let name = String::from_utf8_lossy(&header[..16])
+            .trim_end()
+            .trim_end_matches('/')
+            .to_string();
+        let size: u64 = std::str::from_utf8(&header[AR_SIZE_AT..AR_SIZE_AT + AR_SIZE_LEN])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| bad(input, format!("member {name:?}: its size does not read")))?;
+        let mut body = (&mut f).take(size);
+        if name == "debian-binary" && members == 1 {
+            let mut b = Vec::new();
+            body.read_to_end(&mut b).map_err(io_at(input))?;
+            if !b.starts_with(b"2.") {
+                return Err(bad(input, "debian-binary is not format 2.x"));
+            }
+            debian_binary = Some(b);
+        } else if let (Some(codec), None) = (Codec::of(&name, "control.tar"), &control) {
+            let mut entries = Vec::new();
+            let r = codec.reader(&mut body).map_err(io_at(input))?;
+            spool_tar(input, r, true, scratch, &mut entries)?;
+            control_codec = codec;
+            control = Some(entries);
+        } else if let (Some(codec), Some(_), None) = (Codec::of(&name, "data.tar"), &control, &data)
+        {
+            let mut entries = Vec::new();
+            let r = codec.reader(&mut body).map_err(io_at(input))?;
+            spool_tar(input, r, false, scratch, &mut entries)?;
+            data_codec = codec;
+            data = Some(entries);
+        } else if !(name.starts_with('_') && control.is_none()) {
+            return Err(bad(
+                input,
+                format!("member {name:?} has no place in a Debian package; refused"),
+            ));
+        }
+        std::io::copy(&mut body, &mut std::io::sink()).map_err(io_at(input))?;
+        if size % 2 == 1 {
+            f.read_exact(&mut [0u8; 1]).map_err(io_at(input))?;
+        }
+    }
+    let missing = |what: &str| bad(input, format!("no {what} in it"));
+    Ok(Spooled {
+        debian_binary: debian_binary.ok_or_else(|| missing("debian-binary"))?,
+        control: control.ok_or_else(|| missing("control.tar"))?,
+        control_codec,
+        data: data.ok_or_else(|| missing("data.tar"))?,
+        data_codec,
+    })
+}
+
+fn control_file<'a>(
+    input: &Path,
+    control: &'a [Entry],
+    name: &str,
+) -> Result<Option<&'a Path>, PruneError> {
+    let Some(e) = control.iter().find(|e| e.name == name) else {
+        return Ok(None);
+    };
+    match &e.data {
+        Some((path, _, len)) if *len <= 64 << 20 => Ok(Some(path)),
+        _ => Err(bad(input, format!("control {name} is not a small file"))),
+    }
+}
+
+fn md5_file(path: &Path) -> Result<String, PruneError> {
+    let mut f = std::fs::File::open(path).map_err(io_at(path))?;
+    let mut h = md5::Md5::new();
+    std::io::copy(&mut f, &mut h).map_err(io_at(path))?;
+    Ok(hex(&h.finalize()))
+}
+
+/// Every regular file of the data archive against `md5sums` (conffiles aside), every line
+/// of it a file, no name twice.
+fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneError> {
+    let sums = control_file(input, &pkg.control, "md5sums")?.ok_or_else(|| {
+        bad(
+            input,
+            "no md5sums in its control archive: it cannot be checked; refused",
+        )
+    })?;
+    let text = std::fs::read_to_string(sums).map_err(|_| bad(input, "md5sums is not text"))?;
+    let mut want: BTreeMap<String, String> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (sum, path) = line
+            .split_once("  ")
+            .ok_or_else(|| bad(input, format!("md5sums line {line:?} is not `md5  path`")))?;
+        if want
+            .insert(path.trim_start_matches("./").to_string(), sum.to_string())
+            .is_some()
+        {
+            return Err(bad(input, format!("md5sums lists {path} twice; refused")));
+        }
+    }
+    let conffiles: HashSet<String> = match control_file(input, &pkg.control, "conffiles")? {
+        Some(p) => std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().trim_start_matches('/').to_string())
+            .collect(),
+        None => HashSet::new(),
+    };
+    let mut seen = HashSet::new();
+    let mut unchecked = want.clone();
+    for e in &pkg.data {
+        if !seen.insert(e.name.as_str()) {
+            return Err(bad(
+                input,
+                format!("entry {} is in it twice; refused", e.name),
+            ));
+        }
+        let Some((path, ..)) = &e.data else { continue };
+        match unchecked.remove(&e.name) {
+            Some(sum) if md5_file(path)? == sum => {}
+            Some(_) => {
+                return Err(bad(
+                    input,
+                    format!(
+                        "{} does not match md5sums (damaged or altered); refused",
+                        e.name
+                    ),
+                ))
+            }
+            None if conffiles.contains(&e.name) => {}
+            None => {
+                return Err(bad(
+                    input,
+                    format!(
+                        "{} is not in md5sums: nothing vouches for it; refused",
+                        e.name
+                    ),
+                ))
+            }
+        }
+    }
+    if let Some(name) = unchecked.keys().next() {
+        return Err(bad(
+            input,
+            format!("md5sums lists {name}, which is not in the package; refused"),
+        ));
+    }
+    Ok(want)
+}
+
+/// The control file's fields, in order (continuation lines kept with their field).
+fn fields(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = out.last_mut() {
+                last.1.push('\n');
+                last.1.push_str(line);
+            }
+        } else if let Some((k, v)) = line.split_once(':') {
+            out.push((k.to_string(), v.trim_start().to_string()));
+        }
+    }
+    out
+}
+
+fn field<'a>(f: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    f.iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// The control file of the variant: renamed, providing, conflicting with and replacing the
+/// fat package, its size and the GPUs it serves set.
+fn variant_control(
+    input: &Path,
+    text: &str,
+    suffix: &str,
+    installed_kib: u64,
+    claims: &[u32],
+) -> Result<(String, String, String, String), PruneError> {
+    let mut f = fields(text);
+    let name = field(&f, "Package")
+        .ok_or_else(|| bad(input, "control has no Package"))?
+        .to_string();
+    let version = field(&f, "Version")
+        .ok_or_else(|| bad(input, "control has no Version"))?
+        .to_string();
+    let arch = field(&f, "Architecture").unwrap_or("all").to_string();
+    let new_name = format!("{name}-{suffix}");
+    let provide = format!("{name} (= {version})");
+    let gpus: Vec<String> = claims.iter().map(|c| capability_string(*c)).collect();
+    let mut set = |k: &str, v: String, append: bool| match f
+        .iter_mut()
+        .find(|(key, _)| key.eq_ignore_ascii_case(k))
+    {
+        Some((_, old)) if append => *old = format!("{old}, {v}"),
+        Some((_, old)) => *old = v,
+        None => f.push((k.to_string(), v)),
+    };
+    set("Package", new_name.clone(), false);
+    set("Provides", provide, true);
+    set("Conflicts", name.clone(), true);
+    set("Replaces", name, true);
+    set("Installed-Size", installed_kib.to_string(), false);
+    set("X-Cuda-Arch", gpus.join(" "), false);
+    let text: String = f.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    Ok((text, new_name, version, arch))
+}
+
+/// A `.deb`: verified, every fat ELF file pruned, written as the variant package.
+pub(in crate::prune) fn prune_deb(
+    input: &Path,
+    output: &Path,
+    sel: &Selection,
+    outs: Outputs,
+) -> Result<PruneReport, PruneError> {
+    let scratch = outs.scratch(output)?;
+    let mut pkg = spool(input, scratch.path())?;
+    let mut sums = check(input, &pkg)?;
+    let mut report = PruneReport::default();
+    let mut kib_delta: i64 = 0;
+    let progress = crate::progress::Progress::new();
+    for e in pkg.data.iter_mut() {
+        let Some((path, sha, len)) = &mut e.data else {
+            continue;
+        };
+        progress.step(format!("prune: {}", e.name));
+        let data = inputs::read_file(path)?;
+        let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
+        let at = scratch.path().join("pruned");
+        let mut one = PruneReport::default();
+        let Some(tmp) = prune_member(&shown, &data, sel, &at, &outs, &mut one)? else {
+            continue;
+        };
+        drop(data);
+        std::fs::rename(tmp.path(), &*path).map_err(io_at(path))?;
+        let (new_sha, new_len) = sha256_file(path)?;
+        kib_delta += new_len.div_ceil(1024) as i64 - len.div_ceil(1024) as i64;
+        add(&mut report, e.name.clone(), *len, new_len, one);
+        if let Some(sum) = sums.get_mut(&e.name) {
+            *sum = md5_file(path)?;
+        }
+        *sha = new_sha;
+        *len = new_len;
+    }
+    progress.done();
+    if report.files.is_empty() {
+        return Err(bad(
+            input,
+            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
+        ));
+    }
+    let claims = report.runs.capabilities();
+    if claims.is_empty() {
+        return Err(bad(
+            input,
+            "after this prune no GPU gets from it what the whole package gave it; refused",
+        ));
+    }
+    let control_path = control_file(input, &pkg.control, "control")?
+        .ok_or_else(|| bad(input, "no control file in its control archive"))?;
+    let text =
+        std::fs::read_to_string(control_path).map_err(|_| bad(input, "control is not text"))?;
+    let old_kib: i64 = field(&fields(&text), "Installed-Size")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let suffix = variant::label(sel).replace('.', "-");
+    let installed = (old_kib + kib_delta).max(0) as u64;
+    let (control, name, version, arch) =
+        variant_control(input, &text, &suffix, installed, &claims)?;
+    let md5sums: String = sums.iter().map(|(p, s)| format!("{s}  {p}\n")).collect();
+    set_file(
+        &mut pkg.control,
+        "control",
+        control.as_bytes(),
+        scratch.path(),
+    )?;
+    set_file(
+        &mut pkg.control,
+        "md5sums",
+        md5sums.as_bytes(),
+        scratch.path(),
+    )?;
+    let version_in_name = version.split_once(':').map_or(version.as_str(), |(_, v)| v);
+    let file_name = format!("{name}_{version_in_name}_{arch}.deb");
+    let dest = if output.is_dir() {
+        output.join(&file_name)
+    } else if output.file_name().and_then(|n| n.to_str()) == Some(file_name.as_str()) {
+        output.to_path_buf()
+    } else {
+        return Err(bad(
+            output,
+            format!("the pruned package must be called {file_name} (its name, version and architecture); name a folder to get it"),
+        ));
+    };
+    outs.check(&dest)?;
+    let mut tmp = outs.file(&dest)?;
+    write_deb(&pkg, scratch.path(), &mut tmp, &dest)?;
+    let back_scratch = outs.scratch(&dest)?;
+    let back = spool(tmp.path(), back_scratch.path())
+        .map_err(|e| bad(&dest, format!("does not read back: {e}")))?;
+    check(&dest, &back)?;
+    drop(back_scratch);
+    tmp.permissions_of(input)?;
+    drop(scratch);
+    outs.commit(vec![tmp])?;
+    report.package = Some(Written {
+        path: dest,
+        version: Some(version),
+        label: Some(format!(
+            "{name}, Provides/Conflicts/Replaces the fat package"
+        )),
+        claims,
+    });
+    Ok(report)
+}
+
+fn set_file(
+    entries: &mut [Entry],
+    name: &str,
+    bytes: &[u8],
+    scratch: &Path,
+) -> Result<(), PruneError> {
+    let Some(e) = entries.iter_mut().find(|e| e.name == name) else {
+        return Ok(());
+    };
+    let at = scratch.join(format!("new-control-{name}"));
+    std::fs::write(&at, bytes).map_err(io_at(&at))?;
+    e.data = Some((at, String::new(), bytes.len() as u64));
+    Ok(())
+}
+
+fn write_deb(
+    pkg: &Spooled,
+    scratch: &Path,
+    tmp: &mut Staged,
+    dest: &Path,
+) -> Result<(), PruneError> {
+    let io = io_at(dest);
+    let mut out = std::io::BufWriter::new(tmp.as_file());
+    out.write_all(b"!<arch>\n").map_err(&io)?;
+    let mut member = |name: &str, body: &Path| -> std::io::Result<()> {
+        let len = std::fs::metadata(body)?.len();
+        // The ar header as dpkg-deb writes it: time 0 (reproducible), root, 0644.
+        writeln!(
+            out,
+            "{name:<16}{:<12}{:<6}{:<6}{:<8}{len:<10}`",
+            0, 0, 0, 100644
+        )?;
+        std::io::copy(&mut std::fs::File::open(body)?, &mut out)?;
+        if len % 2 == 1 {
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    };
+    let db = scratch.join("debian-binary");
+    std::fs::write(&db, &pkg.debian_binary).map_err(io_at(&db))?;
+    member("debian-binary", &db).map_err(&io)?;
+    for (base, entries, codec) in [
+        ("control.tar", &pkg.control, pkg.control_codec),
+        ("data.tar", &pkg.data, pkg.data_codec),
+    ] {
+        let tar = scratch.join(format!("{base}.plain"));
+        let file = std::fs::File::create(&tar).map_err(io_at(&tar))?;
+        write_tar(entries, |_| true, std::io::BufWriter::new(file)).map_err(io_at(&tar))?;
+        let packed = scratch.join(base);
+        let mut w =
+            std::io::BufWriter::new(std::fs::File::create(&packed).map_err(io_at(&packed))?);
+        codec.write(&tar, &mut w).map_err(io_at(&packed))?;
+        w.flush().map_err(io_at(&packed))?;
+        drop(w);
+        let suffix = match codec {
+            Codec::None => "",
+            Codec::Gzip => ".gz",
+            Codec::Xz => ".xz",
+            Codec::Zstd => ".zst",
+        };
+        member(&format!("{base}{suffix}"), &packed).map_err(&io)?;
+    }
+    out.flush().map_err(&io)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variant_provides_conflicts_and_replaces_the_fat_package() {
+        let text = "Package: libcut1\nVersion: 1:1.0-1\nArchitecture: amd64\nDepends: libc6\nInstalled-Size: 2000\nDescription: cut\n a library\n";
+        let (c, name, version, arch) =
+            variant_control(Path::new("x.deb"), text, "sm90", 1200, &[90]).unwrap();
+        assert_eq!(
+            (name.as_str(), version.as_str(), arch.as_str()),
+            ("libcut1-sm90", "1:1.0-1", "amd64")
+        );
+        for want in [
+            "Package: libcut1-sm90\n",
+            "Provides: libcut1 (= 1:1.0-1)\n",
+            "Conflicts: libcut1\n",
+            "Replaces: libcut1\n",
+            "Installed-Size: 1200\n",
+            "X-Cuda-Arch: 9.0\n",
+            "Description: cut\n a library\n",
+        ] {
+            assert!(c.contains(want), "{want:?} in {c}");
+        }
+    }
+}
