@@ -227,6 +227,11 @@ struct PruneArgs {
     /// standard error.
     #[arg(long)]
     json: bool,
+    /// A folder: replace OLD by NEW (the same length) in every file and symlink target,
+    /// byte for byte, as Nix needs when an output is copied to its new store path.
+    /// Repeatable.
+    #[arg(long, value_name = "OLD=NEW")]
+    replace_path: Vec<String>,
     /// The file to prune (never modified).
     input: PathBuf,
     /// Where to write the result.
@@ -390,7 +395,12 @@ fn prune(a: &PruneArgs) -> anyhow::Result<()> {
         true => WheelForm::LocalLabel,
         false => WheelForm::Variant,
     };
-    let r = fatpack::prune::prune(input, output, &sel, form)?;
+    let relocate = fatpack::prune::Relocate::parse(&a.replace_path).map_err(anyhow::Error::msg)?;
+    let opts = fatpack::prune::Options {
+        wheel_form: form,
+        relocate,
+    };
+    let r = fatpack::prune::prune(input, output, &sel, &opts)?;
     if a.json {
         let doc = fatpack::prune::report::json(&r, input, output);
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -26,7 +26,8 @@ pub use selection::{describe, parse_capabilities, Chosen, Selection};
 use error::io_at;
 pub use error::PruneError;
 pub use package::{
-    for_each_binary, index, variant, IndexReport, PackageFile, PackageKind, WheelForm, Written,
+    for_each_binary, index, variant, IndexReport, PackageFile, PackageKind, Relocate, WheelForm,
+    Written,
 };
 
 use std::collections::BTreeSet;
@@ -204,18 +205,37 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
         .collect()
 }
 
+/// How a prune writes what it writes, beyond what it keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// How a wheel records what it was pruned for.
+    pub wheel_form: WheelForm,
+    /// A folder: paths to replace in every file and link (`--replace-path`).
+    pub relocate: package::Relocate,
+}
+
 /// Prune `input` into `output`, keeping only what `sel` selects. A folder or a wheel:
 /// every ELF file in it pruned (`package`); `form`: how a wheel records what it is for.
 pub fn prune(
     input: &Path,
     output: &Path,
     sel: &Selection,
-    form: WheelForm,
+    opts: &Options,
 ) -> Result<PruneReport, PruneError> {
     let outs = Outputs::new(&[input]);
     outs.check(output)?;
     if input.is_dir() {
-        return package::prune_tree(input, output, sel, outs);
+        return package::prune_tree(input, output, sel, &opts.relocate, outs);
+    }
+    let form = opts.wheel_form;
+    let package = package::is_wheel_name(input)
+        || package::conda_format(input).is_some()
+        || package::is_deb_name(input);
+    if package && !opts.relocate.is_empty() {
+        return Err(PruneError::Package {
+            path: input.to_path_buf(),
+            message: "--replace-path rewrites a folder's files or a file; not a package's".into(),
+        });
     }
     if package::is_wheel_name(input) {
         return package::prune_wheel(input, output, sel, form, outs);
@@ -226,7 +246,8 @@ pub fn prune(
     if package::is_deb_name(input) {
         return package::prune_deb(input, output, sel, outs);
     }
-    let map = inputs::read_file(input)?;
+    let mut map = inputs::read_file(input)?;
+    opts.relocate.apply(&mut map);
     let mut tmp = outs.file(output)?;
     let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;
     outs.commit_binary(tmp, input, side)?;

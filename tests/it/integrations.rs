@@ -126,16 +126,22 @@ fn nix_prune_function_evaluates() {
     let cmd = v["buildCommand"].as_str().unwrap();
     let steps: Vec<&str> = cmd.lines().collect();
     assert_eq!(steps.len(), 2, "{cmd}");
-    for (step, (src, var)) in steps.iter().zip([
-        ("22222222222222222222222222222222-magma-2.9.0", "${out}"),
-        ("33333333333333333333333333333333-magma-2.9.0-dev", "${dev}"),
-    ]) {
+    let (out, dev) = (
+        "/nix/store/22222222222222222222222222222222-magma-2.9.0",
+        "/nix/store/33333333333333333333333333333333-magma-2.9.0-dev",
+    );
+    for (step, (src, var)) in steps.iter().zip([(out, "$out"), (dev, "$dev")]) {
+        // fatpack itself prunes each output; every output's path is replaced in both.
+        assert!(step.starts_with("fatpack prune --for '8.9,9.0' "), "{step}");
         assert!(
-            step.starts_with("bash /nix/store/") && step.contains("-prune-tree.sh "),
+            step.contains(&format!("--replace-path {out}=\"$out\"")),
             "{step}"
         );
-        assert!(step.contains(src) && step.contains(var), "{step}");
-        assert!(step.ends_with(" '8.9,9.0'"), "{step}");
+        assert!(
+            step.contains(&format!("--replace-path {dev}=\"$dev\"")),
+            "{step}"
+        );
+        assert!(step.ends_with(&format!(" {src} -o \"{var}\"")), "{step}");
     }
     assert_eq!(
         v["passthru"]["cudaCapabilities"],
@@ -150,10 +156,11 @@ fn nix_prune_function_evaluates() {
     assert!(err.contains("cudaCapabilities is empty"), "{err}");
 }
 
-/// nix/prune-tree.sh, the build step of that function, in plain bash on a package-like
-/// tree: a packed program (mapped store) and a side-file one, an ordinary fat shared
-/// library, a symlink and a text file that point into the source path. The copy is pruned
-/// for 9.0, every reference to the source path now names the copy, the source is untouched.
+/// The build step of that function (`fatpack prune --for CAPS --replace-path SRC=DST SRC -o
+/// DST`) on a package-like tree: a packed program (mapped store) and a side-file one, an
+/// ordinary fat shared library, a symlink and a text file that point into the source path.
+/// The copy is pruned for 9.0, every reference to the source path now names the copy, the
+/// source is untouched.
 #[test]
 fn nix_prune_tree_step() {
     tool("python3", "apt-get install python3");
@@ -190,14 +197,16 @@ fn nix_prune_tree_step() {
     .unwrap();
     let before = std::fs::read(&app).unwrap();
 
-    let (code, out, err) = run(Command::new("bash")
-        .arg(root().join("nix/prune-tree.sh"))
+    let (code, out, err) = run(Command::new(fatpack_bin())
+        .args(["prune", "--for", "9.0", "--replace-path"])
+        .arg(format!("{}={}", src.display(), dst.display()))
         .arg(&src)
-        .arg(&dst)
-        .arg("9.0")
-        .env("FATPACK", fatpack_bin()));
+        .arg("-o")
+        .arg(&dst));
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("pruned 3 file(s)"), "{out}\n{err}");
+    for f in ["bin/app:", "bin/app-side:", "lib/libfixture.so:"] {
+        assert!(err.contains(&format!("fatpack prune: {f} ")), "{f}: {err}");
+    }
 
     let archs = |p: &Path| -> Vec<String> {
         let r = inspect_json(p);

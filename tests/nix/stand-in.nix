@@ -19,6 +19,6 @@ rec {
     dev = "/nix/store/33333333333333333333333333333333-magma-2.9.0-dev";
     passthru = { cudaSupport = true; };
   };
-  pruneFor = import ../../nix/prune-for.nix { inherit lib runCommand fatpack python3; };
+  pruneFor = import ../../nix/prune-for.nix { inherit lib runCommand fatpack; };
   pruned = pruneFor pkg { cudaCapabilities = [ "8.9" "9.0" ]; };
 }

@@ -1,23 +1,96 @@
 //! A folder pruned: copied to a new folder with every fat binary in it pruned. Symlinks
 //! stay symlinks, files linked more than once stay one file under each name (a prefix that
 //! hard-links `libfoo.so.1` and `libfoo.so.1.2` ships one copy, and so does the pruned one),
-//! modes stay.
+//! modes stay; a packed binary's side-file store is written anew beside it.
+//!
+//! With [`Relocate`] pairs (`--replace-path OLD=NEW`, each the same length), every mention
+//! of OLD in a file or a symlink's target becomes NEW, byte for byte: a Nix output copied to
+//! its new store path no longer refers to the unpruned one (RUNPATHs, scripts, pkg-config
+//! files), and ELF offsets and string tables stay valid because nothing changes length.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{add, prune_member};
+use super::{add, prune_with_side};
 use crate::commit::Outputs;
 use crate::error::io_at;
 use crate::inputs;
 use crate::prune::{PruneError, PruneReport, Selection};
+
+/// Byte strings to replace, each by one of the same length, in every file and link target.
+#[derive(Debug, Clone, Default)]
+pub struct Relocate(Vec<(Vec<u8>, Vec<u8>)>);
+
+impl Relocate {
+    /// From `OLD=NEW` arguments; each pair must be the same length and OLD non-empty.
+    pub fn parse(pairs: &[String]) -> Result<Relocate, String> {
+        let mut out = Vec::new();
+        for p in pairs {
+            let (old, new) = p
+                .split_once('=')
+                .ok_or_else(|| format!("--replace-path {p}: want OLD=NEW"))?;
+            if old.is_empty() || old.len() != new.len() {
+                return Err(format!(
+                    "--replace-path {p}: OLD and NEW must be non-empty and of the same length \
+                     ({} and {} bytes): files are rewritten in place, byte for byte",
+                    old.len(),
+                    new.len()
+                ));
+            }
+            out.push((old.as_bytes().to_vec(), new.as_bytes().to_vec()));
+        }
+        Ok(Relocate(out))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Replaces every pair in `buf`, in place.
+    pub fn apply(&self, buf: &mut [u8]) {
+        for (old, new) in &self.0 {
+            let at: Vec<usize> = memchr::memmem::find_iter(buf, old).collect();
+            for i in at {
+                buf[i..i + new.len()].copy_from_slice(new);
+            }
+        }
+    }
+
+    fn longest(&self) -> usize {
+        self.0.iter().map(|(o, _)| o.len()).max().unwrap_or(0)
+    }
+
+    /// Copies `from` to `to`, replacing as it goes (in blocks that overlap by a pair's
+    /// length, so a mention across two blocks is found).
+    fn copy(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        let mut r = std::fs::File::open(from)?;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(to)?);
+        let keep = self.longest().saturating_sub(1);
+        let mut buf: Vec<u8> = Vec::new();
+        let mut block = vec![0u8; 1 << 20];
+        loop {
+            let n = r.read(&mut block)?;
+            buf.extend_from_slice(&block[..n]);
+            self.apply(&mut buf);
+            if n == 0 {
+                w.write_all(&buf)?;
+                return w.flush();
+            }
+            let done = buf.len().saturating_sub(keep);
+            w.write_all(&buf[..done])?;
+            buf.drain(..done);
+        }
+    }
+}
 
 /// A folder: copied to `output` (which must not exist) with every ELF file pruned.
 pub(in crate::prune) fn prune_tree(
     input: &Path,
     output: &Path,
     sel: &Selection,
+    relocate: &Relocate,
     outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let staging = outs.dir(output)?;
@@ -25,8 +98,10 @@ pub(in crate::prune) fn prune_tree(
         root: input,
         sel,
         outs: &outs,
+        relocate,
         report: PruneReport::default(),
         linked: HashMap::new(),
+        written: HashSet::new(),
         progress: crate::progress::Progress::new(),
     };
     copy.tree(input, staging.path())?;
@@ -46,9 +121,13 @@ struct Copy<'a> {
     root: &'a Path,
     sel: &'a Selection,
     outs: &'a Outputs,
+    relocate: &'a Relocate,
     report: PruneReport,
     /// Files with more than one link, by (device, inode): where the first name went.
     linked: HashMap<(u64, u64), PathBuf>,
+    /// Side-file stores written beside the packed binaries they belong to: the source's
+    /// own (older) ones are not copied over them.
+    written: HashSet<PathBuf>,
     progress: crate::progress::Progress,
 }
 
@@ -66,12 +145,19 @@ impl Copy<'_> {
             let kind = meta.file_type();
             if kind.is_symlink() {
                 let target = std::fs::read_link(&from).map_err(io_at(&from))?;
+                use std::os::unix::ffi::OsStringExt;
+                let mut bytes = target.into_os_string().into_vec();
+                self.relocate.apply(&mut bytes);
+                let target = std::ffi::OsString::from_vec(bytes);
                 std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
             } else if kind.is_dir() {
                 std::fs::create_dir(&dest).map_err(io_at(&dest))?;
                 self.tree(&from, &dest)?;
                 std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
             } else if kind.is_file() {
+                if self.written.contains(&dest) {
+                    continue;
+                }
                 self.file(&from, &dest, &meta)?;
             } else {
                 return Err(PruneError::Package {
@@ -91,6 +177,12 @@ impl Copy<'_> {
         dest: &Path,
         meta: &std::fs::Metadata,
     ) -> Result<(), PruneError> {
+        let shown = from
+            .strip_prefix(self.root)
+            .unwrap_or(from)
+            .display()
+            .to_string();
+        self.progress.step(format!("prune: {shown}"));
         let key = (meta.dev(), meta.ino());
         if meta.nlink() > 1 {
             if let Some(first) = self.linked.get(&key) {
@@ -98,22 +190,52 @@ impl Copy<'_> {
             }
             self.linked.insert(key, dest.to_path_buf());
         }
-        let data = inputs::read_file(from)?;
+        let mut data = inputs::read_file(from)?;
+        self.relocate.apply(&mut data);
         let mut one = PruneReport::default();
-        match prune_member(from, &data, self.sel, dest, self.outs, &mut one)? {
-            Some(tmp) => {
+        match prune_with_side(from, &data, self.sel, dest, self.outs, &mut one)? {
+            Some((tmp, side)) => {
                 let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
+                if let Some(side) = side {
+                    let at = side.destination().to_path_buf();
+                    side.commit().map_err(|e| PruneError::Package {
+                        path: at.clone(),
+                        message: e.to_string(),
+                    })?;
+                    self.written.insert(at);
+                }
                 // Renamed, not copied: the file keeps its holes.
                 std::fs::rename(tmp.path(), dest).map_err(io_at(dest))?;
-                let shown = from.strip_prefix(self.root).unwrap_or(from);
-                let shown = shown.display().to_string();
                 add(&mut self.report, shown, meta.len(), after, one);
             }
-            None => {
+            None if self.relocate.is_empty() => {
                 std::fs::copy(from, dest).map_err(io_at(dest))?;
             }
+            None => self.relocate.copy(from, dest).map_err(io_at(dest))?,
         }
         std::fs::set_permissions(dest, meta.permissions()).map_err(io_at(dest))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_replaced_across_block_boundaries_and_lengths_must_match() {
+        let r = Relocate::parse(&["/nix/store/aaaa-x=/nix/store/bbbb-x".to_string()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        // A mention straddling the 1 MiB block boundary, and one at the very end.
+        let mut text = vec![b'.'; (1 << 20) - 5];
+        text.extend_from_slice(b"/nix/store/aaaa-x/lib:/nix/store/aaaa-x");
+        std::fs::write(&a, &text).unwrap();
+        r.copy(&a, &b).unwrap();
+        let out = std::fs::read(&b).unwrap();
+        assert_eq!(out.len(), text.len());
+        assert!(out.ends_with(b"/nix/store/bbbb-x/lib:/nix/store/bbbb-x"));
+        assert!(Relocate::parse(&["/a=/bb".to_string()]).is_err());
+        assert!(Relocate::parse(&["=".to_string()]).is_err());
     }
 }

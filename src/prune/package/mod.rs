@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use super::{prune_data, PruneError, PruneReport, Selection};
 use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
+pub use folder::Relocate;
 
 /// One file a package prune rewrote.
 #[derive(Debug)]
@@ -74,6 +75,10 @@ fn has_device_code(path: &Path, data: &[u8]) -> Result<bool, PruneError> {
     ) {
         return Ok(false);
     }
+    // A packed output: its device code is in its store, which prune rewrites.
+    if crate::packed::slot_range(data).is_some() {
+        return Ok(true);
+    }
     if let (_, Some(layout)) = inputs::classify(data) {
         if let Some(why) = layout.bad_segment(data.len() as u64) {
             return Err(PruneError::Input(inputs::InputError::Malformed {
@@ -97,19 +102,35 @@ fn prune_member(
     outs: &Outputs,
     out: &mut PruneReport,
 ) -> Result<Option<Staged>, PruneError> {
+    match prune_with_side(shown, data, sel, dest, outs, out)? {
+        Some((_, Some(_))) => Err(PruneError::Package {
+            path: shown.to_path_buf(),
+            message: "a packed binary with a side-file store, which a package cannot carry \
+                      beside it; prune the folder it is installed in"
+                .into(),
+        }),
+        Some((tmp, None)) => Ok(Some(tmp)),
+        None => Ok(None),
+    }
+}
+
+/// [`prune_member`] that also gives back a packed binary's new side-file store (which a
+/// folder writes beside the binary, as `BIN.fatpack`).
+fn prune_with_side(
+    shown: &Path,
+    data: &[u8],
+    sel: &Selection,
+    dest: &Path,
+    outs: &Outputs,
+    out: &mut PruneReport,
+) -> Result<Option<(Staged, Option<cubin_store::AtomicStoreFile>)>, PruneError> {
     if !has_device_code(shown, data)? {
         return Ok(None);
     }
     let mut tmp = outs.file(dest)?;
     let (report, side) = prune_data(shown, data, sel, tmp.named(), dest, outs)?;
-    if side.is_some() {
-        return Err(PruneError::Package {
-            path: shown.to_path_buf(),
-            message: "a packed binary with a side-file store; prune it on its own".into(),
-        });
-    }
     *out = report;
-    Ok(Some(tmp))
+    Ok(Some((tmp, side)))
 }
 
 /// Adds one pruned file to a package's report.
