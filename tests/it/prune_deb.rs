@@ -20,6 +20,8 @@ fn build_deb(dir: &Path, lib: &Path, z: &str, tamper: &dyn Fn(&str) -> String) -
     std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::copy(lib, libdir.join("libcut.so.1")).unwrap();
     std::os::unix::fs::symlink("libcut.so.1", libdir.join("libcut.so")).unwrap();
+    // A second name for the library: dpkg-deb stores it as a tar hard link.
+    std::fs::hard_link(libdir.join("libcut.so.1"), libdir.join("libcut.so.1.0")).unwrap();
     std::fs::write(root.join("etc/cut.conf"), "conf=1\n").unwrap();
     std::fs::write(root.join("DEBIAN/conffiles"), "/etc/cut.conf\n").unwrap();
     std::fs::write(
@@ -30,6 +32,7 @@ fn build_deb(dir: &Path, lib: &Path, z: &str, tamper: &dyn Fn(&str) -> String) -
     .unwrap();
     let (code, sums, err) = run(Command::new("md5sum")
         .arg("usr/lib/x86_64-linux-gnu/libcut.so.1")
+        .arg("usr/lib/x86_64-linux-gnu/libcut.so.1.0")
         .current_dir(&root));
     assert_eq!(code, 0, "{err}");
     std::fs::write(root.join("DEBIAN/md5sums"), tamper(&sums)).unwrap();
@@ -146,6 +149,10 @@ fn a_deb_variant_installs_in_place_of_the_fat_package() {
             "{status}"
         );
         let installed = root.join("usr/lib/x86_64-linux-gnu/libcut.so.1");
+        assert!(
+            std::fs::read(&installed).unwrap()
+                == std::fs::read(root.join("usr/lib/x86_64-linux-gnu/libcut.so.1.0")).unwrap()
+        );
         let archs: Vec<String> = inspect_json(&installed)["per_arch"]
             .as_array()
             .unwrap()

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use fatpack_format::select::capability_string;
 use md5::Digest;
 
-use super::tarball::{hex, sha256_file, spool_tar, write_tar, Entry};
+use super::tarball::{hex, sha256_file, spool_tar, write_tar, Entry, Kind};
 use super::variant;
 use super::{add, prune_member, Written};
 use crate::commit::{Outputs, Staged};
@@ -231,6 +231,11 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
     };
     let mut seen = HashSet::new();
     let mut unchecked = want.clone();
+    let spooled: BTreeMap<&str, &Path> = pkg
+        .data
+        .iter()
+        .filter_map(|e| Some((e.name.as_str(), e.data.as_ref()?.0.as_path())))
+        .collect();
     for e in &pkg.data {
         if !seen.insert(e.name.as_str()) {
             return Err(bad(
@@ -238,7 +243,17 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
                 format!("entry {} is in it twice; refused", e.name),
             ));
         }
-        let Some((path, ..)) = &e.data else { continue };
+        // A hard link is its target's bytes under a second name, which md5sums lists too.
+        let path = match (&e.kind, &e.data) {
+            (_, Some((path, ..))) => path.as_path(),
+            (Kind::HardLink(t), None) => *spooled.get(t.as_str()).ok_or_else(|| {
+                bad(
+                    input,
+                    format!("{} links to {t}, which is not before it", e.name),
+                )
+            })?,
+            _ => continue,
+        };
         match unchecked.remove(&e.name) {
             Some(sum) if md5_file(path)? == sum => {}
             Some(_) => {
@@ -368,6 +383,14 @@ pub(in crate::prune) fn prune_deb(
         *len = new_len;
     }
     progress.done();
+    // Hard links to a pruned file carry its new bytes: their md5sums lines follow.
+    for e in &pkg.data {
+        if let Kind::HardLink(t) = &e.kind {
+            if let (Some(new), true) = (sums.get(t).cloned(), sums.contains_key(&e.name)) {
+                sums.insert(e.name.clone(), new);
+            }
+        }
+    }
     if report.files.is_empty() {
         return Err(bad(
             input,

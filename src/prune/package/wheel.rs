@@ -60,7 +60,6 @@ impl Member {
 
 /// The input's names and versions, and those of the output.
 struct Naming {
-    dist: String,
     /// `{dist}-{version}.dist-info/` of the input.
     old_info: String,
     /// `(old prefix, new prefix)` for the `.dist-info/` and `.data/` folders.
@@ -142,7 +141,6 @@ impl Naming {
         }
         file_name.push_str(".whl");
         Ok(Naming {
-            dist: dist.to_string(),
             old_info: format!("{dist}-{version}.dist-info/"),
             renames: [
                 (
@@ -405,7 +403,7 @@ pub(in crate::prune) fn prune_wheel(
     let text = String::from_utf8(text).map_err(|_| wheel_error(input, "RECORD is not UTF-8"))?;
     let rec = record::parse(&text).map_err(|m| wheel_error(input, m))?;
     check_listed(input, &naming, &members, &rec)?;
-    let dest = destination(input, output, &naming.file_name)?;
+    let dest = destination(output, &naming.file_name)?;
     let mut w = Writer {
         input,
         dest: &dest,
@@ -480,7 +478,6 @@ pub(in crate::prune) fn prune_wheel(
         label: naming.label,
         claims,
     });
-    let _ = (&naming.dist, &naming.version);
     Ok(report)
 }
 
@@ -701,13 +698,12 @@ fn copy_hashing(path: &Path, to: &mut impl Write) -> std::io::Result<(String, u6
 /// Where the pruned wheel goes: `output` itself if it carries the wheel's new name (which
 /// installers check against its version and label), or that name inside the folder
 /// `output`.
-fn destination(input: &Path, output: &Path, wheel_name: &str) -> Result<PathBuf, PruneError> {
+fn destination(output: &Path, wheel_name: &str) -> Result<PathBuf, PruneError> {
     if output.is_dir() {
         Ok(output.join(wheel_name))
     } else if output.file_name().and_then(|n| n.to_str()) == Some(wheel_name) {
         Ok(output.to_path_buf())
     } else {
-        let _ = input;
         Err(wheel_error(
             output,
             format!(
