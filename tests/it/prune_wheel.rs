@@ -95,6 +95,7 @@ fn venv(dir: &Path) -> PathBuf {
         "--disable-pip-version-check",
         "pip>=25.3",
         "variantlib==0.2.2",
+        "uv==0.13.9",
     ]));
     assert_eq!(code, 0, "{err}");
     venv
@@ -142,6 +143,29 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
             "{want}: {out}"
         );
     }
+    // uv too: it installs the fat wheel (no variant.json, every arch in the library).
+    let target = d.join("uv-target");
+    let (code, _, err) = run(Command::new(venv.join("bin/uv"))
+        .args([
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+        ])
+        .arg(&links)
+        .arg("--target")
+        .arg(&target)
+        .arg("cutfix==1.0"));
+    assert_eq!(code, 0, "{err}");
+    assert!(target.join("cutfix-1.0.dist-info/WHEEL").exists());
+    assert!(!target.join("cutfix-1.0.dist-info/variant.json").exists());
+    let lib_archs = inspect_json(&target.join("cutfix/libcut.so"))["per_arch"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(lib_archs > 2, "uv installed a pruned library");
     // The index-level variants file, as variantlib makes it from the variant wheels (it
     // reads and validates each wheel's variant.json).
     let (code, _, err) = run(Command::new(venv.join("bin/variantlib"))
