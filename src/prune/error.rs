@@ -29,8 +29,14 @@ pub enum PruneError {
         missing: String,
         present: String,
     },
-    #[error("{}: --keep leaves no device code at all", .0.display())]
+    #[error("{}: the selection leaves no device code at all", .0.display())]
     NothingLeft(PathBuf),
+    #[error(
+        "{}: has no device code: nothing to prune (a folder or package prune copies such \
+         files as they are)",
+        .0.display()
+    )]
+    NoDeviceCode(PathBuf),
     #[error("{}: prune takes ELF files, archives, fatbins and packed outputs, not this ({kind})", path.display())]
     Unsupported { path: PathBuf, kind: &'static str },
     #[error("{}: not a packed output (no {} slot)", .0.display(), crate::packed::DIGEST_SECTION)]

@@ -358,7 +358,10 @@ fn prune_data(
         }
     }
     if report.entries_after == 0 {
-        return Err(PruneError::NothingLeft(input.to_path_buf()));
+        return Err(match report.entries_before {
+            0 => PruneError::NoDeviceCode(input.to_path_buf()),
+            _ => PruneError::NothingLeft(input.to_path_buf()),
+        });
     }
     Ok((report, side))
 }

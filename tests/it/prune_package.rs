@@ -76,6 +76,15 @@ fn a_folder_is_copied_with_every_fat_binary_pruned() {
         b"not an ELF file\n"
     );
     assert_eq!(run(&mut Command::new(out.join("bin/tool.sh"))).1, "tool\n");
+    // A binary without device code: copied in a folder, refused alone, saying why.
+    let plain = dir.path().join("plain");
+    std::fs::copy("/bin/true", &plain).unwrap();
+    let (code, err) = prune_for(&plain, &dir.path().join("plain-sm90"));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("plain: has no device code: nothing to prune"),
+        "{err}"
+    );
     // A program linked against the pruned prefix runs.
     let exe = dir.path().join("app");
     let (code, _, err) = run(Command::new("g++")
