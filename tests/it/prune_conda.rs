@@ -13,20 +13,12 @@ fn packages() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/packages")
 }
 
-/// A venv with py-rattler and conda-package-handling, from PyPI.
+/// A venv with py-rattler and conda-package-handling.
 fn venv(dir: &Path) -> PathBuf {
-    let venv = dir.join("venv");
-    let (code, _, err) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = run(Command::new(venv.join("bin/pip")).args([
-        "install",
-        "-q",
-        "--disable-pip-version-check",
-        "py-rattler==0.28.0",
-        "conda-package-handling==2.6.0",
-    ]));
-    assert_eq!(code, 0, "{err}");
-    venv
+    venv_with(
+        dir,
+        &["py-rattler==0.28.0", "conda-package-handling==2.6.0"],
+    )
 }
 
 /// Writes a conda package from `spec` (tests/it/packages/make_conda.py says what it holds).
@@ -42,13 +34,7 @@ fn make_conda(venv: &Path, dir: &Path, spec: serde_json::Value) -> PathBuf {
 }
 
 fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("prune")
-        .args(args)
-        .arg(input)
-        .arg("-o")
-        .arg(out));
-    (code, err)
+    prune_with(args, input, out)
 }
 
 /// The build py-rattler's solver picks for `cutfix` on a machine of `arch` (`-`: none).
@@ -137,12 +123,7 @@ fn a_channel_serves_each_gpu_its_variant_and_the_rest_the_fat_package() {
                 "{at:?}"
             );
         }
-        let archs: Vec<String> = inspect_json(&prefix.join("lib/libcut.so.1"))["per_arch"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["arch"].as_str().unwrap().to_string())
-            .collect();
+        let archs = archs_of(&prefix.join("lib/libcut.so.1"));
         assert!(
             archs.iter().all(|a| a == "sm_90" || a == "compute_80"),
             "{archs:?}"

@@ -47,12 +47,7 @@ fn build_deb(dir: &Path, lib: &Path, z: &str, tamper: &dyn Fn(&str) -> String) -
 }
 
 fn prune(input: &Path, out: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .args(["prune", "--for", "9.0"])
-        .arg(input)
-        .arg("-o")
-        .arg(out));
-    (code, err)
+    prune_with(&["--for", "9.0"], input, out)
 }
 
 /// dpkg with its database in `root` (made empty on first use).
@@ -153,12 +148,7 @@ fn a_deb_variant_installs_in_place_of_the_fat_package() {
             std::fs::read(&installed).unwrap()
                 == std::fs::read(root.join("usr/lib/x86_64-linux-gnu/libcut.so.1.0")).unwrap()
         );
-        let archs: Vec<String> = inspect_json(&installed)["per_arch"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a["arch"].as_str().unwrap().to_string())
-            .collect();
+        let archs = archs_of(&installed);
         assert!(
             archs.iter().all(|a| a == "sm_90" || a == "compute_80"),
             "{archs:?}"

@@ -28,15 +28,6 @@ fn prune_for(input: &Path, out: &Path) -> (i32, String) {
     (code, err)
 }
 
-fn archs(file: &Path) -> Vec<String> {
-    inspect_json(file)["per_arch"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["arch"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn a_folder_is_copied_with_every_fat_binary_pruned() {
     let dir = tempfile::tempdir().unwrap();
@@ -59,9 +50,11 @@ fn a_folder_is_copied_with_every_fat_binary_pruned() {
         "not smaller"
     );
     assert!(
-        archs(&b).iter().all(|a| a == "sm_90" || a == "compute_80"),
+        archs_of(&b)
+            .iter()
+            .all(|a| a == "sm_90" || a == "compute_80"),
         "{:?}",
-        archs(&b)
+        archs_of(&b)
     );
     assert_eq!(
         std::fs::read_link(out.join("lib/libcut.so")).unwrap(),
@@ -197,7 +190,7 @@ fn a_pruned_wheel_installs_with_pip_and_imports() {
     assert!(out_text.starts_with("1.0+cu130.sm90 "), "{out_text}");
     let installed =
         Path::new(out_text.split_whitespace().nth(1).unwrap()).with_file_name("libcut.so");
-    assert!(archs(&installed)
+    assert!(archs_of(&installed)
         .iter()
         .all(|a| a == "sm_90" || a == "compute_80"));
     // Same input, same bytes.

@@ -66,13 +66,7 @@ fn lib_wheel(dir: &Path, lib: &Path, version: &str) -> PathBuf {
 }
 
 fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("prune")
-        .args(args)
-        .arg(input)
-        .arg("-o")
-        .arg(out));
-    (code, err)
+    prune_with(args, input, out)
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
@@ -84,21 +78,9 @@ fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
-/// A venv with a current pip and variantlib (the PEP 825 reference implementation), from PyPI.
+/// A venv with a current pip, uv and variantlib (the PEP 825 reference implementation).
 fn venv(dir: &Path) -> PathBuf {
-    let venv = dir.join("venv");
-    let (code, _, err) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
-    assert_eq!(code, 0, "{err}");
-    let (code, _, err) = run(Command::new(venv.join("bin/pip")).args([
-        "install",
-        "-q",
-        "--disable-pip-version-check",
-        "pip>=25.3",
-        "variantlib==0.2.2",
-        "uv==0.13.9",
-    ]));
-    assert_eq!(code, 0, "{err}");
-    venv
+    venv_with(dir, &["pip>=25.3", "variantlib==0.2.2", "uv==0.13.9"])
 }
 
 #[test]
@@ -161,10 +143,7 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
     assert_eq!(code, 0, "{err}");
     assert!(target.join("cutfix-1.0.dist-info/WHEEL").exists());
     assert!(!target.join("cutfix-1.0.dist-info/variant.json").exists());
-    let lib_archs = inspect_json(&target.join("cutfix/libcut.so"))["per_arch"]
-        .as_array()
-        .unwrap()
-        .len();
+    let lib_archs = archs_of(&target.join("cutfix/libcut.so")).len();
     assert!(lib_archs > 2, "uv installed a pruned library");
     // The index-level variants file, as variantlib makes it from the variant wheels (it
     // reads and validates each wheel's variant.json).
@@ -508,12 +487,7 @@ fn local_label_wheels_get_an_index_of_their_own() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("1.0+sm90 "), "{out}");
     let installed = Path::new(out.split_whitespace().nth(1).unwrap()).with_file_name("libcut.so");
-    let archs: Vec<String> = inspect_json(&installed)["per_arch"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["arch"].as_str().unwrap().to_string())
-        .collect();
+    let archs = archs_of(&installed);
     assert!(
         archs.iter().all(|a| a == "sm_90" || a == "compute_80"),
         "{archs:?}"

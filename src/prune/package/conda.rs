@@ -25,12 +25,11 @@ use std::path::{Path, PathBuf};
 
 use fatpack_format::select::{capability_string, REAL_GPUS};
 
-use super::tarball::{sha256_file, spool_tar, write_tar, Entry, Kind};
+use super::tarball::{spool_tar, write_tar, Entry, Kind};
 use super::variant;
-use super::{add, names, prune_member, Written};
+use super::{add, names, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
-use crate::inputs;
 use crate::prune::{PruneError, PruneReport, Selection};
 
 /// The two package formats conda reads.
@@ -331,38 +330,14 @@ pub(in crate::prune) fn prune_conda(
     let count = pkg.entries.len();
     for (i, e) in pkg.entries.iter_mut().enumerate().filter(|(_, e)| !e.info) {
         progress.step(format!("prune: {} ({}/{count})", e.name, i + 1));
-        let Some((path, sha, len)) = &mut e.data else {
+        let Some((one, before)) = prune_spooled(input, e, sel, scratch.path(), &outs)? else {
             continue;
         };
-        let data = inputs::read_file(path)?;
-        let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
-        let at = scratch.path().join("pruned");
-        let mut one = PruneReport::default();
-        let Some(tmp) = prune_member(&shown, &data, sel, &at, &outs, &mut one)? else {
-            continue;
-        };
-        drop(data);
-        std::fs::rename(tmp.path(), &*path).map_err(io_at(path))?;
-        let bytes_after = std::fs::metadata(&*path).map_err(io_at(path))?.len();
-        let (new_sha, new_len) = sha256_file(path)?;
-        add(&mut report, e.name.clone(), *len, bytes_after, one);
-        *sha = new_sha.clone();
-        *len = new_len;
-        changed.insert(e.name.clone(), (new_sha, new_len));
+        let (_, sha, len) = e.data.as_ref().expect("a pruned entry is a file");
+        add(&mut report, e.name.clone(), before, *len, one);
+        changed.insert(e.name.clone(), (sha.clone(), *len));
     }
-    if report.files.is_empty() {
-        return Err(bad(
-            input,
-            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
-        ));
-    }
-    let claims = report.runs.capabilities();
-    if claims.is_empty() {
-        return Err(bad(
-            input,
-            "after this prune no GPU gets from it what the whole package gave it: the variant would claim nothing; refused",
-        ));
-    }
+    let claims = super::claims(input, &report)?;
     let label = variant::label(sel).replace('.', "_");
     let build = index["build"].as_str().unwrap_or_default().to_string();
     let new_build = format!("{build}_{label}");
@@ -404,16 +379,7 @@ pub(in crate::prune) fn prune_conda(
         Format::TarBz2 => ".tar.bz2",
     };
     let file_name = format!("{new_stem}{ext}");
-    let dest = if output.is_dir() {
-        output.join(&file_name)
-    } else if output.file_name().and_then(|n| n.to_str()) == Some(file_name.as_str()) {
-        output.to_path_buf()
-    } else {
-        return Err(bad(
-            output,
-            format!("the pruned package must be called {file_name} (conda checks the name against index.json); name a folder to get it"),
-        ));
-    };
+    let dest = super::destination(output, &file_name, "conda checks it against index.json")?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_package(&pkg, format, &stem, &new_stem, &mut tmp, &dest)?;

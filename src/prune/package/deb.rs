@@ -15,17 +15,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fatpack_format::select::capability_string;
 use md5::Digest;
 
-use super::tarball::{hex, sha256_file, spool_tar, write_tar, Entry, Kind};
+use super::tarball::{hex, spool_tar, write_tar, Entry, Kind};
 use super::variant;
-use super::{add, prune_member, Written};
+use super::{add, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
-use crate::inputs;
 use crate::prune::{PruneError, PruneReport, Selection};
 
 /// Whether `input` is named as a Debian package.
@@ -360,27 +359,16 @@ pub(in crate::prune) fn prune_deb(
     let mut kib_delta: i64 = 0;
     let progress = crate::progress::Progress::new();
     for e in pkg.data.iter_mut() {
-        let Some((path, sha, len)) = &mut e.data else {
-            continue;
-        };
         progress.step(format!("prune: {}", e.name));
-        let data = inputs::read_file(path)?;
-        let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
-        let at = scratch.path().join("pruned");
-        let mut one = PruneReport::default();
-        let Some(tmp) = prune_member(&shown, &data, sel, &at, &outs, &mut one)? else {
+        let Some((one, before)) = prune_spooled(input, e, sel, scratch.path(), &outs)? else {
             continue;
         };
-        drop(data);
-        std::fs::rename(tmp.path(), &*path).map_err(io_at(path))?;
-        let (new_sha, new_len) = sha256_file(path)?;
-        kib_delta += new_len.div_ceil(1024) as i64 - len.div_ceil(1024) as i64;
-        add(&mut report, e.name.clone(), *len, new_len, one);
+        let (path, _, len) = e.data.as_ref().expect("a pruned entry is a file");
+        kib_delta += len.div_ceil(1024) as i64 - before.div_ceil(1024) as i64;
+        add(&mut report, e.name.clone(), before, *len, one);
         if let Some(sum) = sums.get_mut(&e.name) {
             *sum = md5_file(path)?;
         }
-        *sha = new_sha;
-        *len = new_len;
     }
     progress.done();
     // Hard links to a pruned file carry its new bytes: their md5sums lines follow.
@@ -391,19 +379,7 @@ pub(in crate::prune) fn prune_deb(
             }
         }
     }
-    if report.files.is_empty() {
-        return Err(bad(
-            input,
-            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
-        ));
-    }
-    let claims = report.runs.capabilities();
-    if claims.is_empty() {
-        return Err(bad(
-            input,
-            "after this prune no GPU gets from it what the whole package gave it; refused",
-        ));
-    }
+    let claims = super::claims(input, &report)?;
     let control_path = control_file(input, &pkg.control, "control")?
         .ok_or_else(|| bad(input, "no control file in its control archive"))?;
     let text =
@@ -430,16 +406,7 @@ pub(in crate::prune) fn prune_deb(
     )?;
     let version_in_name = version.split_once(':').map_or(version.as_str(), |(_, v)| v);
     let file_name = format!("{name}_{version_in_name}_{arch}.deb");
-    let dest = if output.is_dir() {
-        output.join(&file_name)
-    } else if output.file_name().and_then(|n| n.to_str()) == Some(file_name.as_str()) {
-        output.to_path_buf()
-    } else {
-        return Err(bad(
-            output,
-            format!("the pruned package must be called {file_name} (its name, version and architecture); name a folder to get it"),
-        ));
-    };
+    let dest = super::destination(output, &file_name, "its name, version and architecture")?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_deb(&pkg, scratch.path(), &mut tmp, &dest)?;

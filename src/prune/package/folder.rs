@@ -133,12 +133,7 @@ struct Copy<'a> {
 
 impl Copy<'_> {
     fn tree(&mut self, dir: &Path, to: &Path) -> Result<(), PruneError> {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .map_err(io_at(dir))?
-            .collect::<Result<_, _>>()
-            .map_err(io_at(dir))?;
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
+        for e in super::sorted_entries(dir)? {
             let from = e.path();
             let dest = to.join(e.file_name());
             let meta = from.symlink_metadata().map_err(io_at(&from))?;

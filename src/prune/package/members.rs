@@ -60,12 +60,7 @@ fn folder(
     dir: &Path,
     f: &mut dyn FnMut(&str, &Path) -> Result<(), PruneError>,
 ) -> Result<(), PruneError> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(io_at(dir))?
-        .collect::<Result<_, _>>()
-        .map_err(io_at(dir))?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
+    for e in super::sorted_entries(dir)? {
         let path = e.path();
         let kind = e.file_type().map_err(io_at(&path))?;
         if kind.is_dir() {

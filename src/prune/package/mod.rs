@@ -157,3 +157,82 @@ fn add(report: &mut PruneReport, path: String, before: u64, after: u64, one: Pru
         report: one,
     });
 }
+
+/// What a package variant may claim: the GPUs that still get, from every module of every
+/// file, the entry the whole package gave them. A package with no fat binary, or whose
+/// prune leaves no GPU served as before, is refused: its variant would claim nothing.
+fn claims(input: &Path, report: &PruneReport) -> Result<Vec<u32>, PruneError> {
+    let refuse = |m: &str| {
+        Err(PruneError::Package {
+            path: input.to_path_buf(),
+            message: m.to_string(),
+        })
+    };
+    if report.files.is_empty() {
+        return refuse(
+            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
+        );
+    }
+    let claims = report.runs.capabilities();
+    if claims.is_empty() {
+        return refuse(
+            "after this prune no GPU gets from it what the whole package gave it: the \
+             variant would claim nothing; refused",
+        );
+    }
+    Ok(claims)
+}
+
+/// Where a package goes: `output` itself if it carries the package's name (`name`, which
+/// the package's installers check: `why`), or that name inside the folder `output`.
+fn destination(output: &Path, name: &str, why: &str) -> Result<PathBuf, PruneError> {
+    if output.is_dir() {
+        Ok(output.join(name))
+    } else if output.file_name().and_then(|n| n.to_str()) == Some(name) {
+        Ok(output.to_path_buf())
+    } else {
+        Err(PruneError::Package {
+            path: output.to_path_buf(),
+            message: format!(
+                "the pruned package must be called {name} ({why}); name a folder to get it"
+            ),
+        })
+    }
+}
+
+/// The entries of a folder, sorted by name (the same order on every file system).
+fn sorted_entries(dir: &Path) -> Result<Vec<std::fs::DirEntry>, PruneError> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(crate::error::io_at(dir))?
+        .collect::<Result<_, _>>()
+        .map_err(crate::error::io_at(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
+/// Prunes a file spooled from a package's archive (`e`, whose name `input!name` is shown in
+/// errors) where it lies: its spool file becomes the pruned one, its sha256 and size follow.
+/// Returns the file's report and its size before, if it had device code.
+fn prune_spooled(
+    input: &Path,
+    e: &mut tarball::Entry,
+    sel: &Selection,
+    scratch: &Path,
+    outs: &Outputs,
+) -> Result<Option<(PruneReport, u64)>, PruneError> {
+    let Some((path, sha, len)) = &mut e.data else {
+        return Ok(None);
+    };
+    let data = inputs::read_file(path)?;
+    let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
+    let mut one = PruneReport::default();
+    let Some(tmp) = prune_member(&shown, &data, sel, &scratch.join("pruned"), outs, &mut one)?
+    else {
+        return Ok(None);
+    };
+    drop(data);
+    std::fs::rename(tmp.path(), &*path).map_err(crate::error::io_at(path))?;
+    let before = *len;
+    (*sha, *len) = tarball::sha256_file(path)?;
+    Ok(Some((one, before)))
+}

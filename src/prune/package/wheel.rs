@@ -403,7 +403,11 @@ pub(in crate::prune) fn prune_wheel(
     let text = String::from_utf8(text).map_err(|_| wheel_error(input, "RECORD is not UTF-8"))?;
     let rec = record::parse(&text).map_err(|m| wheel_error(input, m))?;
     check_listed(input, &naming, &members, &rec)?;
-    let dest = destination(output, &naming.file_name)?;
+    let dest = super::destination(
+        output,
+        &naming.file_name,
+        "installers check it against its version and variant",
+    )?;
     let mut w = Writer {
         input,
         dest: &dest,
@@ -436,23 +440,10 @@ pub(in crate::prune) fn prune_wheel(
         }
     }
     progress.done();
-    if w.report.files.is_empty() {
-        return Err(wheel_error(
-            input,
-            "has no ELF file with device code in it: nothing to prune, and no GPU to label it for",
-        ));
-    }
-    let claims = w.report.runs.capabilities();
+    let claims = super::claims(input, &w.report)?;
     let new_info = naming.rename(&naming.old_info);
     if let Some(label) = &naming.label {
         let values = variant::sm_arch_values(&w.report.runs);
-        if values.is_empty() {
-            return Err(wheel_error(
-                input,
-                "after this prune no GPU gets from it what the whole wheel gave it: a variant \
-                 wheel would claim nothing; refused",
-            ));
-        }
         let json = variant::variant_json(label, &values);
         w.add_new(&mut zw, &format!("{new_info}variant.json"), json.as_bytes())?;
     }
@@ -692,25 +683,6 @@ fn copy_hashing(path: &Path, to: &mut impl Write) -> std::io::Result<(String, u6
         h.update(&buf[..n]);
         to.write_all(&buf[..n])?;
         len += n as u64;
-    }
-}
-
-/// Where the pruned wheel goes: `output` itself if it carries the wheel's new name (which
-/// installers check against its version and label), or that name inside the folder
-/// `output`.
-fn destination(output: &Path, wheel_name: &str) -> Result<PathBuf, PruneError> {
-    if output.is_dir() {
-        Ok(output.join(wheel_name))
-    } else if output.file_name().and_then(|n| n.to_str()) == Some(wheel_name) {
-        Ok(output.to_path_buf())
-    } else {
-        Err(wheel_error(
-            output,
-            format!(
-                "the pruned wheel must be called {wheel_name} (installers check the name \
-                 against its version and variant); name a folder to get it"
-            ),
-        ))
     }
 }
 

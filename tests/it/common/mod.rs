@@ -232,3 +232,37 @@ pub fn c_object(dir: &Path, name: &str, source: &str) -> PathBuf {
     assert_eq!(code, 0, "{err}");
     o
 }
+
+/// A fresh venv at `dir/venv` with `packages` installed from PyPI (the installers and
+/// resolvers the package tests read their outputs with).
+pub fn venv_with(dir: &Path, packages: &[&str]) -> PathBuf {
+    let venv = dir.join("venv");
+    let (code, _, err) = run(Command::new("python3").args(["-m", "venv"]).arg(&venv));
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(Command::new(venv.join("bin/pip"))
+        .args(["install", "-q", "--disable-pip-version-check"])
+        .args(packages));
+    assert_eq!(code, 0, "{err}");
+    venv
+}
+
+/// The archs `inspect` finds in `file`, in its per-arch order.
+pub fn archs_of(file: &Path) -> Vec<String> {
+    inspect_json(file)["per_arch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["arch"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `fatpack prune ARGS INPUT -o OUT`: its exit code and standard error.
+pub fn prune_with(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("prune")
+        .args(args)
+        .arg(input)
+        .arg("-o")
+        .arg(out));
+    (code, err)
+}
