@@ -34,7 +34,7 @@ for w in "$work"/dl/*.whl; do
         log="$work/prune.log"
         # shellcheck disable=SC2086
         /usr/bin/time -f "time %e %M" "$fatpack" prune $form "$w" -o "$dist" 2> "$log"
-        out="$(sed -n 's/^fatpack prune: wrote \(.*\) (.*)$/\1/p' "$log")"
+        out="$(sed -n 's/^fatpack prune: wrote \(.*\)$/\1/p' "$log")"
         claims="$(sed -n 's/^fatpack prune: serves GPUs \(.*\) as the whole build did$/\1/p' "$log")"
         read -r _ wall kib < <(grep '^time ' "$log")
         a=$(stat -c %s "$w"); b=$(stat -c %s "$out")
