@@ -201,7 +201,7 @@ enum Command {
 struct PruneArgs {
     /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
     /// `80-real;90-virtual`. --arch is nvprune's and cuobjdump's word for it.
-    #[arg(long, value_name = "ARCHS", visible_alias = "arch")]
+    #[arg(long, value_name = "ARCHS", visible_aliases = ["arch", "gpu-architecture"])]
     keep: Option<String>,
     /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
     /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
@@ -581,6 +581,21 @@ fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `fatpack prune -arch sm_90` and `-arch=sm_90`, as nvprune and nvcc write them: one dash
+/// before a long name, which clap reads as `-a -r -c -h`. They become `--arch`.
+fn nvprune_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.first().is_none_or(|a| a != "prune") {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| match a.to_str() {
+            Some("-arch") => "--arch".into(),
+            Some(s) if s.starts_with("-arch=") => format!("-{s}").into(),
+            _ => a,
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
     fatpack::link::pack::mark_process_start();
     // Before anything opens a file: the jobserver's descriptors must still be make's.
@@ -613,7 +628,7 @@ fn main() -> ExitCode {
     );
     let matches = Cli::command()
         .version(version)
-        .get_matches_from(argv0.iter().cloned().chain(rest));
+        .get_matches_from(argv0.iter().cloned().chain(nvprune_spellings(rest)));
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),

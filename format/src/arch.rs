@@ -180,7 +180,9 @@ impl EntryId {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "`{text}` is not an arch: expected sm_XX, compute_XX or a CMake-style XX[a|f][-real|-virtual]"
+    "`{text}` is not an arch: expected sm_XX, compute_XX or a CMake-style \
+     XX[a|f][-real|-virtual]{}",
+    did_you_mean(text)
 )]
 pub struct ArchParseError {
     pub text: String,
@@ -211,7 +213,16 @@ pub fn parse_targets(text: &str) -> Result<Vec<EntryId>, ArchParseError> {
     let err = || ArchParseError {
         text: text.to_string(),
     };
-    let t = text.trim();
+    // One spelling for each: `SM_90` and `sm90` are `sm_90`, `compute90` is `compute_90`.
+    let lower = text.trim().to_ascii_lowercase();
+    let t = match (lower.strip_prefix("sm"), lower.strip_prefix("compute")) {
+        (Some(rest), _) if rest.starts_with(|c: char| c.is_ascii_digit()) => format!("sm_{rest}"),
+        (_, Some(rest)) if rest.starts_with(|c: char| c.is_ascii_digit()) => {
+            format!("compute_{rest}")
+        }
+        _ => lower,
+    };
+    let t = t.as_str();
     if let Some(rest) = t.strip_prefix("sm_") {
         let a = parse_number_variant(rest).ok_or_else(err)?;
         return Ok(vec![EntryId::new(EntryKind::Sass, a.number, a.variant)]);
@@ -261,9 +272,29 @@ pub fn parse_target_list(text: &str) -> Result<Vec<EntryId>, ArchParseError> {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("`{text}` is not a compute capability: expected 9.0, 90, sm_90 or compute_90")]
+#[error(
+    "`{text}` is not a compute capability: expected 9.0, 90, sm_90 or compute_90{}",
+    did_you_mean(text)
+)]
 pub struct CapabilityParseError {
     pub text: String,
+}
+
+/// `; did you mean 9.0?` where `text` holds a number that is a compute capability
+/// (`sm-90`, `arch90`, `9,0`), or nothing.
+pub fn did_you_mean(text: &str) -> String {
+    let digits: String = text
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    match digits.parse::<u32>() {
+        Ok(n) if (10..=1299).contains(&n) && parse_capability(text).is_err() => {
+            format!("; did you mean {}.{} (sm_{n})?", n / 10, n % 10)
+        }
+        _ => String::new(),
+    }
 }
 
 /// One compute capability (`major * 10 + minor`) in any spelling a user has at hand: `9.0`
@@ -275,6 +306,9 @@ pub fn parse_capability(text: &str) -> Result<u32, CapabilityParseError> {
     };
     let t = text.trim();
     if let Some((major, minor)) = t.split_once('.') {
+        // `9.0a`, `10.0f` (Nixpkgs' cudaCapabilities, TORCH_CUDA_ARCH_LIST): the variant
+        // names no other capability.
+        let minor = minor.trim_end_matches(['a', 'f']);
         let major: u32 = major.parse().map_err(|_| err())?;
         let minor: u32 = minor.parse().map_err(|_| err())?;
         if minor > 9 || !(1..1000).contains(&major) {
@@ -319,12 +353,23 @@ mod tests {
             ("compute_120", vec![120]),
             ("10.3", vec![103]),
             ("9.0,90", vec![90]),
+            // Every spelling a user has at hand, one capability.
+            (
+                "9.0 90 sm_90 sm90 SM_90 9.0a 90a sm_90a 90-real 90-virtual compute_90",
+                vec![90],
+            ),
+            ("10.0f;100f;Sm100;compute100", vec![100]),
         ] {
             assert_eq!(parse_capability_list(text).unwrap(), want, "{text}");
         }
-        for bad in ["", "x", "9.10", "9", "sm_", ";", "0.5", "9.0.1", "90b"] {
+        for bad in [
+            "", "x", "9.10", "9", "sm_", ";", "0.5", "9.0.1", "90b", "sm-90",
+        ] {
             assert!(parse_capability_list(bad).is_err(), "{bad}");
         }
+        let e = parse_capability_list("sm-90").unwrap_err().to_string();
+        assert!(e.ends_with("; did you mean 9.0 (sm_90)?"), "{e}");
+        assert_eq!(did_you_mean("x"), "");
     }
 
     #[test]

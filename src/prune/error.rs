@@ -12,8 +12,12 @@ use crate::rewrite::elf_edit::ElfEditError;
 pub enum PruneError {
     #[error("--keep: {0}")]
     Keep(#[from] ArchParseError),
-    #[error("--for {0}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 90a-real)")]
-    Capability(String),
+    #[error(
+        "--for {text}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 9.0a, \
+         90a-real){}",
+        fatpack_format::arch::did_you_mean(text)
+    )]
+    Capability { text: String },
     #[error(
         "module {module}: --keep {keep} keeps none of its entries (it has {has}); the pruned \
          binary could not run its kernels anywhere (pass --allow-empty to do it anyway)"

@@ -43,8 +43,9 @@ pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 /// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9`
 /// (fatpack-format's one capability parser, whose lists `--keep` reads too).
 pub fn parse_capabilities(text: &str) -> Result<Vec<u32>, PruneError> {
-    fatpack_format::arch::parse_capability_list(text)
-        .map_err(|_| PruneError::Capability(text.to_string()))
+    fatpack_format::arch::parse_capability_list(text).map_err(|_| PruneError::Capability {
+        text: text.to_string(),
+    })
 }
 
 impl Selection {

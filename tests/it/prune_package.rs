@@ -269,3 +269,44 @@ fn an_output_on_the_inputs_side_file_is_refused() {
         );
     }
 }
+
+/// The spellings users type for a GPU (Nixpkgs' `9.0a`, `sm90`, `SM_90`, nvprune's `-arch
+/// sm_90` and `-arch=sm_90`, nvcc's `--gpu-architecture`) select what the canonical one
+/// does, byte for byte; a near miss is answered with what was meant.
+#[test]
+fn every_common_spelling_of_a_gpu_selects_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    let pruned = |args: &[&str], name: &str| {
+        let out = d.join(name);
+        let (code, err) = prune_with(args, &lib, &out);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        std::fs::read(out).unwrap()
+    };
+    let for90 = pruned(&["--for", "9.0"], "for90");
+    for (i, spelling) in ["9.0a", "sm90", "SM_90", "90", "sm_90a", "90-real"]
+        .iter()
+        .enumerate()
+    {
+        assert!(
+            pruned(&["--for", spelling], &format!("f{i}")) == for90,
+            "{spelling}"
+        );
+    }
+    let keep = pruned(&["--keep", "sm_90"], "keep90");
+    for (i, args) in [
+        &["-arch", "sm_90"][..],
+        &["-arch=sm_90"],
+        &["--gpu-architecture", "sm_90"],
+        &["--arch", "SM90"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(pruned(args, &format!("k{i}")) == keep, "{args:?}");
+    }
+    let (code, err) = prune_with(&["--for", "sm-90"], &lib, &d.join("bad"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("did you mean 9.0 (sm_90)?"), "{err}");
+}

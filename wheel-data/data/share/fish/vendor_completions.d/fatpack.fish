@@ -42,7 +42,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l for -d 'Also
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l kernels -d 'List kernel names (demangled) under each entry'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l json -d 'Print JSON (an array with one report per file) instead of a table'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -l gpu-architecture -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, per module, what the runtime would run on GPUs of these compute capabilities: `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT included)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l replace-path -d 'A folder: replace OLD by NEW (the same length) in every file and symlink target, byte for byte, as Nix needs when an output is copied to its new store path. Repeatable' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'Where to write the result' -r -F
