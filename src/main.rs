@@ -389,13 +389,13 @@ fn prune(a: &PruneArgs) -> anyhow::Result<()> {
         },
         (None, Some(f)) => Selection::For(fatpack::prune::parse_capabilities(f)?),
         (None, None) if a.dead => Selection::Dead,
-        (None, None) => anyhow::bail!("prune needs --keep, --for or --dead"),
+        (None, None) => return Err(UsageError("prune needs --keep, --for or --dead".into()).into()),
     };
     let form = match a.local_label {
         true => WheelForm::LocalLabel,
         false => WheelForm::Variant,
     };
-    let relocate = fatpack::prune::Relocate::parse(&a.replace_path).map_err(anyhow::Error::msg)?;
+    let relocate = fatpack::prune::Relocate::parse(&a.replace_path).map_err(UsageError)?;
     let opts = fatpack::prune::Options {
         wheel_form: form,
         relocate,
@@ -671,10 +671,21 @@ fn main() -> ExitCode {
             return match fatpack::run::run(&command) {
                 Ok(code) => exit(code),
                 Err(e) => {
+                    // As a shell says it: 127 not found, 126 found but not runnable.
+                    let code = match &e {
+                        fatpack::run::RunError::Start { source, .. } => {
+                            match source.raw_os_error() {
+                                Some(libc::ENOENT) => 127,
+                                Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR) => 126,
+                                _ => 1,
+                            }
+                        }
+                        _ => 1,
+                    };
                     eprintln!("fatpack: error: {}", message(&anyhow::Error::new(e)));
-                    ExitCode::FAILURE
+                    exit(code)
                 }
-            }
+            };
         }
         Command::Prune(args) => prune(&args),
         Command::Extract {
@@ -714,7 +725,21 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fatpack: error: {}", message(&e));
-            ExitCode::FAILURE
+            // A value the command line gave that means nothing is a usage error, as clap's
+            // own are: 2.
+            let usage = matches!(
+                e.downcast_ref::<fatpack::prune::PruneError>(),
+                Some(
+                    fatpack::prune::PruneError::Capability { .. }
+                        | fatpack::prune::PruneError::Keep(_)
+                )
+            ) || e.downcast_ref::<UsageError>().is_some();
+            exit(if usage { 2 } else { 1 })
         }
     }
 }
+
+/// A command line whose values do not fit together (checked after clap's own parsing).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);

@@ -42,6 +42,8 @@ pub enum CommitError {
     IsFolder(PathBuf),
     #[error("{}: exists; a folder output is written only where nothing is", .0.display())]
     FolderExists(PathBuf),
+    #[error("{}: its folder {} does not exist (make it first)", output.display(), folder.display())]
+    NoFolder { output: PathBuf, folder: PathBuf },
     #[error(
         "{}: the output fatpack wrote does not hold together ({why}); nothing was written. \
          The input has damage fatpack did not detect, or this is a fatpack bug",
@@ -248,6 +250,13 @@ impl Outputs {
     fn prepare(&self, dest: &Path) -> Result<String, CommitError> {
         self.check(dest)?;
         let dir = folder_of(dest);
+        // Said in the user's words, before a temp name in it could be.
+        if !dir.is_dir() {
+            return Err(CommitError::NoFolder {
+                output: dest.to_path_buf(),
+                folder: dir.to_path_buf(),
+            });
+        }
         let mut swept = self.swept.borrow_mut();
         if !swept.iter().any(|d| d == dir) {
             signals::sweep(TEMP_PREFIX, dir);

@@ -51,7 +51,7 @@ fn a_make_build_under_fatpack_run_links_through_fatpack() {
     let (code, _, _) = run(Command::new(fatpack_bin()).args(["run", "--", "sh", "-c", "exit 7"]));
     assert_eq!(code, 7);
     let (code, _, err) = run(Command::new(fatpack_bin()).args(["run", "--", "/no/such/tool"]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 127, "as a shell says a command is not found");
     assert!(err.contains("/no/such/tool: No such file"), "{err}");
 }
 
@@ -171,4 +171,65 @@ fn the_wheels_man_page_and_completions_are_current() {
             args.join(" ")
         );
     }
+}
+
+/// Exit codes as shells and CLIs use them, and messages in the user's words: 2 for a value
+/// on the command line that means nothing, 127/126 for a command `run` cannot find or
+/// start, 1 for a failure, each saying what is wrong with which file.
+#[test]
+fn exit_codes_and_messages_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = crate::common::fixture("libfixture.so");
+    let fatpack = |args: &[&str]| run(Command::new(fatpack_bin()).args(args));
+    let lib_s = lib.to_str().unwrap();
+    let out = d.join("out");
+    let out_s = out.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+        (
+            vec!["prune", "--for", "9.x", lib_s, "-o", out_s],
+            2,
+            "want compute capabilities",
+        ),
+        (
+            vec!["prune", "--for", "sm-90", lib_s, "-o", out_s],
+            2,
+            "did you mean 9.0 (sm_90)?",
+        ),
+        (
+            vec!["prune", "--keep", "sm-90", lib_s, "-o", out_s],
+            2,
+            "is not an arch",
+        ),
+        (
+            vec!["run", "fatpack-no-such-command"],
+            127,
+            "fatpack-no-such-command",
+        ),
+        (vec!["run", "/etc"], 126, "/etc"),
+        (
+            vec!["join", lib_s, "-o", out_s],
+            1,
+            "split and join work on what",
+        ),
+        (
+            vec![
+                "prune",
+                "--for",
+                "9.0",
+                lib_s,
+                "-o",
+                "/nonexistent-fatpack/dir/out",
+            ],
+            1,
+            "its folder /nonexistent-fatpack/dir does not exist",
+        ),
+    ];
+    for (args, want_code, want) in cases {
+        let (code, _, err) = fatpack(&args);
+        assert_eq!(code, want_code, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains(".fatpack-tmp"), "{args:?}: {err}");
+    }
+    assert!(!out.exists());
 }
