@@ -307,6 +307,6 @@ fn every_common_spelling_of_a_gpu_selects_the_same() {
         assert!(pruned(args, &format!("k{i}")) == keep, "{args:?}");
     }
     let (code, err) = prune_with(&["--for", "sm-90"], &lib, &d.join("bad"));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("did you mean 9.0 (sm_90)?"), "{err}");
 }

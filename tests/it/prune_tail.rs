@@ -311,7 +311,7 @@ fn prune_for_capabilities_keeps_what_the_runtime_would_choose() {
     );
     assert_eq!(archs(&out), ["compute_90a"]);
     let (code, _, err) = prune(&["--for", "nine"], &af, &out);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "a usage error");
     assert!(err.contains("--for nine"), "{err}");
 
     // A packed program pruned for 9.0.

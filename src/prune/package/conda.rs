@@ -172,7 +172,7 @@ pub(super) fn spool_binaries(
         let n = std::fs::File::open(&path)
             .and_then(|mut f| f.read(&mut head))
             .map_err(io_at(&path))?;
-        if head[..n].starts_with(b"\x7fELF") || head[..n].starts_with(b"!<arch>\n") {
+        if super::members::is_binary(&head[..n]) {
             out.push((e.name, path));
         }
     }

@@ -185,11 +185,25 @@ impl Copy<'_> {
             }
             self.linked.insert(key, dest.to_path_buf());
         }
-        let mut data = inputs::read_file(from)?;
-        self.relocate.apply(&mut data);
-        let mut one = PruneReport::default();
-        match prune_with_side(from, &data, self.sel, dest, self.outs, &mut one)? {
-            Some((tmp, side)) => {
+        // Only an ELF file or an archive can hold device code: anything else (a model, a
+        // data set) is copied as it streams, never held whole.
+        let mut head = [0u8; 8];
+        let n = std::fs::File::open(from)
+            .and_then(|mut f| f.read(&mut head))
+            .map_err(io_at(from))?;
+        let binary = super::members::is_binary(&head[..n]);
+        let pruned = match binary {
+            true => {
+                let mut data = inputs::read_file(from)?;
+                self.relocate.apply(&mut data);
+                let mut one = PruneReport::default();
+                prune_with_side(from, &data, self.sel, dest, self.outs, &mut one)?
+                    .map(|(tmp, side)| (tmp, side, one))
+            }
+            false => None,
+        };
+        match pruned {
+            Some((tmp, side, one)) => {
                 let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
                 if let Some(side) = side {
                     let at = side.destination().to_path_buf();

@@ -30,7 +30,9 @@ impl PackageKind {
     }
 }
 
-fn is_binary(head: &[u8]) -> bool {
+/// Whether a file starting with `head` (its first 8 bytes) can hold device code: an ELF
+/// file or an `ar` archive. Anything else a package carries is copied as it streams.
+pub(super) fn is_binary(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF") || head.starts_with(b"!<arch>\n")
 }
 

@@ -627,7 +627,7 @@ impl Writer<'_> {
             }
         }
         h.update(&head[..got]);
-        let elf_or_ar = head.starts_with(b"\x7fELF") || head.starts_with(b"!<arch>\n");
+        let elf_or_ar = super::members::is_binary(&head[..got]);
         let spool = self.scratch.path().join(format!("member-{i}"));
         let mut sink: Box<dyn Write> = match elf_or_ar {
             true => {
