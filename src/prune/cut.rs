@@ -251,49 +251,72 @@ struct Compacted {
     body: Vec<u8>,
     /// Old address -> new address of every container.
     moved: BTreeMap<u64, u64>,
-    /// (section index, new offset, new size) of every device section.
-    sections: Vec<(usize, u64, u64)>,
-    /// Every container, moved or pinned: old address and length, new address and length.
-    spans: Vec<(u64, u64, u64, u64)>,
-    /// Every device section: index, old address and size, new address and size.
-    addresses: Vec<(usize, u64, u64, u64, u64)>,
+    /// Every device section, in file order.
+    sections: Vec<Placed>,
+    /// Every container, moved or pinned, in address order.
+    spans: Vec<Span>,
+}
+
+/// A device section after the cut.
+struct Placed {
+    index: usize,
+    /// New file offset and size.
+    offset: u64,
+    size: u64,
+    /// Old address and size; new address.
+    old_addr: u64,
+    old_size: u64,
+    addr: u64,
+}
+
+/// A container before and after the cut: address and length.
+#[derive(Clone, Copy)]
+struct Span {
+    old: u64,
+    old_len: u64,
+    new: u64,
+    new_len: u64,
 }
 
 impl Compacted {
-    /// Where an address in device section `shndx` now is: a container's start its new start,
-    /// a place inside a container the same offset in the pruned one (clamped to its end), any
+    fn placed(&self, shndx: usize) -> Option<&Placed> {
+        self.sections.iter().find(|p| p.index == shndx)
+    }
+
+    /// The container whose old bytes hold `addr`, if any.
+    fn span_at(&self, addr: u64) -> Option<Span> {
+        let i = self
+            .spans
+            .partition_point(|s| s.old <= addr)
+            .checked_sub(1)?;
+        let s = self.spans[i];
+        (addr < s.old + s.old_len).then_some(s)
+    }
+
+    /// Where an address in device section `shndx` now is: a place inside a container the
+    /// same offset in the pruned one (clamped to its end; its start is its new start), any
     /// other place (padding, the section's end) the same offset from the section's start,
     /// clamped to its new end. No symbol is left pointing past what the section now holds.
     fn new_address(&self, shndx: usize, value: u64) -> Option<u64> {
-        if let Some(&new) = self.moved.get(&value) {
-            return Some(new);
-        }
-        let &(_, old_sec, old_size, new_sec, new_size) =
-            self.addresses.iter().find(|a| a.0 == shndx)?;
-        if !(old_sec..=old_sec + old_size).contains(&value) {
+        let p = self.placed(shndx)?;
+        if !(p.old_addr..=p.old_addr + p.old_size).contains(&value) {
             return None;
         }
-        for &(old, old_len, new, new_len) in &self.spans {
-            if (old..old + old_len).contains(&value) {
-                return Some(new + (value - old).min(new_len));
-            }
-        }
-        Some(new_sec + (value - old_sec).min(new_size))
+        Some(match self.span_at(value) {
+            Some(s) => s.new + (value - s.old).min(s.new_len),
+            None => p.addr + (value - p.old_addr).min(p.size),
+        })
     }
 
     /// A symbol's size at its new place: a container's whole length becomes the pruned
     /// one's; no size runs past the section's new end.
     fn new_size(&self, shndx: usize, old_value: u64, new_value: u64, size: u64) -> u64 {
-        let whole = self
-            .spans
-            .iter()
-            .find(|s| s.0 == old_value && s.1 == size)
-            .map(|s| s.3);
-        let size = whole.unwrap_or(size);
-        match self.addresses.iter().find(|a| a.0 == shndx) {
-            Some(&(.., new_sec, new_size)) => {
-                size.min((new_sec + new_size).saturating_sub(new_value))
-            }
+        let size = match self.span_at(old_value) {
+            Some(s) if s.old == old_value && s.old_len == size => s.new_len,
+            _ => size,
+        };
+        match self.placed(shndx) {
+            Some(p) => size.min((p.addr + p.size).saturating_sub(new_value)),
             None => size,
         }
     }
@@ -319,7 +342,6 @@ fn compact(
         moved: BTreeMap::new(),
         sections: Vec::new(),
         spans: Vec::new(),
-        addresses: Vec::new(),
     };
     let body = &mut c.body;
     for d in &secs {
@@ -343,17 +365,29 @@ fn compact(
             }
             let bytes = file_range(data, old, len).unwrap_or_default();
             let new = replace(d, index, bytes)?;
-            c.spans
-                .push((addr_of(old), len, addr_of(to), new.len() as u64));
+            c.spans.push(Span {
+                old: addr_of(old),
+                old_len: len,
+                new: addr_of(to),
+                new_len: new.len() as u64,
+            });
             body.extend(new);
         }
         let end = cut.from + body.len() as u64;
-        c.sections.push((d.section_index, at, end - at));
         let old = layout.sections.get(d.section_index);
         let (old_addr, old_size) = old.map_or((0, 0), |s| (s.sh_addr.get(LE), s.sh_size.get(LE)));
-        c.addresses
-            .push((d.section_index, old_addr, old_size, addr_of(at), end - at));
+        c.sections.push(Placed {
+            index: d.section_index,
+            offset: at,
+            size: end - at,
+            old_addr,
+            old_size,
+            addr: addr_of(at),
+        });
     }
+    // Sections come in file order, containers in each in order: sorted already, but the
+    // lookup must not depend on it.
+    c.spans.sort_by_key(|s| s.old);
     Ok(c)
 }
 
@@ -694,10 +728,10 @@ fn cut_headers(
     let p = layout.segments[cut.seg];
     let addr_of = |off: u64| addr_in(&p, off);
     for (i, s) in new.sections.iter_mut().enumerate() {
-        if let Some(&(_, off, size)) = c.sections.iter().find(|n| n.0 == i) {
-            s.sh_addr.set(LE, addr_of(off));
-            s.sh_offset.set(LE, off);
-            s.sh_size.set(LE, size);
+        if let Some(p) = c.placed(i) {
+            s.sh_addr.set(LE, addr_of(p.offset));
+            s.sh_offset.set(LE, p.offset);
+            s.sh_size.set(LE, p.size);
         } else if s.sh_offset.get(LE) >= cut.resume {
             s.sh_offset.set(LE, moved(s.sh_offset.get(LE)));
         }
@@ -766,7 +800,7 @@ fn cut_headers(
     new
 }
 
-/// Symbols at a container's start follow it.
+/// Symbols in a compacted device section follow it ([`Compacted::new_address`]).
 fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
     let sym_len = std::mem::size_of::<Sym>();
     for s in &layout.sections {
@@ -785,9 +819,6 @@ fn move_symbols(layout: &Layout, c: &Compacted, r: &mut Rebuilt) {
             .enumerate()
         {
             let shndx = usize::from(sym.st_shndx.get(LE));
-            if !c.sections.iter().any(|n| n.0 == shndx) {
-                continue;
-            }
             let (old, old_size) = (sym.st_value.get(LE), sym.st_size.get(LE));
             let Some(new) = c.new_address(shndx, old) else {
                 continue;
@@ -939,10 +970,7 @@ fn verify(
     let mut patched = r.patched.clone();
     patched.sort_unstable();
     for (i, s) in old.sections.iter().enumerate() {
-        if !old.allocated(i)
-            || s.sh_type.get(LE) == elf::SHT_NOBITS
-            || c.sections.iter().any(|n| n.0 == i)
-        {
+        if !old.allocated(i) || s.sh_type.get(LE) == elf::SHT_NOBITS || c.placed(i).is_some() {
             continue;
         }
         let (addr, off, size) = (s.sh_addr.get(LE), s.sh_offset.get(LE), s.sh_size.get(LE));
