@@ -168,11 +168,7 @@ pub(super) fn spool_binaries(
     let mut out = Vec::new();
     for e in pkg.entries {
         let Some((path, ..)) = e.data else { continue };
-        let mut head = [0u8; 8];
-        let n = std::fs::File::open(&path)
-            .and_then(|mut f| f.read(&mut head))
-            .map_err(io_at(&path))?;
-        if super::members::is_binary(&head[..n]) {
+        if super::members::file_is_binary(&path)? {
             out.push((e.name, path));
         }
     }

@@ -187,12 +187,7 @@ impl Copy<'_> {
         }
         // Only an ELF file or an archive can hold device code: anything else (a model, a
         // data set) is copied as it streams, never held whole.
-        let mut head = [0u8; 8];
-        let n = std::fs::File::open(from)
-            .and_then(|mut f| f.read(&mut head))
-            .map_err(io_at(from))?;
-        let binary = super::members::is_binary(&head[..n]);
-        let pruned = match binary {
+        let pruned = match super::members::file_is_binary(from)? {
             true => {
                 let mut data = inputs::read_file(from)?;
                 self.relocate.apply(&mut data);

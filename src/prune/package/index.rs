@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest;
 
+use super::tarball::hex;
 use super::variant;
 use crate::commit::Outputs;
 use crate::error::io_at;
@@ -87,10 +88,7 @@ fn read_wheel(path: &Path) -> Result<(Wheel, Option<serde_json::Value>), PruneEr
         }
     };
     let bytes = std::fs::read(path).map_err(io_at(path))?;
-    let sha256: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = hex(&sha2::Sha256::digest(&bytes));
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(&bytes))
         .map_err(|e| bad(path, format!("not a readable wheel: {e}")))?;
     let vjson = format!("{dist}-{version}.dist-info/variant.json");
@@ -203,10 +201,7 @@ pub fn index(dir: &Path, output: &Path) -> Result<IndexReport, PruneError> {
         text.push('\n');
         let at = files.join(&name);
         std::fs::write(&at, &text).map_err(io_at(&at))?;
-        let sha: String = sha2::Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha = hex(&sha2::Sha256::digest(text.as_bytes()));
         extra.entry(project.clone()).or_default().push((name, sha));
     }
     let mut report = IndexReport::default();

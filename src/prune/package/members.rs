@@ -36,6 +36,28 @@ pub(super) fn is_binary(head: &[u8]) -> bool {
     head.starts_with(b"\x7fELF") || head.starts_with(b"!<arch>\n")
 }
 
+/// The first bytes of `r` (as many as [`is_binary`] looks at), read until they are there or
+/// the stream ends: a reader may hand them over in pieces.
+pub(super) fn read_head(r: &mut impl Read) -> std::io::Result<([u8; 8], usize)> {
+    let mut head = [0u8; 8];
+    let mut got = 0;
+    while got < head.len() {
+        match r.read(&mut head[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok((head, got))
+}
+
+/// Whether the file `path` can hold device code ([`is_binary`]).
+pub(super) fn file_is_binary(path: &Path) -> Result<bool, PruneError> {
+    let (head, n) = std::fs::File::open(path)
+        .and_then(|mut f| read_head(&mut f))
+        .map_err(io_at(path))?;
+    Ok(is_binary(&head[..n]))
+}
+
 /// Calls `f(name in the package, file)` for every ELF file or archive in the package `input`,
 /// in the package's order (a folder's: by name); `scratch` holds what is spooled.
 pub fn for_each_binary(
@@ -67,19 +89,13 @@ fn folder(
         let kind = e.file_type().map_err(io_at(&path))?;
         if kind.is_dir() {
             folder(root, &path, f)?;
-        } else if kind.is_file() {
-            let mut head = [0u8; 8];
-            let n = std::fs::File::open(&path)
-                .and_then(|mut file| file.read(&mut head))
-                .map_err(io_at(&path))?;
-            if is_binary(&head[..n]) {
-                let name = path
-                    .strip_prefix(root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                f(&name, &path)?;
-            }
+        } else if kind.is_file() && file_is_binary(&path)? {
+            let name = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            f(&name, &path)?;
         }
     }
     Ok(())
@@ -105,17 +121,7 @@ fn wheel(
             continue;
         }
         let name = m.name().to_string();
-        let mut head = [0u8; 8];
-        let mut got = 0;
-        while got < head.len() {
-            match m
-                .read(&mut head[got..])
-                .map_err(|e| bad(format!("{name}: {e}")))?
-            {
-                0 => break,
-                n => got += n,
-            }
-        }
+        let (head, got) = read_head(&mut m).map_err(|e| bad(format!("{name}: {e}")))?;
         if !is_binary(&head[..got]) {
             continue;
         }

@@ -78,7 +78,7 @@ pub fn label(sel: &Selection) -> String {
         return long;
     }
     let digest = sha2::Sha256::digest(long.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = super::tarball::hex(&digest);
     format!("{prefix}{}", &hex[..MAX_LABEL - prefix.len()])
 }
 

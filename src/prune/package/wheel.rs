@@ -29,8 +29,6 @@ const S_IFLNK: u32 = 0o120000;
 /// Metadata members (`RECORD`, `METADATA`, `variant.json`, a symlink's target) are read
 /// whole; anything larger than this is not one.
 const SMALL: u64 = 64 << 20;
-/// How many bytes of a member tell whether it is an ELF file or an archive.
-const MAGIC: usize = 8;
 
 /// Whether `input` is named as a wheel.
 pub(in crate::prune) fn is_wheel_name(input: &Path) -> bool {
@@ -618,14 +616,7 @@ impl Writer<'_> {
             .by_index(i)
             .map_err(|e| wheel_error(input, format!("member {}: {e}", m.name)))?;
         let mut h = Hashing::new(line.algo);
-        let mut head = [0u8; MAGIC];
-        let mut got = 0;
-        while got < MAGIC {
-            match f.read(&mut head[got..]).map_err(read_error)? {
-                0 => break,
-                n => got += n,
-            }
-        }
+        let (head, got) = super::members::read_head(&mut f).map_err(read_error)?;
         h.update(&head[..got]);
         let elf_or_ar = super::members::is_binary(&head[..got]);
         let spool = self.scratch.path().join(format!("member-{i}"));
