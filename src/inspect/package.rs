@@ -2,10 +2,10 @@
 //! binary in it that holds device code, named `package!member` (a folder's files by their
 //! path), and a summary of the whole: device code by arch and dead entries, summed.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::report::{inspect_path, ArchTotal, FileReport, InspectError, Totals};
+use super::report::{inspect_path, summarise, ArchTotal, FileReport, InspectError, Totals};
+use crate::inputs::FileKind;
 use crate::prune::{for_each_binary, PackageKind};
 
 /// The reports of the binaries with device code in `path`, or `None` if it is no package.
@@ -47,37 +47,14 @@ pub fn inspect_package(path: &Path) -> Result<Option<Vec<FileReport>>, InspectEr
     Ok(Some(reports))
 }
 
-/// A package's totals: per arch and in all, over every file in it.
+/// A package's totals: per arch and in all, over every file in it, summed as one file's
+/// report sums its modules (one kernel built into two files counts once; a packed file's
+/// shared blobs as its own report counts them).
 pub fn summary(reports: &[FileReport]) -> (Vec<ArchTotal>, Totals) {
-    let mut per_arch: BTreeMap<(String, String), ArchTotal> = BTreeMap::new();
-    let mut totals = Totals::default();
-    for r in reports {
-        for a in &r.per_arch {
-            let t = per_arch
-                .entry((a.arch.clone(), a.kind.clone()))
-                .or_insert_with(|| ArchTotal {
-                    arch: a.arch.clone(),
-                    kind: a.kind.clone(),
-                    entries: 0,
-                    raw_size: 0,
-                    stored_size: 0,
-                });
-            t.entries += a.entries;
-            t.raw_size += a.raw_size;
-            t.stored_size += a.stored_size;
-        }
-        let s = &r.totals;
-        totals.modules += s.modules;
-        totals.entries += s.entries;
-        totals.raw_size += s.raw_size;
-        totals.stored_size += s.stored_size;
-        totals.kernels += s.kernels;
-        totals.dead_entries += s.dead_entries;
-        totals.dead_stored_size += s.dead_stored_size;
-    }
-    let mut per_arch: Vec<ArchTotal> = per_arch.into_values().collect();
-    per_arch.sort_by_key(|a| (crate::arch::EntryId::parse(&a.arch), a.arch.clone()));
-    (per_arch, totals)
+    let modules = reports.iter().flat_map(|r| r.modules.iter().cloned()).collect();
+    let stored = reports.iter().map(|r| r.totals.stored_size).sum();
+    let all = summarise(String::new(), FileKind::Other, modules, Some(stored));
+    (all.per_arch, all.totals)
 }
 
 /// What `fatpack prune --for caps` would keep of a file's device code, by the selection
