@@ -51,7 +51,10 @@ pub fn inspect_package(path: &Path) -> Result<Option<Vec<FileReport>>, InspectEr
 /// report sums its modules (one kernel built into two files counts once; a packed file's
 /// shared blobs as its own report counts them).
 pub fn summary(reports: &[FileReport]) -> (Vec<ArchTotal>, Totals) {
-    let modules = reports.iter().flat_map(|r| r.modules.iter().cloned()).collect();
+    let modules = reports
+        .iter()
+        .flat_map(|r| r.modules.iter().cloned())
+        .collect();
     let stored = reports.iter().map(|r| r.totals.stored_size).sum();
     let all = summarise(String::new(), FileKind::Other, modules, Some(stored));
     (all.per_arch, all.totals)
@@ -66,43 +69,29 @@ pub fn would_keep(report: &FileReport, caps: &[u32]) -> (usize, usize, u64, u64)
     let mut chosen = crate::prune::Chosen::new();
     let (mut kept, mut all, mut kept_bytes, mut bytes) = (0, 0, 0, 0);
     for m in &report.modules {
-        all += m.entries.len();
-        bytes += m.entries.iter().map(|e| e.stored_size).sum::<u64>();
-        let code: Vec<(EntryId, u64)> = m
+        let entries: Vec<(Option<EntryId>, u64)> = m
             .entries
             .iter()
-            .filter(|e| e.kind == "sass" || e.kind == "ptx")
-            .filter_map(|e| Some((EntryId::parse(&e.arch)?, e.stored_size)))
+            .map(|e| {
+                let code = e.kind == "sass" || e.kind == "ptx";
+                (
+                    code.then(|| EntryId::parse(&e.arch)).flatten(),
+                    e.stored_size,
+                )
+            })
             .collect();
-        let others = m.entries.len() - code.len();
-        let other_bytes: u64 = m
-            .entries
-            .iter()
-            .filter(|e| e.kind != "sass" && e.kind != "ptx")
-            .map(|e| e.stored_size)
-            .sum();
-        // A module the program hands its own JIT along with NVVM stays whole, as in prune.
-        if m.loaded_by == "program" && others > 0 {
-            kept += m.entries.len();
-            kept_bytes += m.entries.iter().map(|e| e.stored_size).sum::<u64>();
-            continue;
+        let registered = m.loaded_by != "program";
+        let keep =
+            crate::prune::keep_in_container(&m.origin, &entries, &sel, registered, &mut chosen)
+                .map_or_else(|_| vec![true; entries.len()], |k| k.keep);
+        for ((_, size), k) in entries.iter().zip(keep) {
+            all += 1;
+            bytes += size;
+            if k {
+                kept += 1;
+                kept_bytes += size;
+            }
         }
-        let cands: Vec<EntryId> = code.iter().map(|c| c.0).collect();
-        let sizes: Vec<u64> = code.iter().map(|c| c.1).collect();
-        let keep = match m.loaded_by {
-            "program" => sel.choose_unregistered(&cands, &mut chosen),
-            _ => sel
-                .choose(&m.origin, &cands, &sizes, &mut chosen)
-                .unwrap_or_else(|_| vec![true; cands.len()]),
-        };
-        kept += others + keep.iter().filter(|k| **k).count();
-        kept_bytes += other_bytes
-            + keep
-                .iter()
-                .zip(&sizes)
-                .filter(|(k, _)| **k)
-                .map(|(_, s)| s)
-                .sum::<u64>();
     }
     (kept, all, kept_bytes, bytes)
 }

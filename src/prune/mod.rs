@@ -73,10 +73,59 @@ fn candidate(e: &fatbin::Entry) -> EntryId {
     EntryId::new(e.kind(), e.header.arch_number, e.header.variant())
 }
 
+/// Which entries of one container prune keeps, the one decision prune makes and `inspect
+/// --for` reports. `entries`: each entry as selection sees it (`None`: a kind it never
+/// chooses, NVVM IR a library hands its own JIT or one nvcc may add, always kept) and its
+/// stored size. `registered`: cudart registers the container at start-up (not a fatbin the
+/// program loads itself).
+pub fn keep_in_container(
+    module: &str,
+    entries: &[(Option<EntryId>, u64)],
+    sel: &Selection,
+    registered: bool,
+    chosen: &mut Chosen,
+) -> Result<Kept, PruneError> {
+    let mut code: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].0.is_some())
+        .collect();
+    // A container the program loads itself that also holds NVVM (cuSPARSE's `.rodata`
+    // pairs NVVM with PTX) feeds the program's own JIT link, not the driver's choice: whole.
+    if !registered && code.len() < entries.len() {
+        code.clear();
+    }
+    let mut keep = vec![true; entries.len()];
+    if code.is_empty() {
+        return Ok(Kept {
+            keep,
+            cands: Vec::new(),
+            flags: Vec::new(),
+        });
+    }
+    let cands: Vec<EntryId> = code.iter().filter_map(|&i| entries[i].0).collect();
+    let sizes: Vec<u64> = code.iter().map(|&i| entries[i].1).collect();
+    let flags = match registered {
+        true => sel.choose(module, &cands, &sizes, chosen)?,
+        false => sel.choose_unregistered(&cands, chosen),
+    };
+    for (&i, &k) in code.iter().zip(&flags) {
+        keep[i] = k;
+    }
+    Ok(Kept { keep, cands, flags })
+}
+
+/// What [`keep_in_container`] decided.
+pub struct Kept {
+    /// A flag per entry.
+    pub keep: Vec<bool>,
+    /// The SASS and PTX entries selection chose among, and its flags for them (what
+    /// [`fatpack_format::select::Runs`] notes); empty where the container is kept whole.
+    pub cands: Vec<EntryId>,
+    pub flags: Vec<bool>,
+}
+
 /// Prune one container; returns its new bytes. The selection sees the SASS and PTX
-/// entries; entries of any other kind (NVVM IR that a library hands its own JIT, kinds
-/// nvcc may add) are kept as they are, undecoded: fatpack cannot tell what needs them.
-/// `registered`: cudart registers it at start-up (not a fatbin the program loads itself).
+/// entries; entries of any other kind are kept as they are, undecoded: fatpack cannot tell
+/// what needs them ([`keep_in_container`]).
 fn prune_container(
     module: &str,
     fb: &Fatbin,
@@ -84,33 +133,22 @@ fn prune_container(
     registered: bool,
     report: &mut PruneReport,
 ) -> Result<Vec<u8>, PruneError> {
-    let mut code: Vec<usize> = (0..fb.entries.len())
-        .filter(|&i| !matches!(fb.entries[i].kind(), EntryKind::Other(_)))
+    let entries: Vec<(Option<EntryId>, u64)> = fb
+        .entries
+        .iter()
+        .map(|e| {
+            let id = (!matches!(e.kind(), EntryKind::Other(_))).then(|| candidate(e));
+            (id, e.encoded_len() as u64)
+        })
         .collect();
-    // A container the program loads itself that also holds NVVM (cuSPARSE's `.rodata`
-    // pairs NVVM with PTX) feeds the program's own JIT link, not the driver's choice: whole.
-    if !registered && code.len() < fb.entries.len() {
-        code.clear();
-    }
-    let mut keep = vec![true; fb.entries.len()];
-    if !code.is_empty() {
-        let cands: Vec<EntryId> = code.iter().map(|&i| candidate(&fb.entries[i])).collect();
-        let sizes: Vec<u64> = code
-            .iter()
-            .map(|&i| fb.entries[i].encoded_len() as u64)
-            .collect();
-        let chosen = match registered {
-            true => sel.choose(module, &cands, &sizes, &mut report.chosen)?,
-            false => sel.choose_unregistered(&cands, &mut report.chosen),
-        };
-        report.runs.note(&cands, &chosen);
-        for (&i, k) in code.iter().zip(chosen) {
-            keep[i] = k;
-        }
-    }
-    // Every kept SASS or PTX entry must decode (nvcc's compressed payloads included): prune
-    // never passes on bytes that `inspect` or the driver would reject.
-    for &i in code.iter().filter(|&&i| keep[i]) {
+    let Kept { keep, cands, flags } =
+        keep_in_container(module, &entries, sel, registered, &mut report.chosen)?;
+    report.runs.note(&cands, &flags);
+    // Every kept SASS or PTX entry selection chose must decode (nvcc's compressed payloads
+    // included): prune never passes on bytes that `inspect` or the driver would reject. A
+    // container kept whole for the program's own JIT is passed on as it is.
+    let chosen_by_selection = |i: usize| !cands.is_empty() && entries[i].0.is_some() && keep[i];
+    for i in (0..entries.len()).filter(|&i| chosen_by_selection(i)) {
         let e = &fb.entries[i];
         e.payload().map_err(|err| PruneError::BadEntry {
             origin: module.to_owned(),
