@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::Digest;
 
-use super::tarball::hex;
+use super::tarball::{hex, sha256_file};
 use super::variant;
 use crate::commit::Outputs;
 use crate::error::io_at;
@@ -70,7 +70,9 @@ fn normalize(name: &str) -> String {
     out
 }
 
-fn read_wheel(path: &Path) -> Result<(Wheel, Option<serde_json::Value>), PruneError> {
+/// Reads the wheel `path` as it is copied into `files` (streamed: a torch wheel is
+/// gigabytes, and is never held whole).
+fn read_wheel(path: &Path, files: &Path) -> Result<(Wheel, Option<serde_json::Value>), PruneError> {
     let file = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -87,15 +89,19 @@ fn read_wheel(path: &Path) -> Result<(Wheel, Option<serde_json::Value>), PruneEr
             ))
         }
     };
-    let bytes = std::fs::read(path).map_err(io_at(path))?;
-    let sha256 = hex(&sha2::Sha256::digest(&bytes));
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(&bytes))
+    let copy = files.join(&file);
+    std::fs::copy(path, &copy).map_err(io_at(path))?;
+    let (sha256, _) = sha256_file(&copy)?;
+    let opened = std::fs::File::open(&copy).map_err(io_at(&copy))?;
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(opened))
         .map_err(|e| bad(path, format!("not a readable wheel: {e}")))?;
     let vjson = format!("{dist}-{version}.dist-info/variant.json");
     let variant = match zip.by_name(&vjson) {
-        Ok(mut f) => {
+        Ok(f) => {
             let mut text = String::new();
-            f.read_to_string(&mut text)
+            // Metadata, not a payload: a few KB, never more than this.
+            f.take(16 << 20)
+                .read_to_string(&mut text)
                 .map_err(|e| bad(path, format!("{vjson}: {e}")))?;
             Some(
                 serde_json::from_str::<serde_json::Value>(&text)
@@ -159,8 +165,7 @@ pub fn index(dir: &Path, output: &Path) -> Result<IndexReport, PruneError> {
     // index folder -> project -> wheels.
     let mut indexes: BTreeMap<String, BTreeMap<String, Vec<Wheel>>> = BTreeMap::new();
     for path in &paths {
-        let (wheel, vjson) = read_wheel(path)?;
-        std::fs::copy(path, files.join(&wheel.file)).map_err(io_at(path))?;
+        let (wheel, vjson) = read_wheel(path, &files)?;
         if let (Some(label), Some(v)) = (&wheel.label, vjson) {
             let dist = wheel.file.split('-').next().unwrap_or_default().to_string();
             let key = (wheel.project.clone(), dist, wheel.version.clone());
