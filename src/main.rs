@@ -47,7 +47,7 @@ enum Command {
     ///
     /// In a packed output (its store), or in any object, archive, shared library,
     /// executable or fatbin (its fatbins); a folder, a wheel (written as a PEP 825 variant)
-    /// or a conda package (with a `__cuda_arch` dependency) has each of its files pruned.
+    /// or a conda package (depending on `cuda-arch`, CEP 46) has each of its files pruned.
     #[command(
         group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])),
         override_usage = "fatpack prune <--for <CAPS>|--keep <ARCHS>|--dead> [OPTIONS]\n       \

@@ -6,7 +6,8 @@
 #   - pip installs the local-label variant from its per-variant index (`fatpack index`) and
 #     the fat wheel from the generic one; variantlib's resolution picks the PEP 825 variant
 #     for this GPU;
-#   - py-rattler solves the conda channel (fat + variant) for this machine's __cuda_arch and
+#   - py-rattler solves the conda channel (cuda-arch, fat, variant) for this machine's
+#     __cuda_arch and
 #     installs;
 #   - a cuSPARSE program (packages/cusparse_check.cu: SpMV, SpMM, SpSV against the CPU) runs
 #     on each installed library, and the pruned ones' results are compared with the fat one's
@@ -51,6 +52,11 @@ cat > "$W/spec.json" <<JSON
  {"path": "lib/$(basename "$lib")", "file": "$lib", "mode": 493}]}
 JSON
 fat_conda=$("$W/tools/bin/python" "$root/tests/it/packages/make_conda.py" "$W/spec.json") || exit 1
+# The `cuda-arch` metapackage as conda-forge publishes it, one per capability.
+for v in 7.5 8.0 8.6 8.9 9.0 10.0 12.0; do
+  echo "{\"out\": \"$W/channel/linux-64\", \"name\": \"cuda-arch\", \"version\": \"$v\", \"build\": \"0\", \"files\": [], \"constrains\": [\"__cuda_arch $v\"]}" > "$W/meta.json"
+  "$W/tools/bin/python" "$root/tests/it/packages/make_conda.py" "$W/meta.json" >/dev/null || exit 1
+done
 t "$F" prune --for 9.0 "$fat_conda" -o "$W/channel/linux-64" 2>&1 | grep -E "wrote|serves| s, peak"
 echo "py-rattler solves for __cuda_arch $cap: $("$W/tools/bin/python" "$root/tests/it/packages/solve_conda.py" "$W/channel" cusparse "$cap" "$W/conda")"
 echo "py-rattler solves for __cuda_arch 8.0: $("$W/tools/bin/python" "$root/tests/it/packages/solve_conda.py" "$W/channel" cusparse 8.0)"

@@ -37,12 +37,13 @@ fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
     prune_with(args, input, out)
 }
 
-/// The build py-rattler's solver picks for `cutfix` on a machine of `arch` (`-`: none).
-fn solve(venv: &Path, channel: &Path, arch: &str, install: Option<&Path>) -> String {
+/// The build py-rattler's solver picks for `specs` (`cutfix` first, `;` between specs) on a
+/// machine of `arch` (`-`: none).
+fn solve(venv: &Path, channel: &Path, specs: &str, arch: &str, install: Option<&Path>) -> String {
     let mut c = Command::new(venv.join("bin/python"));
     c.arg(packages().join("solve_conda.py"))
         .arg(channel)
-        .arg("cutfix")
+        .arg(specs)
         .arg(arch);
     if let Some(p) = install {
         c.arg(p);
@@ -70,6 +71,17 @@ fn a_channel_serves_each_gpu_its_variant_and_the_rest_the_fat_package() {
         let channel = d.join(format!("channel{format}"));
         let subdir = channel.join("linux-64");
         std::fs::create_dir_all(&subdir).unwrap();
+        // The metapackage as conda-forge publishes it: one version per compute capability,
+        // installable only where `__cuda_arch` is that capability.
+        for cap in ["7.5", "8.0", "8.6", "9.0", "10.0"] {
+            make_conda(
+                &venv,
+                d,
+                serde_json::json!({"out": subdir, "format": format, "name": "cuda-arch",
+                    "version": cap, "build": "0", "files": [],
+                    "constrains": [format!("__cuda_arch {cap}")]}),
+            );
+        }
         let fat = make_conda(
             &venv,
             d,
@@ -78,28 +90,35 @@ fn a_channel_serves_each_gpu_its_variant_and_the_rest_the_fat_package() {
         for caps in ["9.0", "8.0"] {
             let (code, err) = prune(&["--for", caps], &fat, &subdir);
             assert_eq!(code, 0, "{format} {caps}: {err}");
-            assert!(err.contains("__cuda_arch =="), "{err}");
+            assert!(err.contains(&format!("cuda-arch =={caps}")), "{err}");
         }
         let label = |l: &str| format!("cutfix-1.0-h0_0{l}{format}");
         assert!(subdir.join(label("_sm90")).exists() && subdir.join(label("_sm80")).exists());
         // 8.6 runs sm_86 from the fat package, sm_80 from the 8.0 variant: the fat one.
-        for (arch, want) in [
-            ("9.0", "h0_0_sm90"),
-            ("8.0", "h0_0_sm80"),
-            ("8.6", "h0_0"),
-            ("7.5", "h0_0"),
-            ("-", "h0_0"),
+        // A machine without a GPU (or a client without the virtual package) pins
+        // `cuda-arch` by hand for the GPU it builds an environment for.
+        for (specs, arch, want) in [
+            ("cutfix", "9.0", "h0_0_sm90"),
+            ("cutfix", "8.0", "h0_0_sm80"),
+            ("cutfix", "8.6", "h0_0"),
+            ("cutfix", "7.5", "h0_0"),
+            ("cutfix", "10.0", "h0_0"),
+            ("cutfix;cuda-arch ==9.0", "-", "h0_0_sm90"),
+            ("cutfix;cuda-arch ==7.5", "-", "h0_0"),
         ] {
             assert_eq!(
-                solve(&venv, &channel, arch, None),
+                solve(&venv, &channel, specs, arch, None),
                 want,
-                "{format} on {arch}"
+                "{format}: {specs} on {arch}"
             );
         }
         // Installed on a 9.0 machine: the files are what paths.json says, the library holds
         // only what 9.0 runs, the symlink is a symlink.
         let prefix = d.join(format!("prefix{format}"));
-        assert_eq!(solve(&venv, &channel, "9.0", Some(&prefix)), "h0_0_sm90");
+        assert_eq!(
+            solve(&venv, &channel, "cutfix", "9.0", Some(&prefix)),
+            "h0_0_sm90"
+        );
         let meta = std::fs::read_dir(prefix.join("conda-meta"))
             .unwrap()
             .map(|e| e.unwrap().path())

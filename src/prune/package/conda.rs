@@ -1,11 +1,14 @@
 //! A conda package pruned (`.conda` or `.tar.bz2`), as CEP 46 lets a channel serve one
 //! build per GPU: the fat package and its variants sit in one channel, and the solver picks.
 //!
-//! - Each variant depends on the virtual package `__cuda_arch` (the lowest compute
-//!   capability of the machine's GPUs) over exactly the GPUs it still serves as the whole
-//!   build did (`==9.0`, `>=8.6,<=9.0|==10.0`), so a solver on any other machine, or on one
-//!   without the virtual package (no GPU, an older client), cannot take it and falls back
-//!   to the fat package.
+//! - Each variant depends on the `cuda-arch` metapackage over exactly the GPUs it still
+//!   serves as the whole build did (`cuda-arch ==9.0`, `>=8.6,<=9.0|==10.0`). That is the
+//!   convention of CEP 46's implementation (conda-incubator/nvidia-virtual-packages) and
+//!   conda-forge: one `cuda-arch` version per compute capability, each `run_constrained`
+//!   by the virtual package `__cuda_arch` (the lowest compute capability of the machine's
+//!   GPUs), so on a machine with a GPU exactly one `cuda-arch` is installable and a variant
+//!   whose range misses it cannot be taken: the solver falls back to the fat package. A
+//!   user can also pin `cuda-arch=9.0` by hand, for an image built where no GPU is seen.
 //! - Its build string gains the label (`h1234_0` -> `h1234_0_sm90`) and its build number
 //!   is raised past the fat package's, by more the fewer GPUs it claims: where a variant
 //!   fits, the solver prefers it to the fat package, and the most tailored one to a wider
@@ -284,6 +287,19 @@ fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(
     Ok(())
 }
 
+/// The metapackage a variant depends on (see the module header).
+pub const CUDA_ARCH: &str = "cuda-arch";
+
+/// A dependency on a GPU's capability, direct or through the metapackage: a re-pruned
+/// variant's is replaced, never stacked.
+fn is_cuda_arch_dep(dep: &str) -> bool {
+    let name = dep
+        .split([' ', '=', '<', '>', '!'])
+        .next()
+        .unwrap_or_default();
+    name == CUDA_ARCH || name == "__cuda_arch"
+}
+
 /// `==9.0`, `>=8.6,<=9.0|==10.0`: the real GPUs `claims`, runs of them as ranges.
 pub fn cuda_arch_spec(claims: &[u32]) -> String {
     let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -339,12 +355,12 @@ pub(in crate::prune) fn prune_conda(
     let new_build = format!("{build}_{label}");
     let bump = 1 + (REAL_GPUS.len() - claims.len()) as u64;
     let build_number = index["build_number"].as_u64().unwrap_or(0) + bump;
-    let spec = format!("__cuda_arch {}", cuda_arch_spec(&claims));
+    let spec = format!("{CUDA_ARCH} {}", cuda_arch_spec(&claims));
     index["build"] = serde_json::json!(new_build);
     index["build_number"] = serde_json::json!(build_number);
     match index["depends"].as_array_mut() {
         Some(deps) => {
-            deps.retain(|d| !d.as_str().is_some_and(|d| d.starts_with("__cuda_arch")));
+            deps.retain(|d| !d.as_str().is_some_and(is_cuda_arch_dep));
             deps.push(serde_json::json!(spec));
         }
         None => index["depends"] = serde_json::json!([spec]),
@@ -471,5 +487,25 @@ mod tests {
         assert_eq!(cuda_arch_spec(&[86, 87, 88, 89, 90]), ">=8.6,<=9.0");
         assert_eq!(cuda_arch_spec(&[80, 90]), "==8.0|==9.0");
         assert_eq!(cuda_arch_spec(&[80, 90, 100, 101]), "==8.0|>=9.0,<=10.1");
+    }
+
+    #[test]
+    fn a_capability_dependency_is_recognised_in_every_spelling() {
+        for dep in [
+            "cuda-arch ==9.0",
+            "cuda-arch>=8.6",
+            "__cuda_arch ==9.0",
+            "cuda-arch",
+        ] {
+            assert!(is_cuda_arch_dep(dep), "{dep}");
+        }
+        for dep in [
+            "cuda-arch-tools",
+            "cuda-version >=12",
+            "__cuda >=12",
+            "libcublas",
+        ] {
+            assert!(!is_cuda_arch_dep(dep), "{dep}");
+        }
     }
 }

@@ -2,11 +2,15 @@
 file's sha256 and size, info/files), bundled by conda-package-handling: argv[1] is a JSON spec.
 
 {"out": FOLDER, "name": "cutfix", "version": "1.0", "build": "h0_0", "build_number": 0,
+ "depends": [SPEC], "constrains": [SPEC], "noarch": false,
  "format": ".conda" | ".tar.bz2",
  "files": [{"path": P, "file": PATH | "text": STR, "mode": 0o644, "symlink": TARGET,
             "in_paths": true, "bad_hash": false}],
  "extra_paths": [{...paths.json entry...}],
  "raw_entries": [{"name": N, "text": STR}]}
+
+With "files": [] and "constrains", it is a metapackage such as conda-forge's `cuda-arch`
+(one per compute capability, `constrains: ["__cuda_arch 9.0"]`).
 
 With "raw_entries" the package is a .tar.bz2 written here with tarfile, those entries added
 under the names given (`../escape`, a name twice): what no build tool writes, an attacker can.
@@ -42,8 +46,10 @@ paths += spec.get("extra_paths", [])
 info = os.path.join(prefix, "info")
 os.makedirs(info)
 index = {"name": name, "version": version, "build": build, "build_number": spec.get("build_number", 0),
-         "depends": [], "subdir": "linux-64", "arch": "x86_64", "platform": "linux", "license": "MIT",
-         "timestamp": 1700000000000}
+         "depends": spec.get("depends", []), "subdir": "linux-64", "arch": "x86_64", "platform": "linux",
+         "license": "MIT", "timestamp": 1700000000000}
+if spec.get("constrains"):
+    index["constrains"] = spec["constrains"]
 json.dump(index, open(os.path.join(info, "index.json"), "w"), indent=2, sort_keys=True)
 json.dump({"paths": paths, "paths_version": 1}, open(os.path.join(info, "paths.json"), "w"), indent=2)
 open(os.path.join(info, "files"), "w").write("".join(p["_path"] + "\n" for p in paths))

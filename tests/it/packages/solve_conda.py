@@ -1,7 +1,8 @@
-"""Solves `argv[2]` (a match spec) from the local channel argv[1] with py-rattler, on a
-machine whose `__cuda_arch` (CEP 46: the lowest compute capability of its GPUs) is argv[3]
-(`-` for a machine without the virtual package); prints the chosen build string. With
-argv[4], installs the solution into that prefix (rattler checks each file as it links)."""
+"""Solves argv[2] (match specs joined by `;`; the first names the package whose build is
+printed) from the local channel argv[1] with py-rattler, on a machine whose `__cuda_arch`
+(CEP 46: the lowest compute capability of its GPUs) is argv[3] (`-` for a machine without
+the virtual package). With argv[4], installs the solution into that prefix (rattler checks
+each file as it links)."""
 import asyncio, os, pathlib, sys
 
 import rattler
@@ -20,9 +21,9 @@ if arch != "-":
 async def main():
     await index_fs(pathlib.Path(channel), force=True)
     records = await rattler.solve(
-        [rattler.Channel(pathlib.Path(channel).resolve().as_uri())], [spec],
+        [rattler.Channel(pathlib.Path(channel).resolve().as_uri())], spec.split(";"),
         platforms=["linux-64", "noarch"], virtual_packages=machine)
-    rec = next(r for r in records if r.name.normalized == spec.split()[0])
+    rec = next(r for r in records if r.name.normalized == spec.split(";")[0].split()[0])
     print(rec.build)
     if len(sys.argv) > 4:
         await rattler.install(records, target_prefix=sys.argv[4], show_progress=False,
