@@ -27,8 +27,13 @@ measure() {
   local mb='{printf "%.1f", $1/1e6}'
   row "$name" "$*" "$(stat -c %s "$in" | awk "$mb")" "$(stat -c %s "$W/last" | awk "$mb")" \
     "$(du -B1 "$W/last" | cut -f1 | awk "$mb")" $dev "$secs" "$((kb / 1024))" "${warn:-clean}"
-  if grep -q 'keeps its size' "$W/log"; then
-    echo "  (in place: $(grep -o 'cut out of it (.*), so' "$W/log" | head -c 160))"
+  # The report's lines are wrapped: read it as one line.
+  local text; text=$(sed 's/^fatpack prune: *//' "$W/log" | tr '\n' ' ')
+  if grep -q 'keeps its size' <<<"$text"; then
+    echo "  (in place: $(grep -o 'cut out of it (.*), so' <<<"$text" | head -c 160))"
+  fi
+  if grep -q 'stays where it is' <<<"$text"; then
+    echo "  (stays: $(grep -o '[^ ]* stays where it is, pruned in place: .*' <<<"$text" | head -c 200))"
   fi
   return 0
 }

@@ -8,6 +8,8 @@
 //! Every offset and count read from a file is checked against the file's length: a
 //! malformed file gives an [`ElfError`], never a panic or an allocation of its own size.
 
+pub mod code_refs;
+
 use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -24,13 +24,14 @@
 //! A layout this cannot cut safely is refused with the reason ([`Refused`]), and the caller
 //! prunes in place instead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
 use object::elf;
 use object::{LittleEndian, U64};
 
+use super::embedded_move::embedded_moves;
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
 use crate::elf::{file_range, records, records_mut, Layout, Phdr, Rela, Sym, LE};
 use crate::inputs::{self, DeviceSection, Scanned};
@@ -56,6 +57,8 @@ struct Plan {
     align: u64,
     /// The device sections packed together ([`last_run`]); the others are pruned in place.
     run: Vec<usize>,
+    /// The embedded sections that stay where they are, and why (for the report).
+    stay: Vec<(String, String)>,
 }
 
 /// The device sections the cut packs together (`run`, section indices).
@@ -66,12 +69,14 @@ fn movable<'a>(scanned: &'a Scanned, run: &'a [usize]) -> impl Iterator<Item = &
         .filter(|d| run.contains(&d.section_index))
 }
 
-/// The device sections to pack together: those registered through wrappers (not fatbins
-/// embedded in the program's own data), and of those the last run with no other section
-/// between them (libtorch_nvshmem.so has a `.nvHRCE` between two): the ones before it are
-/// pruned where they are.
-fn last_run(layout: &Layout, scanned: &Scanned) -> Vec<usize> {
-    let mut secs: Vec<&DeviceSection> = scanned.sections.iter().filter(|d| !d.embedded).collect();
+/// The device sections to pack together: those registered through wrappers and the
+/// fatbins embedded in the program's own data that may move with them (`can_move`,
+/// [`embedded_moves`]), and of those the last run with no other section between them
+/// (libtorch_nvshmem.so has a `.nvHRCE` between two): the ones before it are pruned where
+/// they are.
+fn last_run(layout: &Layout, scanned: &Scanned, can_move: &BTreeSet<usize>) -> Vec<usize> {
+    let packs = |d: &DeviceSection| !d.embedded || can_move.contains(&d.section_index);
+    let mut secs: Vec<&DeviceSection> = scanned.sections.iter().filter(|d| packs(d)).collect();
     secs.sort_by_key(|d| d.file_offset);
     let between = |lo: u64, hi: u64| {
         layout.sections.iter().enumerate().any(|(i, s)| {
@@ -79,7 +84,7 @@ fn last_run(layout: &Layout, scanned: &Scanned) -> Vec<usize> {
             !scanned
                 .sections
                 .iter()
-                .any(|d| d.section_index == i && !d.embedded)
+                .any(|d| d.section_index == i && packs(d))
                 && s.sh_type.get(LE) != elf::SHT_NOBITS
                 && size > 0
                 && off < hi
@@ -129,19 +134,21 @@ fn file_end(p: &Phdr) -> u64 {
     p.p_offset.get(LE).saturating_add(p.p_filesz.get(LE))
 }
 
-/// Decides where to cut `layout` (a linked ELF file whose device sections are `scanned`).
-fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
+/// Decides where to cut `layout` (a linked ELF file whose device sections are `scanned`),
+/// and which embedded sections stay where they are and why.
+fn plan(data: &[u8], layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     let refuse = |m: String| Err(Refused(m));
-    let run = last_run(layout, scanned);
+    let moves = embedded_moves(data, layout, scanned);
+    let run = last_run(layout, scanned, &moves.can_move);
     let Some(from) = movable(scanned, &run).map(|d| d.file_offset).min() else {
-        let names: Vec<&str> = scanned
-            .sections
+        let why: Vec<String> = moves
+            .stay
             .iter()
-            .map(|d| d.section.as_str())
+            .map(|(section, why)| format!("{section}: {why}"))
             .collect();
         return refuse(format!(
-            "its device code is in {}, which the program loads itself: it cannot move",
-            names.join(", ")
+            "its device code is in the program's own data, which cannot move ({})",
+            why.join("; ")
         ));
     };
     let dev_end = movable(scanned, &run)
@@ -216,6 +223,15 @@ fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
     if !align.is_power_of_two() {
         return refuse(format!("an alignment of {align:#x} is not a power of two"));
     }
+    let mut stay = moves.stay;
+    for d in scanned.sections.iter().filter(|d| d.embedded) {
+        if moves.can_move.contains(&d.section_index) && !run.contains(&d.section_index) {
+            stay.push((
+                d.section.clone(),
+                "other sections lie between it and the device code that moves".into(),
+            ));
+        }
+    }
     Ok(Plan {
         seg,
         from,
@@ -223,6 +239,7 @@ fn plan(layout: &Layout, scanned: &Scanned) -> Result<Plan, Refused> {
         tail,
         align,
         run,
+        stay,
     })
 }
 
@@ -253,7 +270,8 @@ struct Compacted {
     moved: BTreeMap<u64, u64>,
     /// Every device section, in file order.
     sections: Vec<Placed>,
-    /// Every container, moved or pinned, in address order.
+    /// Every container, moved or pinned, and the data between the containers of a moved
+    /// embedded section, in address order.
     spans: Vec<Span>,
 }
 
@@ -269,13 +287,16 @@ struct Placed {
     addr: u64,
 }
 
-/// A container before and after the cut: address and length.
+/// A container (or, in an embedded section, the data between two) before and after the
+/// cut: address and length.
 #[derive(Clone, Copy)]
 struct Span {
     old: u64,
     old_len: u64,
     new: u64,
     new_len: u64,
+    /// The program's data, copied as it is (the cut's check compares it).
+    copied: bool,
 }
 
 impl Compacted {
@@ -325,13 +346,16 @@ impl Compacted {
 /// Packs the pruned containers from the first device section's start. A container no
 /// wrapper or relocation points to (`pointed` lacks its address: code names it; nvcc's
 /// device-link stub `fatbinData`, and cuSPARSE 12.6 keeps one at the start of its
-/// `.nv_fatbin`) stays at its address; the others pack around it.
+/// `.nv_fatbin`) stays at its address; the others pack around it. An embedded section that
+/// moves ([`super::embedded_move`]) moves whole: its containers shrunk, the data between
+/// them copied as they are, each piece congruent to its old address modulo the section's
+/// alignment.
 fn compact(
     data: &[u8],
     layout: &Layout,
     cut: &Plan,
     scanned: &Scanned,
-    pointed: &std::collections::BTreeSet<u64>,
+    pointed: &BTreeSet<u64>,
     replace: &mut Replace<'_>,
 ) -> Result<Compacted, PruneError> {
     let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
@@ -343,37 +367,44 @@ fn compact(
         sections: Vec::new(),
         spans: Vec::new(),
     };
-    let body = &mut c.body;
     for d in &secs {
         let align = layout
             .sections
             .get(d.section_index)
             .map_or(8, |s| s.sh_addralign.get(LE).max(1));
-        let at = (cut.from + body.len() as u64).next_multiple_of(align);
-        body.resize((at - cut.from) as usize, 0);
-        for (index, &(off, len)) in d.spans.iter().enumerate() {
-            let old = d.file_offset + off;
-            let registered = pointed.contains(&addr_of(old));
+        let at = (cut.from + c.body.len() as u64).next_multiple_of(align);
+        c.body.resize((at - cut.from) as usize, 0);
+        for piece in pieces(d) {
+            let old = d.file_offset + piece.off;
+            let registered = d.embedded || pointed.contains(&addr_of(old));
+            let here = cut.from + c.body.len() as u64;
             // Packed containers only move down, so a pinned one's place is still ahead.
-            let to = match registered {
-                true => (cut.from + body.len() as u64).next_multiple_of(8),
-                false => old,
+            let to = match (d.embedded, registered) {
+                (true, _) => here + (old + align - here % align) % align,
+                (false, true) => here.next_multiple_of(8),
+                (false, false) => old,
             };
-            body.resize((to - cut.from) as usize, 0);
-            if registered {
-                c.moved.insert(addr_of(old), addr_of(to));
-            }
-            let bytes = file_range(data, old, len).unwrap_or_default();
-            let new = replace(d, index, bytes)?;
+            c.body.resize((to - cut.from) as usize, 0);
+            let bytes = file_range(data, old, piece.len).unwrap_or_default();
+            let new = match piece.container {
+                Some(index) => {
+                    if registered {
+                        c.moved.insert(addr_of(old), addr_of(to));
+                    }
+                    replace(d, index, bytes)?
+                }
+                None => bytes.to_vec(),
+            };
             c.spans.push(Span {
                 old: addr_of(old),
-                old_len: len,
+                old_len: piece.len,
                 new: addr_of(to),
                 new_len: new.len() as u64,
+                copied: piece.container.is_none(),
             });
-            body.extend(new);
+            c.body.extend(new);
         }
-        let end = cut.from + body.len() as u64;
+        let end = cut.from + c.body.len() as u64;
         let old = layout.sections.get(d.section_index);
         let (old_addr, old_size) = old.map_or((0, 0), |s| (s.sh_addr.get(LE), s.sh_size.get(LE)));
         c.sections.push(Placed {
@@ -389,6 +420,43 @@ fn compact(
     // lookup must not depend on it.
     c.spans.sort_by_key(|s| s.old);
     Ok(c)
+}
+
+/// A piece of a device section the cut places: a container (its index), or, in an
+/// embedded section, the program's data between two containers.
+struct Piece {
+    off: u64,
+    len: u64,
+    container: Option<usize>,
+}
+
+/// The containers of `d`, and in an embedded section the data around them, in order.
+fn pieces(d: &DeviceSection) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for (index, &(off, len)) in d.spans.iter().enumerate() {
+        if d.embedded && off > pos {
+            out.push(Piece {
+                off: pos,
+                len: off - pos,
+                container: None,
+            });
+        }
+        out.push(Piece {
+            off,
+            len,
+            container: Some(index),
+        });
+        pos = off + len;
+    }
+    if d.embedded && d.section_size > pos {
+        out.push(Piece {
+            off: pos,
+            len: d.section_size - pos,
+            container: None,
+        });
+    }
+    out
 }
 
 /// The 8-byte word at `offset` of `buf`.
@@ -445,27 +513,45 @@ fn prepare(
     scanned: &Scanned,
     replace: &mut Replace<'_>,
 ) -> Result<Result<Prepared, Refused>, PruneError> {
-    let cut = match plan(layout, scanned) {
+    let cut = match plan(data, layout, scanned) {
         Ok(cut) => cut,
         Err(r) => return Ok(Err(r)),
     };
     let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
-    let containers: std::collections::BTreeSet<u64> = movable(scanned, &cut.run)
+    let containers: BTreeSet<u64> = movable(scanned, &cut.run)
         .flat_map(|d| {
             d.spans
                 .iter()
                 .map(move |&(off, _)| addr_of(d.file_offset + off))
         })
         .collect();
-    let sites = pointer_sites(data, layout, &containers);
-    let pointed: std::collections::BTreeSet<u64> = sites.iter().map(|s| s.0).collect();
+    // A moved embedded section: any address in it, up to its end, may be pointed at.
+    let whole: Vec<(usize, u64, u64)> = movable(scanned, &cut.run)
+        .filter(|d| d.embedded)
+        .map(|d| {
+            let lo = addr_of(d.file_offset);
+            (d.section_index, lo, lo + d.section_size)
+        })
+        .collect();
+    let in_whole = |a: u64| whole.iter().find(|&&(_, lo, hi)| (lo..=hi).contains(&a));
+    let sites = pointer_sites(data, layout, &|a| {
+        containers.contains(&a) || in_whole(a).is_some()
+    });
+    let pointed: BTreeSet<u64> = sites.iter().map(|s| s.0).collect();
     if pointed.is_empty() {
         return Ok(Err(Refused(format!(
             "nothing points at any of its {} fatbin containers (the program loads them itself)",
             containers.len()
         ))));
     }
-    let c = compact(data, layout, &cut, scanned, &pointed, replace)?;
+    let mut c = compact(data, layout, &cut, scanned, &pointed, replace)?;
+    for &t in &pointed {
+        if let Some(&(shndx, _, _)) = in_whole(t).filter(|_| !c.moved.contains_key(&t)) {
+            if let Some(new) = c.new_address(shndx, t) {
+                c.moved.insert(t, new);
+            }
+        }
+    }
     let phdr_len = std::mem::size_of::<Phdr>() as u64;
     let phdrs = cut
         .tail
@@ -532,10 +618,11 @@ pub(super) fn prune_cut(
 ) -> Result<Result<(), Refused>, PruneError> {
     let mut trial = PruneReport::default();
     // Whatever loads a pinned container (code that names it), it may register it through
-    // cudart: each is pruned as a registered module (never emptied).
+    // cudart: each is pruned as a registered module (never emptied). A container of the
+    // program's own data is pruned as it is in place: emptied where none of the GPUs runs it.
     let mut prune = |d: &DeviceSection, index: usize, _: &[u8]| {
         let module = format!("{}#{index}", d.origin);
-        prune_container(&module, &d.containers[index], sel, true, &mut trial)
+        prune_container(&module, &d.containers[index], sel, !d.embedded, &mut trial)
     };
     let p = match prepare(data, layout, scanned, &mut prune)? {
         Ok(p) => p,
@@ -582,12 +669,16 @@ pub(super) fn prune_cut(
         .iter()
         .map(|d| d.spans.len())
         .sum::<usize>();
-    verify(input, data, layout, &r, c, containers).map_err(bad)?;
+    verify(input, data, layout, &r, c, containers).map_err(&bad)?;
+    copied_as_they_were(data, r.out, c, &layout.segments[cut.seg]).map_err(&bad)?;
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&out).map_err(io_at(&path))?;
     super::elf_inplace::punch_holes(tmp.as_file(), &zeroed);
+    let stays: u64 = zeroed.iter().map(|&(s, e)| (e - s) as u64).sum();
     *report = PruneReport {
         absent: std::mem::take(&mut report.absent),
+        stay: cut.stay.clone(),
+        stays,
         ..trial
     };
     Ok(Ok(()))
@@ -845,14 +936,10 @@ enum Site {
     Word(usize),
 }
 
-/// Every place that points at one of `containers` (their addresses): the wrappers'
-/// `R_*_RELATIVE` relocations and, in a non-PIE executable, the wrappers and the prelinked
-/// arrays they point to.
-fn pointer_sites(
-    data: &[u8],
-    layout: &Layout,
-    containers: &std::collections::BTreeSet<u64>,
-) -> Vec<(u64, Site)> {
+/// Every place that points at an address `wanted` accepts (a container's, or one in a
+/// moved embedded section): the `R_*_RELATIVE` relocations and, in a non-PIE executable,
+/// the wrappers and the prelinked arrays they point to.
+fn pointer_sites(data: &[u8], layout: &Layout, wanted: &dyn Fn(u64) -> bool) -> Vec<(u64, Site)> {
     let relative = match layout.machine() {
         elf::EM_X86_64 => elf::R_X86_64_RELATIVE,
         elf::EM_AARCH64 => elf::R_AARCH64_RELATIVE,
@@ -870,7 +957,7 @@ fn pointer_sites(
         };
         for (n, rel) in records::<Rela>(relas).iter().enumerate() {
             let addend = rel.r_addend.get(LE) as u64;
-            if rel.r_info.get(LE) as u32 != relative || !containers.contains(&addend) {
+            if rel.r_info.get(LE) as u32 != relative || !wanted(addend) {
                 continue;
             }
             let word =
@@ -880,7 +967,7 @@ fn pointer_sites(
         }
     }
     if layout.file_type() == elf::ET_EXEC {
-        wrapper_sites(data, layout, containers, &mut sites);
+        wrapper_sites(data, layout, wanted, &mut sites);
     }
     sites
 }
@@ -888,7 +975,7 @@ fn pointer_sites(
 fn wrapper_sites(
     data: &[u8],
     layout: &Layout,
-    containers: &std::collections::BTreeSet<u64>,
+    wanted: &dyn Fn(u64) -> bool,
     sites: &mut Vec<(u64, Site)>,
 ) {
     let Some((_, s)) = layout.section_by_name(".nvFatBinSegment") else {
@@ -902,13 +989,13 @@ fn wrapper_sites(
         if rec.magic != WRAPPER_MAGIC {
             continue;
         }
-        if containers.contains(&rec.data) {
+        if wanted(rec.data) {
             sites.push((rec.data, Site::Word(w + 8)));
         }
         if rec.version == 2 {
             if let Some(mut a) = file_of(layout, rec.filename_or_fatbins) {
                 while let Some(p) = word(data, a).filter(|&p| p != 0) {
-                    if containers.contains(&p) {
+                    if wanted(p) {
                         sites.push((p, Site::Word(a)));
                     }
                     a += 8;
@@ -988,6 +1075,21 @@ fn verify(
         }
     }
     reads_back(input, r.out, containers)
+}
+
+/// The program's data that moved with an embedded section is, in the cut file `out`, the
+/// same bytes as in `data` (`seg`: the segment both lie in, whose offsets the cut keeps).
+fn copied_as_they_were(data: &[u8], out: &[u8], c: &Compacted, seg: &Phdr) -> Result<(), String> {
+    let off = |addr: u64| addr - seg.p_vaddr.get(LE) + seg.p_offset.get(LE);
+    for s in c.spans.iter().filter(|s| s.copied) {
+        if file_range(data, off(s.old), s.old_len) != file_range(out, off(s.new), s.new_len) {
+            return Err(format!(
+                "the data at {:#x} did not move as it was (to {:#x})",
+                s.old, s.new
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The cut file `out` parses, and every loaded segment is congruent to its address, inside

@@ -26,6 +26,7 @@ pub(super) fn prune_linked(
         sel,
         report,
     )?;
+    report.stays = zeroed.iter().map(|&(s, e)| (e - s) as u64).sum();
     let path = tmp.path().to_path_buf();
     tmp.as_file_mut().write_all(&bytes).map_err(io_at(&path))?;
     punch_holes(tmp.as_file(), &zeroed);

@@ -14,6 +14,7 @@
 
 pub(crate) mod cut;
 mod elf_inplace;
+mod embedded_move;
 mod error;
 mod package;
 mod packed;
@@ -55,6 +56,11 @@ pub struct PruneReport {
     /// file: its size is unchanged (they are zeroed and punched out as holes, which copies
     /// and archives do not keep).
     pub in_place: Option<String>,
+    /// Device sections of the program's own data that a cut file keeps where they are
+    /// (the section and why), pruned in place.
+    pub stay: Vec<(String, String)>,
+    /// The bytes of dropped device code that stay in the file as zeros (pruned in place).
+    pub stays: u64,
     /// A folder or wheel: each file pruned in it, with its own report.
     pub files: Vec<PackageFile>,
     /// The GPUs that still get, from every module, the entry the whole build gave them.

@@ -50,11 +50,14 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
             f.path, f.size_before, f.size_after, f.report.entries_after, f.report.entries_before
         ));
         if let Some(why) = &f.report.in_place {
-            let stays = f.report.bytes_before - f.report.bytes_after;
             out.extend(wrap(&format!(
-                "  in place: {stays} bytes of dropped device code stay in it as zeros, which \
-                 a package does not shrink ({why})"
+                "  in place: {} bytes of dropped device code stay in it as zeros, which \
+                 a package does not shrink ({why})",
+                f.report.stays
             )));
+        }
+        for l in stayed(&f.report) {
+            out.extend(wrap(&format!("  {l}")));
         }
     }
     if let Some(w) = &r.package {
@@ -79,6 +82,9 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
         r.bytes_before,
         r.bytes_after
     ));
+    for l in stayed(r) {
+        out.extend(wrap(&format!("note: {l}")));
+    }
     if let Some(why) = &r.in_place {
         out.extend(wrap(&format!(
             "note: {} keeps its size: the freed device code cannot be cut out of it ({why}), \
@@ -87,6 +93,25 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
             output.display()
         )));
     }
+    out
+}
+
+/// For a cut file, each device section of the program's own data that stays where it is:
+/// why, and the dropped bytes that stay with it (nothing where none do).
+fn stayed(r: &PruneReport) -> Vec<String> {
+    if r.stay.is_empty() || r.in_place.is_some() || r.stays == 0 {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = r
+        .stay
+        .iter()
+        .map(|(section, why)| format!("{section} stays where it is, pruned in place: {why}"))
+        .collect();
+    out.push(format!(
+        "{} bytes of dropped device code stay in the file as zeros (holes on disk; a copy, \
+         tar, zip, NAR or wheel keeps them)",
+        r.stays
+    ));
     out
 }
 
@@ -117,6 +142,7 @@ pub fn json(r: &PruneReport, input: &Path, output: &Path) -> serde_json::Value {
                 "device_bytes_before": f.report.bytes_before,
                 "device_bytes_after": f.report.bytes_after,
                 "in_place": f.report.in_place,
+                "stays_in_place": stay_json(&f.report),
             })
         })
         .collect();
@@ -138,9 +164,20 @@ pub fn json(r: &PruneReport, input: &Path, output: &Path) -> serde_json::Value {
         "chosen": chosen,
         "absent": r.absent,
         "in_place": r.in_place,
+        "stays_in_place": stay_json(r),
         "files": files,
         "package": package,
     })
+}
+
+/// What stays in place, for a script: each section and why, and the bytes.
+fn stay_json(r: &PruneReport) -> serde_json::Value {
+    let sections: Vec<serde_json::Value> = r
+        .stay
+        .iter()
+        .map(|(section, why)| serde_json::json!({"section": section, "why": why}))
+        .collect();
+    serde_json::json!({"sections": sections, "bytes": r.stays})
 }
 
 #[cfg(test)]

@@ -433,3 +433,137 @@ fn symbols_inside_device_sections_stay_inside() {
     assert!(fatbin_size(&out) < size);
     assert_eq!(run(&mut Command::new(&out)).1, "fixture main ok\n");
 }
+
+/// A `static const` C array holding `bytes` in `.cask_resource`, 8-byte aligned.
+fn resource_array(name: &str, bytes: &[u8]) -> String {
+    let body: Vec<String> = bytes.iter().map(|b| b.to_string()).collect();
+    format!(
+        "__attribute__((aligned(8), section(\".cask_resource\"))) static const unsigned char \
+         {name}[{}] = {{{}}};\n",
+        bytes.len(),
+        body.join(",")
+    )
+}
+
+/// The address and size of `section` in `file`.
+fn section_at(file: &Path, section: &str) -> (u64, u64) {
+    let data = std::fs::read(file).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    let s = f.section_by_name(section).expect(section);
+    (s.address(), s.size())
+}
+
+/// A library's own data that holds fatbins among its other data, right after its
+/// `.nv_fatbin` (cuBLASLt's `.cask_resource`), and that the library reaches only through
+/// relocated pointers, moves with the device code: its containers shrink, the data between
+/// them moves byte for byte, every pointer follows, and the file shrinks by what was
+/// dropped. Where an instruction names an address in it, it stays where it is, pruned in
+/// place, and the report says why and how many bytes stay.
+#[test]
+fn a_resource_section_reached_through_pointers_moves_with_the_device_code() {
+    let cuda = cuda_lib();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fatbin = std::fs::read(fixture("kernels.fatbin")).unwrap();
+    let data: Vec<u8> = (0..3001u32).map(|i| (i * 7 % 251) as u8).collect();
+    for (case, direct) in [
+        ("pointers", ""),
+        (
+            "code",
+            "const unsigned char *cask_direct(void) { return fb1; }\n",
+        ),
+    ] {
+        let src = d.join(format!("cask_{case}.c"));
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\n#include <string.h>\n".to_string()
+                + &resource_array("fb0", &fatbin)
+                + &resource_array("data0", &data)
+                + &resource_array("fb1", &fatbin)
+                + &resource_array("data1", &data[..77])
+                + "struct res { const unsigned char *p; unsigned long n; };\n\
+                   const struct res cask_table[] = {{fb0, sizeof fb0}, {data0 + 3, sizeof data0 - 3},\n\
+                   {fb1, sizeof fb1}, {data1, sizeof data1}};\n"
+                + direct
+                + "__attribute__((constructor)) static void check(void) {\n\
+                   unsigned h = 2166136261u; int magic = 0;\n\
+                   for (int i = 0; i < 4; i++) {\n\
+                     const struct res *r = &cask_table[i];\n\
+                     if (i % 2 == 0) magic += memcmp(r->p, \"\\x50\\xed\\x55\\xba\", 4) == 0;\n\
+                     else for (unsigned long j = 0; j < r->n; j++) h = (h ^ r->p[j]) * 16777619u;\n\
+                   }\n\
+                   printf(\"cask: %d containers, data %08x\\n\", magic, h);\n\
+                   }\n",
+        )
+        .unwrap();
+        let obj = d.join(format!("cask_{case}.o"));
+        let (code, _, err) = run(Command::new("cc")
+            .args(["-c", "-fPIC", "-O2"])
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj));
+        assert_eq!(code, 0, "{err}");
+        // The fixture's objects first: their `.nv_fatbin` comes before `.cask_resource`.
+        let mut objs = fixture_objs();
+        objs.push(obj);
+        let exe = d.join(format!("app_{case}"));
+        let (code, _, err) = gxx(None, &exe, &objs, &cuda, &["-pie"]);
+        assert_eq!(code, 0, "{err}");
+        let (fat_at, fat_size) = section_at(&exe, ".nv_fatbin");
+        let (cask_at, cask_size) = section_at(&exe, ".cask_resource");
+        assert!(
+            cask_at >= fat_at + fat_size && cask_at < fat_at + fat_size + 8,
+            "layout: .nv_fatbin, then .cask_resource"
+        );
+        let ran = run(&mut Command::new(&exe)).1;
+        assert!(ran.starts_with("cask: 2 containers, data "), "{ran}");
+
+        let out = d.join(format!("app_{case}.sm90"));
+        let (code, _, report) = run(Command::new(fatpack_bin())
+            .args(["prune", "--for", "9.0"])
+            .arg(&exe)
+            .arg("-o")
+            .arg(&out));
+        assert_eq!(code, 0, "{case}: {report}");
+        assert_eq!(run(&mut Command::new(&out)).1, ran, "{case}");
+        assert_eq!(
+            entries_in(&out, ".cask_resource"),
+            [["sm_90"], ["sm_90"]],
+            "{case}"
+        );
+        let (code, _, warnings) = run(Command::new("readelf").arg("-aW").arg(&out));
+        assert!(
+            code == 0 && warnings.is_empty(),
+            "{case}: readelf: {warnings}"
+        );
+        let new: Vec<_> = elflint(&out).difference(&elflint(&exe)).cloned().collect();
+        assert!(new.is_empty(), "{case}: eu-elflint: {new:?}");
+        let (before, after) = (
+            std::fs::metadata(&exe).unwrap().len(),
+            std::fs::metadata(&out).unwrap().len(),
+        );
+        let gone = dropped(&report);
+        let (new_at, new_size) = section_at(&out, ".cask_resource");
+        let stays = report.contains("stays where it is");
+        if direct.is_empty() {
+            assert!(!stays, "{report}");
+            assert!(
+                new_at < cask_at && new_size < cask_size,
+                "{new_at:#x} {new_size}"
+            );
+            assert!(
+                before - after + 2 * 4096 > gone && before - after <= gone + 4096,
+                "{before} -> {after} bytes, {gone} device bytes dropped"
+            );
+        } else {
+            let text = report.replace("\nfatpack prune:  ", "");
+            assert!(stays && text.contains("names an address in it"), "{report}");
+            assert_eq!((new_at, new_size), (cask_at, cask_size));
+            // Only the `.nv_fatbin` half of what was dropped leaves the file.
+            assert!(
+                before - after + 2 * 4096 > gone / 2 && before - after < gone,
+                "{before} -> {after}"
+            );
+        }
+    }
+}

@@ -61,6 +61,24 @@ LD_LIBRARY_PATH=$W/p90 "$W/cuda_libs" "$W/p90.bin" > "$W/p90.txt" || { cat "$W/p
 paste -d'|' "$W/orig.txt" "$W/p90.txt" | sed 's/|/   | pruned: /'
 cmp "$W/orig.bin" "$W/p90.bin" && echo "program results identical ($(stat -c %s "$W/orig.bin") bytes)"
 
+echo "== cuBLASLt, every algorithm its heuristics offer: toolkit and PyPI (torch's nvidia-cublas) libcublasLt vs pruned for 9.0"
+nvcc -O2 -arch=sm_90 -o "$W/lt_algos" "$here/cublaslt_algos.cu" -lcublasLt || exit 1
+mkdir -p "$W/pypi90"
+pypi=$(ls "$SITE"/nvidia/cu13/lib/libcublasLt.so.* 2>/dev/null | head -1)
+[ -n "$pypi" ] && measure "PyPI $(basename "$pypi")" "$pypi" --for 9.0 && mv "$W/last" "$W/pypi90/$(basename "$pypi")"
+for v in toolkit pypi; do
+  case $v in
+    toolkit) orig=$CUDA/lib64; pruned=$W/p90 ;;
+    pypi) [ -n "$pypi" ] || { echo "no PyPI libcublasLt under $SITE/nvidia"; continue; }; orig=$(dirname "$pypi"); pruned=$W/pypi90 ;;
+  esac
+  LD_LIBRARY_PATH=$orig:$CUDA/lib64 "$W/lt_algos" "$W/lt_$v.bin" > "$W/lt_$v.txt" || { cat "$W/lt_$v.txt"; exit 1; }
+  LD_LIBRARY_PATH=$pruned:$orig:$CUDA/lib64 ldd "$W/lt_algos" | grep cublasLt
+  LD_LIBRARY_PATH=$pruned:$orig:$CUDA/lib64 "$W/lt_algos" "$W/lt_${v}90.bin" > "$W/lt_${v}90.txt" || { cat "$W/lt_${v}90.txt"; exit 1; }
+  diff "$W/lt_$v.txt" "$W/lt_${v}90.txt" && tail -1 "$W/lt_$v.txt" \
+    && cmp "$W/lt_$v.bin" "$W/lt_${v}90.bin" && echo "$v cuBLASLt results identical ($(stat -c %s "$W/lt_$v.bin") bytes)"
+done
+head -20 "$W/lt_toolkit.txt"
+
 echo "== cuFFT with a load callback, static: libcufft_static.a vs the archive pruned for 9.0"
 if [ -f "$CUDA/lib64/libcufft_static.a" ]; then
   mkdir -p "$W/static"
