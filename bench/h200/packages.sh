@@ -9,6 +9,8 @@
 #   - py-rattler solves the conda channel (cuda-arch, fat, variant) for this machine's
 #     __cuda_arch and
 #     installs;
+#   - NVIDIA's cuBLAS wheel the same way (local-label variant, per-variant index), and every
+#     cuBLASLt algorithm (bench/h200/prune/cublaslt_algos.cu) on the fat and pruned wheels;
 #   - a cuSPARSE program (packages/cusparse_check.cu: SpMV, SpMM, SpSV against the CPU) runs
 #     on each installed library, and the pruned ones' results are compared with the fat one's
 #     byte for byte.
@@ -79,4 +81,29 @@ done
 for d in sm90 conda; do
   cmp "$W/fat.bin" "$W/$d.bin" && echo "$d: results identical to the fat library's ($(stat -c %s "$W/fat.bin") bytes)" || status=1
 done
+
+# NVIDIA's cuBLAS wheel, whose cuBLASLt keeps 299 fatbins in .cask_resource (they move with
+# the device code): the local-label variant from its per-variant index beside the fat wheel
+# from the generic one, and every cuBLASLt algorithm of bench/h200/prune/cublaslt_algos.cu
+# on each.
+echo "== nvidia-cublas"
+cinfo=$(ls -d "$SITE"/nvidia_cublas-*.dist-info | head -1)
+mkdir -p "$W/cdist"
+cwheel=$("$W/tools/bin/python" "$here/rewheel.py" "$cinfo" "$W/cdist") || exit 1
+echo "wheel: $(basename "$cwheel") ($(stat -c %s "$cwheel") bytes)"
+t "$F" prune --for 9.0 --local-label "$cwheel" -o "$W/cdist" 2>&1 | grep -E "wrote|serves|stays| s, peak"
+ls -la "$W/cdist" | awk 'NR>3 {print "  " $5, $NF}'
+"$F" index "$W/cdist" -o "$W/csite" 2>/dev/null || exit 1
+cname=$(basename "$cwheel" | cut -d- -f1)
+"$W/tools/bin/pip" install -q --no-deps --target "$W/cfat" --index-url "file://$W/csite/simple" "$cname" || exit 1
+"$W/tools/bin/pip" install -q --no-deps --target "$W/c90" --index-url "file://$W/csite/sm90/simple" "$cname" || exit 1
+ls "$W/cfat" "$W/c90" | grep dist-info
+nvcc -O2 -arch=sm_90 -o "$W/lt_algos" "$root/bench/h200/prune/cublaslt_algos.cu" -lcublasLt || exit 1
+for d in cfat c90; do
+  f=$(find "$W/$d" -name 'libcublasLt.so.*' -type f | head -1)
+  echo "  $d: libcublasLt $(stat -c %s "$f") bytes, du $(du -B1 "$f" | cut -f1)"
+  LD_LIBRARY_PATH=$(dirname "$f"):$deps "$W/lt_algos" "$W/$d.bin" > "$W/$d.txt" || { cat "$W/$d.txt"; status=1; }
+  tail -1 "$W/$d.txt"
+done
+cmp "$W/cfat.bin" "$W/c90.bin" && echo "c90: cuBLASLt results identical to the fat wheel's ($(stat -c %s "$W/cfat.bin") bytes)" || status=1
 exit $status
