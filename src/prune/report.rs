@@ -88,9 +88,10 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
     if let Some(why) = &r.in_place {
         out.extend(wrap(&format!(
             "note: {} keeps its size: the freed device code cannot be cut out of it ({why}), \
-             so the dropped bytes are zeroed and punched out as holes (less disk use, but \
+             so the {} dropped bytes are zeroed and punched out as holes (less disk use, but \
              copies, tar, zip, NAR and wheels keep the full size).",
-            output.display()
+            output.display(),
+            r.stays
         )));
     }
     out
