@@ -16,6 +16,8 @@ python3 scripts/long-functions.py src format/src cubin-store/src runtime/src
 # No ELF or wire field read or written by hand-counted offset (src/elf and wire_layout! do it).
 ! grep -rn 'expect("8")\|h\[[0-9]*\.\.[0-9]*\]' src format
 bash scripts/check-install.sh
+# The README's first command: the main job on the sample inputs (fast once built).
+bash scripts/demo.sh
 # Every failing test reported, not only the first failing test binary's.
 cargo test --workspace --locked --no-fail-fast
 # Every crate packages and builds from its package alone, as from crates.io (fatpack's

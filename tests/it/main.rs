@@ -30,4 +30,5 @@ mod runtime_nvcc;
 mod runtime_safety;
 mod runtime_shared;
 mod split;
+mod walkthrough;
 mod writers;
