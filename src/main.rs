@@ -205,7 +205,8 @@ struct PruneArgs {
     keep: Option<String>,
     /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
     /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
-    /// included).
+    /// included); `compute_90` or `90-virtual` keeps the PTX a 9.0 GPU would JIT, for newer
+    /// GPUs; `9.0+PTX` both.
     #[arg(long = "for", id = "for_gpus", value_name = "CAPS")]
     for_gpus: Option<String>,
     /// Drop only the entries no GPU would ever load (shadowed in their module by a better

@@ -339,9 +339,108 @@ pub fn parse_capability_list(text: &str) -> Result<Vec<u32>, CapabilityParseErro
     Ok(out)
 }
 
+/// What `prune --for` names: GPUs, each to get the entry it would load, and virtual
+/// architectures (nvcc's `compute_90`, CMake's `90-virtual`), each to keep the PTX a GPU of
+/// that capability would JIT, for GPUs newer than any SASS kept. `9.0+PTX`
+/// (`TORCH_CUDA_ARCH_LIST`) names both.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForTargets {
+    pub gpus: Vec<u32>,
+    pub ptx: Vec<u32>,
+}
+
+/// Parses `--for`'s list (see [`ForTargets`]); every other spelling of a capability
+/// ([`parse_capability`]) names a GPU.
+pub fn parse_for_list(text: &str) -> Result<ForTargets, CapabilityParseError> {
+    let err = || CapabilityParseError {
+        text: text.to_string(),
+    };
+    let mut out = ForTargets::default();
+    let add = |list: &mut Vec<u32>, cap: u32| {
+        if !list.contains(&cap) {
+            list.push(cap);
+        }
+    };
+    for part in list_items(text) {
+        let lower = part.to_ascii_lowercase();
+        let (base, plus_ptx) = match lower.strip_suffix("+ptx") {
+            Some(base) => (base, true),
+            None => (lower.as_str(), false),
+        };
+        let virtual_only = !base.contains('.')
+            && parse_targets(base).is_ok_and(|t| t.iter().all(|t| t.kind == EntryKind::Ptx));
+        let cap = parse_capability(base).map_err(|_| err())?;
+        match virtual_only {
+            true => add(&mut out.ptx, cap),
+            false => add(&mut out.gpus, cap),
+        }
+        if plus_ptx {
+            add(&mut out.ptx, cap);
+        }
+    }
+    if out.gpus.is_empty() && out.ptx.is_empty() {
+        return Err(err());
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_spelling_of_a_for_target_names_a_gpu_or_a_virtual_arch() {
+        let gpu = |c: u32| ForTargets {
+            gpus: vec![c],
+            ptx: vec![],
+        };
+        let ptx = |c: u32| ForTargets {
+            gpus: vec![],
+            ptx: vec![c],
+        };
+        for (text, want) in [
+            ("9.0", gpu(90)),
+            ("90", gpu(90)),
+            ("sm_90", gpu(90)),
+            ("sm90", gpu(90)),
+            ("SM_90", gpu(90)),
+            ("9.0a", gpu(90)),
+            ("90a", gpu(90)),
+            ("sm_90a", gpu(90)),
+            ("90-real", gpu(90)),
+            ("90a-real", gpu(90)),
+            ("10.0f", gpu(100)),
+            ("compute_90", ptx(90)),
+            ("COMPUTE_90", ptx(90)),
+            ("90-virtual", ptx(90)),
+            (
+                "9.0+PTX",
+                ForTargets {
+                    gpus: vec![90],
+                    ptx: vec![90],
+                },
+            ),
+            (
+                "8.0;9.0+PTX",
+                ForTargets {
+                    gpus: vec![80, 90],
+                    ptx: vec![90],
+                },
+            ),
+            (
+                "80-real,90-virtual",
+                ForTargets {
+                    gpus: vec![80],
+                    ptx: vec![90],
+                },
+            ),
+        ] {
+            assert_eq!(parse_for_list(text).unwrap(), want, "{text}");
+        }
+        for bad in ["", "+PTX", "compute", "9.0+SASS", "ninety"] {
+            assert!(parse_for_list(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn capability_spellings() {

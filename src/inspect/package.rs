@@ -63,9 +63,12 @@ pub fn summary(reports: &[FileReport]) -> (Vec<ArchTotal>, Totals) {
 /// What `fatpack prune --for caps` would keep of a file's device code, by the selection
 /// prune itself runs: (entries kept, entries, stored bytes kept, stored bytes). Entries of
 /// kinds prune never drops (NVVM IR) count as kept.
-pub fn would_keep(report: &FileReport, caps: &[u32]) -> (usize, usize, u64, u64) {
+pub fn would_keep(
+    report: &FileReport,
+    targets: &crate::prune::ForTargets,
+) -> (usize, usize, u64, u64) {
     use crate::arch::EntryId;
-    let sel = crate::prune::Selection::For(caps.to_vec());
+    let sel = crate::prune::Selection::For(targets.clone());
     let mut chosen = crate::prune::Chosen::new();
     let (mut kept, mut all, mut kept_bytes, mut bytes) = (0, 0, 0, 0);
     for m in &report.modules {

@@ -22,7 +22,7 @@ pub mod report;
 mod selection;
 mod solid;
 
-pub use selection::{describe, parse_capabilities, Chosen, Selection};
+pub use selection::{describe, parse_capabilities, Chosen, ForTargets, Selection};
 
 use error::io_at;
 pub use error::PruneError;
@@ -444,7 +444,8 @@ mod tests {
             ],
         };
         let mut report = PruneReport::default();
-        let out = prune_container("m", &fb, &Selection::For(vec![90]), true, &mut report).unwrap();
+        let out =
+            prune_container("m", &fb, &Selection::for_gpus(&[90]), true, &mut report).unwrap();
         let (back, _) = fatbin::parse_one(&out, 0).unwrap();
         let kinds: Vec<EntryKind> = back.entries.iter().map(|e| e.kind()).collect();
         assert_eq!(kinds, [EntryKind::Ptx, EntryKind::Other(8)]);

@@ -122,12 +122,10 @@ pub fn json(r: &PruneReport, input: &Path, output: &Path) -> serde_json::Value {
         .chosen
         .iter()
         .map(|(cap, names)| {
-            let key = match *cap {
-                0 => "none".to_string(),
-                u32::MAX => "dead".to_string(),
-                c => capability_string(c),
-            };
-            (key, serde_json::json!(names))
+            (
+                super::selection::chosen_name(*cap),
+                serde_json::json!(names),
+            )
         })
         .collect();
     let files: Vec<serde_json::Value> = r

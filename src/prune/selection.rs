@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fatpack_format::arch::EntryId;
+pub use fatpack_format::arch::ForTargets;
+use fatpack_format::arch::{EntryId, EntryKind};
 use fatpack_format::select::{self, capability_string};
 
 use super::PruneError;
@@ -19,8 +20,9 @@ pub enum Selection {
         targets: BTreeSet<EntryId>,
         allow_empty: bool,
     },
-    /// `--for`: these compute capabilities (`major * 10 + minor`).
-    For(Vec<u32>),
+    /// `--for`: these GPUs' compute capabilities (`major * 10 + minor`), and the virtual
+    /// archs whose PTX to keep ([`ForTargets`]).
+    For(ForTargets),
     /// `--dead`: every entry some GPU would load ([`select::live`]); only the ones no GPU
     /// would ever choose go, so every GPU keeps running what it ran.
     Dead,
@@ -28,6 +30,19 @@ pub enum Selection {
 
 /// The [`Chosen`] key under which `--dead` counts the entries it dropped.
 const DEAD: u32 = u32::MAX;
+/// [`Chosen`] keys from here on count the PTX kept for a virtual arch: `PTX_KEY + 90` for
+/// `compute_90`.
+const PTX_KEY: u32 = 1 << 20;
+
+/// How the report names a [`Chosen`] key: `9.0`, `compute_90`, `none`, `dead`.
+pub fn chosen_name(key: u32) -> String {
+    match key {
+        0 => "none".to_string(),
+        DEAD => "dead".to_string(),
+        k if k >= PTX_KEY => format!("compute_{}", k - PTX_KEY),
+        c => capability_string(c),
+    }
+}
 
 /// What [`describe`] says of a module that has nothing for a capability.
 pub const NOTHING_RUNS: &str = "nothing runs there, before or after pruning";
@@ -40,15 +55,24 @@ pub const EMPTIED: &str = "emptied (the program loads it itself and none of them
 /// Per capability, which entries were chosen and how often: `9.0 -> {sm_90a: 3}`.
 pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 
-/// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9`
+/// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9` name
+/// GPUs; `compute_90`, `90-virtual` name the PTX of a virtual arch; `9.0+PTX` both
 /// (fatpack-format's one capability parser, whose lists `--keep` reads too).
-pub fn parse_capabilities(text: &str) -> Result<Vec<u32>, PruneError> {
-    fatpack_format::arch::parse_capability_list(text).map_err(|_| PruneError::Capability {
+pub fn parse_capabilities(text: &str) -> Result<ForTargets, PruneError> {
+    fatpack_format::arch::parse_for_list(text).map_err(|_| PruneError::Capability {
         text: text.to_string(),
     })
 }
 
 impl Selection {
+    /// `--for` these GPUs, no virtual arch.
+    pub fn for_gpus(caps: &[u32]) -> Selection {
+        Selection::For(ForTargets {
+            gpus: caps.to_vec(),
+            ptx: Vec::new(),
+        })
+    }
+
     /// Which of a module's entries to keep (`sizes`: each entry's stored bytes). With
     /// `--for`, what the runtime would choose for each capability; a capability nothing in
     /// the module runs on could not run it before either (cuBLAS has hundreds of modules for
@@ -78,8 +102,8 @@ impl Selection {
                 Ok(keep)
             }
             Selection::Dead => Ok(drop_dead(cands, chosen)),
-            Selection::For(caps) => {
-                let mut keep = chosen_for(caps, cands, chosen, true);
+            Selection::For(targets) => {
+                let mut keep = chosen_for(targets, cands, chosen, true);
                 if !keep.contains(&true) {
                     if let Some(i) = (0..cands.len()).min_by_key(|&i| sizes.get(i).copied()) {
                         keep[i] = true;
@@ -100,7 +124,7 @@ impl Selection {
         let keep: Vec<bool> = match self {
             Selection::Dead => return drop_dead(cands, chosen),
             Selection::Keep { targets, .. } => named(targets, cands),
-            Selection::For(caps) => chosen_for(caps, cands, chosen, false),
+            Selection::For(targets) => chosen_for(targets, cands, chosen, false),
         };
         if !keep.contains(&true) {
             let what = format!("{EMPTIED} (had {})", select::list(cands));
@@ -152,14 +176,27 @@ fn named(targets: &BTreeSet<EntryId>, cands: &[EntryId]) -> Vec<bool> {
 /// `--for`: per capability, the entry the runtime would choose, counted in `chosen`; with
 /// `note_nothing`, a capability nothing runs on is counted too.
 fn chosen_for(
-    caps: &[u32],
+    targets: &ForTargets,
     cands: &[EntryId],
     chosen: &mut Chosen,
     note_nothing: bool,
 ) -> Vec<bool> {
     let mut keep = vec![false; cands.len()];
-    for &cap in caps {
-        let name = match select::select(cap, cands) {
+    // A virtual arch: the PTX a GPU of its capability would JIT, had it no SASS.
+    let ptx: Vec<usize> = (0..cands.len())
+        .filter(|&i| cands[i].kind == EntryKind::Ptx)
+        .collect();
+    let ptx_cands: Vec<EntryId> = ptx.iter().map(|&i| cands[i]).collect();
+    let wanted = targets
+        .gpus
+        .iter()
+        .map(|&c| (c, select::select(c, cands)))
+        .chain(targets.ptx.iter().map(|&c| {
+            let at = select::select(c, &ptx_cands).map(|j| ptx[j]);
+            (PTX_KEY + c, at)
+        }));
+    for (key, at) in wanted {
+        let name = match at {
             Some(i) => {
                 keep[i] = true;
                 cands[i].name()
@@ -167,7 +204,7 @@ fn chosen_for(
             None if note_nothing => format!("{NOTHING_RUNS} (has {})", select::list(cands)),
             None => continue,
         };
-        *chosen.entry(cap).or_default().entry(name).or_default() += 1;
+        *chosen.entry(key).or_default().entry(name).or_default() += 1;
     }
     keep
 }
@@ -219,11 +256,11 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
                 None => parts.push(format!("{n} ({k} module{})", plural(*k))),
             }
         }
-        let head = match cap {
+        let head = match *cap {
             // Modules none of the capabilities runs.
             0 => "for none of them".to_string(),
-            &DEAD => "dead entries (no GPU would load them) dropped from".to_string(),
-            _ => format!("for {}", capability_string(*cap)),
+            DEAD => "dead entries (no GPU would load them) dropped from".to_string(),
+            k => format!("for {}", chosen_name(k)),
         };
         if !parts.is_empty() {
             lines.push(format!("{head}: {}", parts.join(", ")));
@@ -284,7 +321,7 @@ mod tests {
         let c = |n: &str| EntryId::parse(n).unwrap();
         let mut chosen = Chosen::new();
         let only_100 = [c("sm_100")];
-        let sel = Selection::For(vec![90]);
+        let sel = Selection::for_gpus(&[90]);
         assert_eq!(sel.choose_unregistered(&only_100, &mut chosen), [false]);
         assert!(chosen[&0].keys().any(|k| k.starts_with(EMPTIED)));
         // PTX a 9.0 GPU would JIT stays, as the runtime would choose it.
@@ -306,14 +343,14 @@ mod tests {
         let cands = [c("sm_80"), c("sm_90"), c("sm_90a"), c("compute_90")];
         let mut chosen = Chosen::new();
         let sizes = [40, 30, 20, 10];
-        let keep = Selection::For(vec![90, 86, 120])
+        let keep = Selection::for_gpus(&[90, 86, 120])
             .choose("m", &cands, &sizes, &mut chosen)
             .unwrap();
         // 9.0 runs sm_90a, 8.6 sm_80, 12.0 JITs compute_90.
         assert_eq!(keep, vec![true, false, true, true]);
         assert_eq!(chosen[&90]["sm_90a"], 1);
         // Nothing runs on 7.5: said, and only the smallest entry stays.
-        let keep = Selection::For(vec![75])
+        let keep = Selection::for_gpus(&[75])
             .choose("m", &cands, &sizes, &mut chosen)
             .unwrap();
         assert_eq!(keep, vec![false, false, false, true]);

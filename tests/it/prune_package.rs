@@ -272,7 +272,8 @@ fn an_output_on_the_inputs_side_file_is_refused() {
 
 /// The spellings users type for a GPU (Nixpkgs' `9.0a`, `sm90`, `SM_90`, nvprune's `-arch
 /// sm_90` and `-arch=sm_90`, nvcc's `--gpu-architecture`) select what the canonical one
-/// does, byte for byte; a near miss is answered with what was meant.
+/// does, byte for byte; a virtual arch (`compute_90`, `90-virtual`) selects its PTX, as nvcc
+/// means it; a near miss is answered with what was meant (the README's table).
 #[test]
 fn every_common_spelling_of_a_gpu_selects_the_same() {
     let dir = tempfile::tempdir().unwrap();
@@ -306,6 +307,23 @@ fn every_common_spelling_of_a_gpu_selects_the_same() {
     {
         assert!(pruned(args, &format!("k{i}")) == keep, "{args:?}");
     }
+    // nvcc's `compute_90` and CMake's `90-virtual` name the PTX a 9.0 GPU would JIT (the
+    // newest PTX up to 9.0: compute_90 here, and for `compute_100` too); `9.0+PTX` both.
+    let ptx = pruned(&["--keep", "compute_90"], "keep_c90");
+    for (i, spelling) in ["compute_90", "90-virtual", "COMPUTE_90", "compute_100"]
+        .iter()
+        .enumerate()
+    {
+        assert!(
+            pruned(&["--for", spelling], &format!("v{i}")) == ptx,
+            "{spelling}"
+        );
+    }
+    let both = pruned(&["--keep", "sm_90,compute_90"], "keep_both");
+    assert!(pruned(&["--for", "9.0+PTX"], "plus") == both);
+    let mut kept = archs_of(&d.join("plus"));
+    kept.sort();
+    assert_eq!(kept, ["compute_90", "sm_90"]);
     let (code, err) = prune_with(&["--for", "sm-90"], &lib, &d.join("bad"));
     assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("did you mean 9.0 (sm_90)?"), "{err}");

@@ -48,11 +48,16 @@ pub const PROVIDER_API: &str = "nvidia_variant_provider.plugin:NvidiaVariantPlug
 /// The one label of a selection (see the module's doc).
 pub fn label(sel: &Selection) -> String {
     let (prefix, parts): (&str, Vec<String>) = match sel {
-        Selection::For(caps) => {
-            let mut caps = caps.clone();
-            caps.sort_unstable();
-            caps.dedup();
-            ("sm", caps.iter().map(|c| format!("sm{c}")).collect())
+        Selection::For(t) => {
+            let sorted = |v: &[u32]| {
+                let mut v = v.to_vec();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            let gpus = sorted(&t.gpus).into_iter().map(|c| format!("sm{c}"));
+            let ptx = sorted(&t.ptx).into_iter().map(|c| format!("c{c}"));
+            ("sm", gpus.chain(ptx).collect())
         }
         Selection::Keep { targets, .. } => {
             let mut parts = vec!["k".to_string()];
@@ -157,14 +162,14 @@ mod tests {
 
     #[test]
     fn one_selection_one_label() {
-        assert_eq!(label(&Selection::For(vec![90, 80])), "sm80.sm90");
-        assert_eq!(label(&Selection::For(vec![80, 90, 90])), "sm80.sm90");
+        assert_eq!(label(&Selection::for_gpus(&[90, 80])), "sm80.sm90");
+        assert_eq!(label(&Selection::for_gpus(&[80, 90, 90])), "sm80.sm90");
         assert_eq!(label(&keep(&["sm_90", "compute_90"])), "k.s90.c90");
         assert_eq!(label(&keep(&["sm_90a"])), "k.s90a");
         assert_eq!(label(&Selection::Dead), "live");
         // --for 9.0 and --keep sm_90 keep different things: different labels.
-        assert_ne!(label(&Selection::For(vec![90])), label(&keep(&["sm_90"])));
-        let many = label(&Selection::For(vec![75, 80, 86, 89, 90, 100, 120]));
+        assert_ne!(label(&Selection::for_gpus(&[90])), label(&keep(&["sm_90"])));
+        let many = label(&Selection::for_gpus(&[75, 80, 86, 89, 90, 100, 120]));
         assert_eq!(many.len(), 16);
         assert!(many.starts_with("sm") && is_ours(&many), "{many}");
         for l in [
