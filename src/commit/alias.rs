@@ -72,12 +72,16 @@ impl Reads {
     /// folder it is in is read. (The other way round, an input inside `dest`, cannot be
     /// replaced: a file output never replaces a folder, and a folder output is only written
     /// where nothing is.)
-    pub fn clash(&self, dest: &Path) -> Option<&Path> {
+    ///
+    /// Returns the input and whether `dest` lies inside it (a folder read) rather than being
+    /// it.
+    pub fn clash(&self, dest: &Path) -> Option<(&Path, bool)> {
         let dest_chain = chain(dest);
+        let own = id_of(dest);
         self.files
             .iter()
             .find(|(_, id)| dest_chain.contains(id))
-            .map(|(p, _)| p.as_path())
+            .map(|(p, id)| (p.as_path(), own != Some(*id)))
     }
 }
 
@@ -137,7 +141,7 @@ mod tests {
         let tree = d.path().join("tree");
         std::fs::create_dir(&tree).unwrap();
         let r = Reads::of(&[&tree]);
-        assert!(r.clash(&tree.join("out")).is_some());
+        assert_eq!(r.clash(&tree.join("out")).map(|c| c.1), Some(true));
         assert!(r.clash(&d.path().join("out")).is_none());
     }
 }

@@ -36,12 +36,25 @@ pub enum CommitError {
         input.display()
     )]
     OutputIsInput { output: PathBuf, input: PathBuf },
+    #[error(
+        "{}: lies inside {}, a folder this command reads: write the output outside it \
+         (fatpack never modifies its inputs)",
+        output.display(),
+        input.display()
+    )]
+    OutputInsideInput { output: PathBuf, input: PathBuf },
     #[error("{}: two outputs of this command would have this name", .0.display())]
     SameOutputTwice(PathBuf),
     #[error("{}: is a folder; the output is a file", .0.display())]
     IsFolder(PathBuf),
     #[error("{}: exists; a folder output is written only where nothing is", .0.display())]
     FolderExists(PathBuf),
+    #[error(
+        "{}: appeared while this command worked (another command wrote it?); a folder output \
+         is written only where nothing is, so nothing was written",
+        .0.display()
+    )]
+    FolderAppeared(PathBuf),
     #[error("{}: its folder {} does not exist (make it first)", output.display(), folder.display())]
     NoFolder { output: PathBuf, folder: PathBuf },
     #[error(
@@ -222,9 +235,14 @@ impl Outputs {
 
     /// Refuses `dest` if writing it would replace something this command reads.
     pub fn check(&self, dest: &Path) -> Result<(), CommitError> {
+        let output = dest.to_path_buf();
         match self.reads.clash(dest) {
-            Some(input) => Err(CommitError::OutputIsInput {
-                output: dest.to_path_buf(),
+            Some((input, false)) => Err(CommitError::OutputIsInput {
+                output,
+                input: input.to_path_buf(),
+            }),
+            Some((input, true)) => Err(CommitError::OutputInsideInput {
+                output,
                 input: input.to_path_buf(),
             }),
             None => Ok(()),
@@ -415,6 +433,12 @@ fn rename_all(outs: &Outputs, mut staged: Vec<Staged>) -> Result<(), CommitError
     for s in &mut staged {
         if let Err(e) = std::fs::rename(&s.path, &s.dest) {
             undo(&done, &mut aside);
+            // A folder output appeared while this command worked (another one wrote it):
+            // rename(2) says only "Directory not empty".
+            let folder = matches!(s.temp, Some(Temp::Dir(_)));
+            if folder && matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) {
+                return Err(CommitError::FolderAppeared(s.dest.clone()));
+            }
             return Err(io_at(&s.dest)(e).into());
         }
         done.push(s.dest.clone());
@@ -442,5 +466,30 @@ impl Drop for Outputs {
             // Only if empty: never what another process put there meanwhile.
             let _ = std::fs::remove_dir(d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two folder prunes into one new folder: the loser is told what happened, and the
+    /// winner's folder is left as it wrote it.
+    #[test]
+    fn a_folder_output_that_appears_meanwhile_is_named_and_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let dest = d.path().join("out");
+        let outs = Outputs::new(&[]);
+        let staged = outs.dir(&dest).unwrap();
+        std::fs::write(staged.path().join("mine"), b"1").unwrap();
+        std::fs::create_dir(&dest).unwrap();
+        std::fs::write(dest.join("theirs"), b"2").unwrap();
+        let e = outs.commit(vec![staged]).unwrap_err();
+        assert!(matches!(e, CommitError::FolderAppeared(_)), "{e}");
+        assert!(e.to_string().contains("out: appeared while"), "{e}");
+        assert_eq!(std::fs::read(dest.join("theirs")).unwrap(), b"2");
+        assert!(!dest.join("mine").exists());
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "temp folders left: {left:?}");
     }
 }

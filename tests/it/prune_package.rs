@@ -328,3 +328,44 @@ fn every_common_spelling_of_a_gpu_selects_the_same() {
     assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("did you mean 9.0 (sm_90)?"), "{err}");
 }
+
+/// What a packager meets when something is off says what is wrong, names the user's path,
+/// exits 1 and writes nothing: a wheel cut short (a download that stopped), an output inside
+/// the folder being pruned.
+#[test]
+fn messages_say_what_is_wrong_with_the_users_paths() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let whl = d.join("demo-1.0-py3-none-any.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+    z.start_file("demo/data.txt", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    z.write_all(&[7u8; 4000]).unwrap();
+    z.finish().unwrap();
+    let len = std::fs::metadata(&whl).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&whl)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let (code, err) = prune_with(&["--for", "9.0"], &whl, &d.join("out"));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("demo-1.0-py3-none-any.whl: truncated or damaged"),
+        "{err}"
+    );
+    assert!(!d.join("out").exists());
+
+    let tree = d.join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(fat_library(d), tree.join("lib/libcut.so")).unwrap();
+    let (code, err) = prune_with(&["--for", "9.0"], &tree, &tree.join("sub"));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("tree/sub: lies inside") && err.contains("a folder this command reads"),
+        "{err}"
+    );
+    assert!(!tree.join("sub").exists());
+}

@@ -96,7 +96,7 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
         }
         Format::Conda => {
             let mut zip = zip::ZipArchive::new(BufReader::new(file))
-                .map_err(|e| bad(input, format!("not a readable .conda (zip) file: {e}")))?;
+                .map_err(|e| bad(input, super::zip_problem(&e)))?;
             let mut outer = Vec::new();
             let mut metadata_json = None;
             for i in 0..zip.len() {

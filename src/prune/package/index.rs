@@ -94,7 +94,7 @@ fn read_wheel(path: &Path, files: &Path) -> Result<(Wheel, Option<serde_json::Va
     let (sha256, _) = sha256_file(&copy)?;
     let opened = std::fs::File::open(&copy).map_err(io_at(&copy))?;
     let mut zip = zip::ZipArchive::new(std::io::BufReader::new(opened))
-        .map_err(|e| bad(path, format!("not a readable wheel: {e}")))?;
+        .map_err(|e| bad(path, super::zip_problem(&e)))?;
     let vjson = format!("{dist}-{version}.dist-info/variant.json");
     let variant = match zip.by_name(&vjson) {
         Ok(f) => {

@@ -111,8 +111,8 @@ fn wheel(
         message: m,
     };
     let file = std::fs::File::open(input).map_err(io_at(input))?;
-    let mut zip = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| bad(format!("not a readable wheel: {e}")))?;
+    let mut zip =
+        zip::ZipArchive::new(BufReader::new(file)).map_err(|e| bad(super::zip_problem(&e)))?;
     for i in 0..zip.len() {
         let mut m = zip
             .by_index(i)

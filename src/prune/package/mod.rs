@@ -236,3 +236,14 @@ fn prune_spooled(
     (*sha, *len) = tarball::sha256_file(path)?;
     Ok(Some((one, before)))
 }
+
+/// What is wrong with a zip file the zip reader refused, in words: its i/o errors say only
+/// "i/o error", and a truncated wheel is the common case.
+pub(super) fn zip_problem(e: &zip::result::ZipError) -> String {
+    match e {
+        zip::result::ZipError::Io(io) => {
+            format!("truncated or damaged: its zip directory cannot be read ({io})")
+        }
+        other => format!("not a readable zip file: {other}"),
+    }
+}

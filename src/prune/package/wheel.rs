@@ -389,8 +389,8 @@ pub(in crate::prune) fn prune_wheel(
             "not a wheel: a wheel is a zip file, and this is not one",
         ));
     }
-    let mut zip = Zip::new(BufReader::new(file))
-        .map_err(|e| wheel_error(input, format!("not a readable zip file: {e}")))?;
+    let mut zip =
+        Zip::new(BufReader::new(file)).map_err(|e| wheel_error(input, super::zip_problem(&e)))?;
     let members = members(input, &mut zip)?;
     let naming = Naming::new(input, &members, sel, form)?;
     let record_at = members
