@@ -12,9 +12,17 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     version,
     about = "Capability-aware fat-binary packager and linker wrapper for CUDA",
     max_term_width = 80,
-    after_help = "Exit status: 0 on success, 1 on an error (the message names the file and \
+    after_help = "Examples:\n  \
+                  fatpack run -- cmake --build build\n  \
+                  fatpack inspect build/libfoo.so\n  \
+                  fatpack prune --for 9.0 build/libfoo.so -o libfoo-sm90.so\n\n\
+                  Exit status: 0 on success, 1 on an error (the message names the file and \
                   what is wrong; nothing is written), 2 on a usage error. `fatpack ld` and \
-                  `fatpack run` exit with the real linker's or the command's own status."
+                  `fatpack run` exit with the real linker's or the command's own status.\n\n\
+                  Programs fatpack linked read, at run time: FATPACK_LOG=info|debug (each \
+                  choice: module, device, arch, bytes, time), FATPACK_ARCH=sm_80 or \
+                  compute_90 (force that entry), FATPACK_EAGER=1 (load every module at \
+                  start-up, not at first use)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -28,6 +36,10 @@ enum Command {
     /// Objects, archives, shared libraries, executables, fatbins, cubins, stores, packed and
     /// split outputs. Exits 1 when something it reports is wrong (a store or pack that is not
     /// the binary's).
+    #[command(after_help = "Examples:\n  \
+        fatpack inspect build/libfoo.so\n  \
+        fatpack inspect --kernels --json app > app.json\n  \
+        fatpack inspect --for 9.0 torch-2.11.0-cp312-cp312-linux_x86_64.whl")]
     Inspect {
         /// Files to inspect.
         #[arg(required = true)]
@@ -51,16 +63,24 @@ enum Command {
     #[command(
         group(clap::ArgGroup::new("what").required(true).args(["keep", "for_gpus", "dead"])),
         override_usage = "fatpack prune <--for <CAPS>|--keep <ARCHS>|--dead> [OPTIONS]\n       \
-                          <INPUT> --output <OUTPUT>"
+                          <INPUT> --output <OUTPUT>",
+        after_help = "Examples:\n  \
+                      fatpack prune --for 9.0 libfoo.so -o libfoo-sm90.so\n  \
+                      fatpack prune --for 8.0,9.0 /opt/app -o /opt/app-ampere-hopper\n  \
+                      fatpack prune --for 9.0 torch-2.11.0-cp312-cp312-linux_x86_64.whl -o dist\n  \
+                      fatpack prune --keep sm_90,compute_90 libfoo.a -o libfoo-sm90.a"
     )]
     Prune(PruneArgs),
     /// Compress a packed output's store again, without relinking
     ///
     /// At another zstd level: a release build links fast, then repacks at 19.
+    #[command(after_help = "Examples:\n  \
+        fatpack repack app -o app.small\n  \
+        fatpack repack --release app -o app.release")]
     Repack {
         /// The packed binary (never modified).
         input: PathBuf,
-        /// Where to write the result.
+        /// The new file to write.
         #[arg(short, long)]
         output: PathBuf,
         /// zstd level, 1-22 (negative: the fast modes).
@@ -83,6 +103,8 @@ enum Command {
     ///
     /// Written into DIR (and one pack for PTX); each machine then needs only its GPUs'
     /// packs, found next to the binary at run time.
+    #[command(after_help = "Example:\n  \
+        fatpack split app --into dist && ls dist   # app, app.sm_90.fatpack, ...")]
     Split {
         /// The packed binary (never modified).
         input: PathBuf,
@@ -96,8 +118,10 @@ enum Command {
     /// each version's `{name}-{version}-variants.json` (pip installs the fat wheel; a
     /// variant-aware installer picks the variant for the GPU). OUT/LABEL/simple/: one index
     /// per local label (`prune --local-label`), which must never share an index with the fat
-    /// wheel. Example: `fatpack index dist -o site && pip install --index-url
-    /// file://$PWD/site/sm90/simple torch`.
+    /// wheel.
+    #[command(after_help = "Example:\n  \
+        fatpack index dist -o site\n  \
+        pip install --index-url file://$PWD/site/sm90/simple torch")]
     Index {
         /// The folder of wheels (the fat ones and what `fatpack prune` wrote for them).
         wheels: PathBuf,
@@ -108,10 +132,12 @@ enum Command {
     /// Join a split binary and its packs back into one packed binary
     ///
     /// The packs are found next to it; the result is the same bytes as before the split.
+    #[command(after_help = "Example:\n  \
+        fatpack join dist/app -o app")]
     Join {
         /// The split host binary (never modified).
         input: PathBuf,
-        /// Where to write the joined binary.
+        /// The new file to write: the joined binary.
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -119,6 +145,9 @@ enum Command {
     ///
     /// From any file fatpack reads (packed outputs and stores included): one `.cubin` or
     /// `.ptx` per entry, or with --fatbin one `.fatbin` per module.
+    #[command(after_help = "Examples:\n  \
+        fatpack extract app -o cubins && cuobjdump -sass cubins/*.cubin\n  \
+        fatpack extract --arch sm_90 --fatbin libfoo.so -o fatbins")]
     Extract {
         /// The file to read (never modified).
         input: PathBuf,
@@ -138,6 +167,10 @@ enum Command {
     /// `fatpack run -- make -j8`, `fatpack run -- cmake --build build`: gcc, g++, clang and
     /// nvcc find fatpack's `ld`, `ld.bfd`, `ld.gold`, `ld.lld` and `ld.mold` first
     /// (COMPILER_PATH), with nothing in the build changed.
+    #[command(after_help = "Examples:\n  \
+        fatpack run -- cmake --build build\n  \
+        fatpack run -- make -j8\n  \
+        fatpack run -- pip wheel .")]
     Run {
         /// The command and its arguments.
         #[arg(
@@ -154,6 +187,9 @@ enum Command {
     /// share/man/man1/fatpack.1 and the bash, zsh and fish completions under the folder
     /// above fatpack's own (~/.cargo for ~/.cargo/bin/fatpack), where `man` and
     /// bash-completion look for the programs on PATH.
+    #[command(after_help = "Examples:\n  \
+        fatpack man | man -l -\n  \
+        fatpack man --install")]
     Man {
         /// Install the man page and completions under PREFIX/share instead of printing.
         #[arg(long)]
@@ -166,6 +202,8 @@ enum Command {
     ///
     /// bash: `fatpack completions bash > ~/.local/share/bash-completion/completions/fatpack`
     /// (the wheel installs bash, zsh and fish completions).
+    #[command(after_help = "Example:\n  \
+        fatpack completions zsh > ~/.zfunc/_fatpack")]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         #[arg(value_name = "SHELL")]
@@ -184,6 +222,9 @@ enum Command {
     /// `--fatpack-release` (a release store, as `fatpack repack --release` writes). On/off
     /// options take no value or yes/no. Environment: FATPACK_REAL_LD (the real linker),
     /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1.
+    #[command(after_help = "Examples:\n  \
+        g++ -B/path/to/wrap -o app main.o kernels.o -lcudart   # wrap/ld -> fatpack\n  \
+        fatpack ld -o app crt1.o main.o kernels.o -lcudart_static --fatpack-verbose")]
     Ld {
         /// Arguments for the linker, plus the `--fatpack-*` options above.
         #[arg(
@@ -233,9 +274,11 @@ struct PruneArgs {
     /// Repeatable.
     #[arg(long, value_name = "OLD=NEW")]
     replace_path: Vec<String>,
-    /// The file to prune (never modified).
+    /// The file, folder or package to prune (never modified).
     input: PathBuf,
-    /// Where to write the result.
+    /// What to write: for a file, the new file; for a folder, the new folder (it must not
+    /// exist); for a wheel, conda or Debian package, whose name carries its version and
+    /// label, the folder to write it into (made if missing), or that exact name.
     #[arg(short, long)]
     output: PathBuf,
 }

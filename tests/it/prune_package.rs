@@ -369,3 +369,52 @@ fn messages_say_what_is_wrong_with_the_users_paths() {
     );
     assert!(!tree.join("sub").exists());
 }
+
+/// `-o` has one meaning per kind of input, as `fatpack help prune` states it: a file's is
+/// the new file (its folder must exist); a folder's, the new folder (it must not exist); a
+/// package's, the folder to write it into (made if missing), or the package's exact name.
+#[test]
+fn dash_o_means_what_the_help_says_for_files_folders_and_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = fat_library(d);
+    // A file: the new file.
+    assert_eq!(prune_for(&lib, &d.join("one.so")).0, 0);
+    assert!(d.join("one.so").is_file());
+    let (code, err) = prune_for(&lib, &d.join("missing/one.so"));
+    assert!(code == 1 && err.contains("does not exist"), "{err}");
+    // A folder: a new folder, never one that exists.
+    let tree = d.join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(&lib, tree.join("lib/libcut.so")).unwrap();
+    assert_eq!(prune_for(&tree, &d.join("tree90")).0, 0);
+    assert!(d.join("tree90/lib/libcut.so").is_file());
+    let (code, err) = prune_for(&tree, &d.join("tree90"));
+    assert!(code == 1 && err.contains("exists"), "{err}");
+    // A package: into a folder (existing or made), or its exact name.
+    let wheel = make_wheel(d, &lib);
+    let existing = d.join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    let mut names = Vec::new();
+    for out in [existing, d.join("new/dist")] {
+        let (code, err) = prune_for(&wheel, &out);
+        assert_eq!(code, 0, "{out:?}: {err}");
+        let written: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(written.len(), 1, "{out:?}: {written:?}");
+        names.push(written[0].clone());
+    }
+    assert_eq!(names[0], names[1]);
+    let exact = d.join("exact");
+    std::fs::create_dir(&exact).unwrap();
+    assert_eq!(prune_for(&wheel, &exact.join(&names[0])).0, 0);
+    let (code, err) = prune_for(&wheel, &d.join("other-name.whl"));
+    assert!(code == 1 && err.contains("must be called"), "{err}");
+    assert!(!d.join("other-name.whl").exists());
+    // A package prune that fails leaves no folder it made.
+    let (code, err) = prune_with(&["--keep", "sm_61"], &wheel, &d.join("made/dist"));
+    assert_eq!(code, 1, "{err}");
+    assert!(!d.join("made").exists(), "{err}");
+}

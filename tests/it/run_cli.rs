@@ -233,3 +233,40 @@ fn exit_codes_and_messages_say_what_is_wrong() {
     }
     assert!(!out.exists());
 }
+
+/// Every command's help ends with examples a user can copy, each a `fatpack` command line
+/// of that command (or, for `ld`, a link through it).
+#[test]
+fn every_commands_help_has_examples() {
+    let (_, top, _) = run(Command::new(fatpack_bin()).arg("--help"));
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A command's line, not the wrapped rest of a description.
+        .filter(|l| !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{commands:?}");
+    assert!(top.contains("Examples:\n  fatpack run --"), "{top}");
+    for c in commands {
+        let (code, help, err) = run(Command::new(fatpack_bin()).args(["help", c]));
+        assert_eq!(code, 0, "{c}: {err}");
+        let examples: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Example"))
+            .skip(1)
+            .collect();
+        assert!(
+            !examples.is_empty(),
+            "`fatpack help {c}` has no examples:\n{help}"
+        );
+        let own = format!("fatpack {c}");
+        assert!(
+            examples.iter().any(|l| l.contains(&own)) || c == "ld",
+            "`fatpack help {c}`: no example runs {own}:\n{help}"
+        );
+    }
+}

@@ -328,7 +328,7 @@ pub(in crate::prune) fn prune_conda(
     format: Format,
     output: &Path,
     sel: &Selection,
-    outs: Outputs,
+    mut outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let stem = conda_stem(input)?;
     let scratch = outs.scratch(output)?;
@@ -391,7 +391,12 @@ pub(in crate::prune) fn prune_conda(
         Format::TarBz2 => ".tar.bz2",
     };
     let file_name = format!("{new_stem}{ext}");
-    let dest = super::destination(output, &file_name, "conda checks it against index.json")?;
+    let dest = super::destination(
+        output,
+        &file_name,
+        "conda checks it against index.json",
+        &mut outs,
+    )?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_package(&pkg, format, &stem, &new_stem, &mut tmp, &dest)?;

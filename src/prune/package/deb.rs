@@ -350,7 +350,7 @@ pub(in crate::prune) fn prune_deb(
     input: &Path,
     output: &Path,
     sel: &Selection,
-    outs: Outputs,
+    mut outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let scratch = outs.scratch(output)?;
     let mut pkg = spool(input, scratch.path())?;
@@ -406,7 +406,12 @@ pub(in crate::prune) fn prune_deb(
     )?;
     let version_in_name = version.split_once(':').map_or(version.as_str(), |(_, v)| v);
     let file_name = format!("{name}_{version_in_name}_{arch}.deb");
-    let dest = super::destination(output, &file_name, "its name, version and architecture")?;
+    let dest = super::destination(
+        output,
+        &file_name,
+        "its name, version and architecture",
+        &mut outs,
+    )?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_deb(&pkg, scratch.path(), &mut tmp, &dest)?;

@@ -184,20 +184,38 @@ fn claims(input: &Path, report: &PruneReport) -> Result<Vec<u32>, PruneError> {
 }
 
 /// Where a package goes: `output` itself if it carries the package's name (`name`, which
-/// the package's installers check: `why`), or that name inside the folder `output`.
-fn destination(output: &Path, name: &str, why: &str) -> Result<PathBuf, PruneError> {
+/// the package's installers check: `why`), or that name inside the folder `output`, which
+/// is made if missing (a package's name carries its version and label, so `-o` names the
+/// folder it goes into, as `split --into` does).
+fn destination(
+    output: &Path,
+    name: &str,
+    why: &str,
+    outs: &mut Outputs,
+) -> Result<PathBuf, PruneError> {
+    let named = output.file_name().and_then(|n| n.to_str());
     if output.is_dir() {
-        Ok(output.join(name))
-    } else if output.file_name().and_then(|n| n.to_str()) == Some(name) {
-        Ok(output.to_path_buf())
-    } else {
-        Err(PruneError::Package {
+        return Ok(output.join(name));
+    }
+    if named == Some(name) {
+        return Ok(output.to_path_buf());
+    }
+    let looks_like_a_package = named.is_some_and(|n| {
+        [".whl", ".conda", ".tar.bz2", ".deb"]
+            .iter()
+            .any(|e| n.ends_with(e))
+    });
+    if looks_like_a_package {
+        return Err(PruneError::Package {
             path: output.to_path_buf(),
             message: format!(
                 "the pruned package must be called {name} ({why}); name a folder to get it"
             ),
-        })
+        });
     }
+    // A folder to write the package into, made now (and removed again if the command fails).
+    outs.folder(output)?;
+    Ok(output.join(name))
 }
 
 /// The entries of a folder, sorted by name (the same order on every file system).

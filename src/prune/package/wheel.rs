@@ -378,7 +378,7 @@ pub(in crate::prune) fn prune_wheel(
     output: &Path,
     sel: &Selection,
     form: WheelForm,
-    outs: Outputs,
+    mut outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let file = std::fs::File::open(input).map_err(io_at(input))?;
     let mut magic = [0u8; 4];
@@ -405,6 +405,7 @@ pub(in crate::prune) fn prune_wheel(
         output,
         &naming.file_name,
         "installers check it against its version and variant",
+        &mut outs,
     )?;
     let mut w = Writer {
         input,

@@ -45,13 +45,13 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -s h -l help -d
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -l gpu-architecture -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, per module, what the runtime would run on GPUs of these compute capabilities: `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT included); `compute_90` or `90-virtual` keeps the PTX a 9.0 GPU would JIT, for newer GPUs; `9.0+PTX` both' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l replace-path -d 'A folder: replace OLD by NEW (the same length) in every file and symlink target, byte for byte, as Nix needs when an output is copied to its new store path. Repeatable' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'Where to write the result' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'What to write: for a file, the new file; for a folder, the new folder (it must not exist); for a wheel, conda or Debian package, whose name carries its version and label, the folder to write it into (made if missing), or that exact name' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l dead -d 'Drop only the entries no GPU would ever load (shadowed in their module by a better one for every GPU that could run them): every GPU keeps running what it ran'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l allow-empty -d 'With --keep: allow a module to be left with no entry at all (by default that is refused: its kernels could not run anywhere)'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l local-label -d 'A wheel: record the GPUs in the version\'s local label (`1.0+cu130.sm90`) instead of writing a PEP 817/825 variant wheel (`...-linux_x86_64-sm90.whl` with `variant.json`). For per-variant indexes only (`fatpack index`): pip ranks a local label above the plain version and `==1.0` matches it, so such a wheel beside the fat one is what every machine gets'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l json -d 'Print the report as JSON on standard output (for scripts), instead of lines on standard error'
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'Where to write the result' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s o -l output -d 'The new file to write' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l level -d 'zstd level, 1-22 (negative: the fast modes)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l group-mib -d 'With --release: raw MiB per group (what a first load decodes at most; default 8: larger is smaller and slower to load)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l group-by -d 'With --release: group by `family` (sm_80/86/89 together) or by `arch`' -r -f -a "family\t''
@@ -62,7 +62,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The f
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s o -l output -d 'The new folder to write the indexes into (must not exist)' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s o -l output -d 'Where to write the joined binary' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s o -l output -d 'The new file to write: the joined binary' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s o -l output -d 'The folder to write into (made if missing)' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l arch -l keep -d 'Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep is prune\'s word for it' -r
