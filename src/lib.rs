@@ -25,5 +25,6 @@ pub mod ptx;
 pub mod repack;
 pub mod rewrite;
 pub mod run;
+pub mod size;
 pub mod split;
 pub mod store;

@@ -3,21 +3,7 @@
 use std::fmt::Write;
 
 use super::FileReport;
-
-fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+use crate::size::human;
 
 fn ratio(stored: u64, raw: u64) -> String {
     if raw == 0 {

@@ -23,6 +23,7 @@ use crate::ld::{self, real as real_ld, InputFileKind, InputId, LinkLine, OutputK
 use crate::packed;
 use crate::progress::Progress;
 use crate::rewrite::Extracted;
+use crate::size::human;
 
 /// One `fatpack ld` run: the command line, the inputs it maps (each once), and what each step
 /// made. [`run`] is the list of steps.
@@ -747,10 +748,10 @@ impl Session {
         if let Ok(d) = &done {
             self.linked_as_given = true;
             self.route_note = format!(
-                "direct: the inputs linked as given, {} containers replaced by stubs in the output, {:.1} of {:.1} MiB kept",
+                "direct: the inputs linked as given, {} containers replaced by stubs in the output, {} of {} kept",
                 d.containers,
-                d.after as f64 / 1048576.0,
-                d.before as f64 / 1048576.0
+                human(d.after),
+                human(d.before)
             );
         }
         Ok(done.map(|_| ()))
@@ -948,11 +949,11 @@ impl Session {
         }) {
             Some(Ok(ready)) => {
                 self.store_note = format!(
-                    "made ready beside the linker in {:.2}s ({} of {} modules, {:.1} MiB of blobs kept)",
+                    "made ready beside the linker in {:.2}s ({} of {} modules, {} of blobs kept)",
                     ready.seconds,
                     ready.module_count(),
                     r.extracted.len(),
-                    ready.kept_bytes as f64 / 1048576.0,
+                    human(ready.kept_bytes),
                 );
                 Some(ready)
             }
@@ -988,11 +989,11 @@ impl Session {
         let (progress, mut done) = (&self.progress, 0u64);
         let mut before = |i: usize| {
             progress.step(format!(
-                "storing module {}/{} ({:.1} of {:.1} MiB of fatbins)",
+                "storing module {}/{} ({} of {} of fatbins)",
                 i + 1,
                 modules.len(),
-                done as f64 / 1048576.0,
-                total as f64 / 1048576.0
+                human(done),
+                human(total)
             ));
             done += modules[i].len;
         };
@@ -1076,13 +1077,13 @@ impl Session {
             .find(|(n, ..)| *n == "link")
             .map_or(0.0, |t| t.1);
         eprintln!(
-            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {:.1} MiB of device code stored in {:.1} MiB{}; link {:.2}s, total {:.2}s",
+            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {} of device code stored in {}{}; link {:.2}s, total {:.2}s",
             self.line.output.display(),
             summary.modules,
             summary.entries,
             summary.blobs,
-            summary.raw_bytes as f64 / 1048576.0,
-            summary.file_len as f64 / 1048576.0,
+            human(summary.raw_bytes),
+            human(summary.file_len),
             if self.opts.side_file { " (side file)" } else { "" },
             link_s,
             self.started.elapsed().as_secs_f64()

@@ -19,6 +19,11 @@ fn link(w: &Path, route: &str, out: &Path, inputs: &[PathBuf], extra: &[&str]) -
         .arg(format!("-Wl,--fatpack-route={route}"))
         .args(extra));
     assert_eq!(code, 0, "{route} {extra:?}: {err}");
+    // A small program's sizes are said in bytes or KiB, never as `0.0 MiB`.
+    assert!(
+        !err.contains(" 0.0 ") && err.contains("KiB of device code stored in"),
+        "{route}: {err}"
+    );
     err
 }
 
