@@ -126,7 +126,11 @@ fn inspect_split(
                 let mut r =
                     payload_report(meta.id.kind, meta.arch_name(), "", &[], e.stored_share());
                 r.raw_size = e.raw_len();
-                r.compression = format!("{codec}, pack not available");
+                r.compression = codec;
+                r.not_decoded = Some(format!(
+                    "its pack {} is missing",
+                    pack_path.as_deref().unwrap_or("?")
+                ));
                 entries.push(r);
             } else {
                 let raw = c.read_entry(&e).map_err(split_err)?;

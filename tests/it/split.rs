@@ -137,6 +137,37 @@ fn split_writes_one_pack_per_arch_and_a_smaller_host() {
         .map(|m| m["entries"].as_array().unwrap().len())
         .sum();
     assert_eq!(entries, store.entry_count());
+    // The table stays aligned: an entry whose pack is gone says so on a line of its own.
+    // (A missing pack is no error: a machine holds only the packs of its own GPUs.)
+    let (code, table, err) = crate::common::run(
+        std::process::Command::new(crate::common::fatpack_bin())
+            .arg("inspect")
+            .arg(&host),
+    );
+    assert_eq!(code, 0, "{err}");
+    let header = table
+        .lines()
+        .find(|l| l.contains("arch") && l.contains("codec"))
+        .unwrap();
+    let raw_end = header.find("raw").unwrap() + 3;
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("    sm_") || l.starts_with("    compute_"))
+        // The modules' entries, not the per-arch summary.
+        .filter(|l| !l.contains(" entries "))
+        .collect();
+    assert!(!rows.is_empty(), "{table}");
+    for row in &rows {
+        let before = &row[..raw_end];
+        assert!(
+            before.ends_with('B') && !row.contains("not available"),
+            "misaligned: {row}\n{table}"
+        );
+    }
+    assert!(
+        table.contains("not decoded: its pack") && table.contains("app.sm_80.fatpack is missing"),
+        "{table}"
+    );
 }
 
 #[test]
