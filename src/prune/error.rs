@@ -36,8 +36,7 @@ pub enum PruneError {
     #[error("{}: the selection leaves no device code at all", .0.display())]
     NothingLeft(PathBuf),
     #[error(
-        "{}: has no device code: nothing to prune (a folder or package prune copies such \
-         files as they are)",
+        "{}: has no device code (prune copies such a file as it is)",
         .0.display()
     )]
     NoDeviceCode(PathBuf),

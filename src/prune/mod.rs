@@ -61,6 +61,8 @@ pub struct PruneReport {
     pub stay: Vec<(String, String)>,
     /// The bytes of dropped device code that stay in the file as zeros (pruned in place).
     pub stays: u64,
+    /// A file alone with no device code, copied as it is (as a folder prune copies one).
+    pub no_device_code: bool,
     /// A folder or wheel: each file pruned in it, with its own report.
     pub files: Vec<PackageFile>,
     /// The GPUs that still get, from every module, the entry the whole build gave them.
@@ -293,7 +295,20 @@ pub fn prune(
     let mut map = inputs::read_file(input)?;
     opts.relocate.apply(&mut map);
     let mut tmp = outs.file(output)?;
-    let (report, side) = prune_data(input, &map, sel, tmp.named(), output, &outs)?;
+    let (report, side) = match prune_data(input, &map, sel, tmp.named(), output, &outs) {
+        // Nothing to prune: the file is copied as it is, as a folder prune copies it.
+        Err(PruneError::NoDeviceCode(_)) => {
+            let mut tmp2 = outs.file(output)?;
+            std::io::Write::write_all(tmp2.named().as_file_mut(), &map).map_err(io_at(output))?;
+            tmp = tmp2;
+            let report = PruneReport {
+                no_device_code: true,
+                ..PruneReport::default()
+            };
+            (report, None)
+        }
+        other => other?,
+    };
     outs.commit_binary(tmp, input, side)?;
     Ok(report)
 }

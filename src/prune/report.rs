@@ -33,6 +33,14 @@ fn wrap(line: &str) -> Vec<String> {
 /// prefix the caller adds).
 pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    if r.no_device_code {
+        out.push(format!(
+            "{}: has no device code: copied as it is to {}",
+            input.display(),
+            output.display()
+        ));
+        return out;
+    }
     for line in describe(&r.chosen) {
         out.extend(wrap(&line));
     }
@@ -163,6 +171,7 @@ pub fn json(r: &PruneReport, input: &Path, output: &Path) -> serde_json::Value {
         "chosen": chosen,
         "absent": r.absent,
         "in_place": r.in_place,
+        "no_device_code": r.no_device_code,
         "stays_in_place": stay_json(r),
         "files": files,
         "package": package,

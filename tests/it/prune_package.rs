@@ -69,14 +69,17 @@ fn a_folder_is_copied_with_every_fat_binary_pruned() {
         b"not an ELF file\n"
     );
     assert_eq!(run(&mut Command::new(out.join("bin/tool.sh"))).1, "tool\n");
-    // A binary without device code: copied in a folder, refused alone, saying why.
+    // A binary without device code: copied as it is, in a folder as alone, saying so.
     let plain = dir.path().join("plain");
     std::fs::copy("/bin/true", &plain).unwrap();
     let (code, err) = prune_for(&plain, &dir.path().join("plain-sm90"));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("plain: has no device code: nothing to prune"),
+        err.contains("plain: has no device code: copied as it is"),
         "{err}"
+    );
+    assert!(
+        std::fs::read(&plain).unwrap() == std::fs::read(dir.path().join("plain-sm90")).unwrap()
     );
     // A program linked against the pruned prefix runs.
     let exe = dir.path().join("app");
