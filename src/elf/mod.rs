@@ -30,6 +30,10 @@ pub type Sym = elf::Sym64<LE>;
 /// A relocation with addend.
 pub type Rela = elf::Rela64<LE>;
 
+/// The end of the largest user address space of a 64-bit Linux machine (57-bit, x86-64's
+/// five-level paging): a segment that ends past it cannot be loaded anywhere.
+pub const MAX_ADDRESS: u64 = 1 << 57;
+
 pub const EHDR_LEN: usize = std::mem::size_of::<Ehdr>();
 pub const PHDR_LEN: usize = std::mem::size_of::<Phdr>();
 pub const SHDR_LEN: usize = std::mem::size_of::<Shdr>();
@@ -200,7 +204,8 @@ impl Layout {
     }
 
     /// Why a loaded segment cannot be what the file holds, if one cannot: its file bytes run
-    /// past the end of the file (`file_len` bytes) or exceed its size in memory. The kernel
+    /// past the end of the file (`file_len` bytes), it ends past the largest user address
+    /// a 64-bit machine has ([`MAX_ADDRESS`]), or its file bytes exceed its size in memory. The kernel
     /// would not load such a file, and a rewrite would carry the damage on.
     pub fn bad_segment(&self, file_len: u64) -> Option<String> {
         self.segments.iter().enumerate().find_map(|(i, p)| {
@@ -212,6 +217,17 @@ impl Layout {
                 Some(format!(
                     "program header {i} (PT_LOAD) holds {filesz:#x} bytes from offset {off:#x}, \
                      past the end of the file ({file_len:#x} bytes)"
+                ))
+            } else if p
+                .p_vaddr
+                .get(LE)
+                .checked_add(memsz)
+                .is_none_or(|end| end > MAX_ADDRESS)
+            {
+                Some(format!(
+                    "program header {i} (PT_LOAD) maps {memsz:#x} bytes at {:#x}, past any \
+                     address a program can have",
+                    p.p_vaddr.get(LE)
                 ))
             } else if filesz > memsz {
                 Some(format!(

@@ -565,6 +565,9 @@ impl Session {
             let map = self.maps.get(path)?;
             // Identifies the file, and reads the device code of an object or archive.
             let scanned = inputs::locate(path, &map, &self.maps)?;
+            if scanned.kind == inputs::FileKind::Other {
+                refuse_unknown_elf_with_device_code(path, &map)?;
+            }
             self.elf_files += scanned.elf_files;
             // Reading entry headers maps whole runs of the file (fault-around, large
             // folios): let them go before the next input, or the scan alone would hold
@@ -1174,6 +1177,35 @@ fn keep_large_blocks_mapped() {
 /// FIFO): what ld writes into rather than replaces.
 fn special_output(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.file_type().is_symlink())
+}
+
+/// An ELF input of a type that is neither an object, a shared library nor an executable
+/// (a damaged `e_type`): the real linker may still take it, but its device code cannot be
+/// packed as either, so one with device-code sections is refused, naming it (otherwise the
+/// output's check would blame the output for code no stub replaced).
+fn refuse_unknown_elf_with_device_code(path: &Path, data: &[u8]) -> Result<(), LinkError> {
+    let Ok(layout) = crate::elf::Layout::parse(data) else {
+        return Ok(());
+    };
+    let device = (0..layout.sections.len()).find(|&i| {
+        matches!(
+            layout.section_name(i),
+            b".nv_fatbin" | b"__nv_relfatbin" | b".nvFatBinSegment"
+        )
+    });
+    match device {
+        Some(i) => Err(inputs::InputError::Malformed {
+            origin: path.display().to_string(),
+            message: format!(
+                "an ELF file of type {:#x} (not a relocatable object, a shared library or an \
+                 executable) holds device code in {}: fatpack cannot tell how to pack it",
+                layout.file_type(),
+                String::from_utf8_lossy(layout.section_name(i))
+            ),
+        }
+        .into()),
+        None => Ok(()),
+    }
 }
 
 /// This process's resident set now (MiB), from `/proc/self/statm`; 0 if it cannot be read.

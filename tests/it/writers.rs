@@ -678,6 +678,68 @@ fn messages_name_the_users_files() {
         );
         assert!(!err.contains("app: app:"), "{err}");
     }
+    // A loaded segment whose size in memory runs past any address: prune, repack and
+    // inspect refuse the input, naming it, and write nothing.
+    let mut b = std::fs::read(copy_fixture("packed_exe", dir.path(), "memsz")).unwrap();
+    let layout = fatpack::elf::Layout::parse(&b).unwrap();
+    let last = layout
+        .segments
+        .iter()
+        .rposition(|p| p.p_type.get(fatpack::elf::LE) == object::elf::PT_LOAD)
+        .unwrap();
+    let mut new = layout.clone();
+    new.segments[last].p_memsz.set(fatpack::elf::LE, 1 << 60);
+    new.write_into(&mut b).unwrap();
+    let memsz = dir.path().join("memsz");
+    std::fs::write(&memsz, &b).unwrap();
+    for args in [
+        vec!["repack"],
+        vec!["prune", "--for", "9.0"],
+        vec!["inspect"],
+    ] {
+        let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+        let o = dir.path().join("o2");
+        a.push(memsz.as_os_str());
+        if args[0] != "inspect" {
+            a.extend([os("-o"), o.as_os_str()]);
+        }
+        let (code, _, err) = fp(&a);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("memsz: a damaged ELF file") && err.contains("past any address"),
+            "{args:?}: {err}"
+        );
+        assert!(!o.exists());
+    }
+}
+
+/// An input whose ELF type is damaged but that holds device code: `fatpack ld` names that
+/// input and what is wrong with it, not the output.
+#[test]
+fn a_link_input_of_an_unknown_elf_type_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = std::fs::read(fixture("kernels.o")).unwrap();
+    let layout = fatpack::elf::Layout::parse(&b).unwrap();
+    let mut new = layout.clone();
+    new.header.e_type.set(fatpack::elf::LE, 0x1234);
+    new.write_into(&mut b).unwrap();
+    let bad = dir.path().join("bad_type.o");
+    std::fs::write(&bad, &b).unwrap();
+    let out = dir.path().join("app");
+    let wrap = crate::common::wrapper_dir();
+    let (code, _, err) = gxx(
+        Some(wrap.path()),
+        &out,
+        &[fixture("main.o"), bad, fixture("other.o")],
+        &cuda_lib(),
+        &[],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("bad_type.o: an ELF file of type 0x1234") && err.contains(".nv_fatbin"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }
 
 /// Item 13: a failed split or extract leaves no output folder it created; a link that keeps
