@@ -253,6 +253,13 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
                         None => notes.push((note, *k, archs.collect())),
                     }
                 }
+                // A GPU that gets PTX: the driver compiles it when the module first loads.
+                None if n.starts_with("compute_") && (1..PTX_KEY).contains(cap) && *cap != DEAD => {
+                    parts.push(format!(
+                        "{n} ({k} module{}; PTX, JIT-compiled at first load)",
+                        plural(*k)
+                    ))
+                }
                 None => parts.push(format!("{n} ({k} module{})", plural(*k))),
             }
         }

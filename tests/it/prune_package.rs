@@ -327,6 +327,13 @@ fn every_common_spelling_of_a_gpu_selects_the_same() {
     let mut kept = archs_of(&d.join("plus"));
     kept.sort();
     assert_eq!(kept, ["compute_90", "sm_90"]);
+    // A GPU newer than any SASS gets the PTX, and the report says so.
+    let (code, err) = prune_with(&["--for", "12.0"], &lib, &d.join("for120"));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("for 12.0: compute_90") && err.contains("PTX, JIT-compiled at first load"),
+        "{err}"
+    );
     let (code, err) = prune_with(&["--for", "sm-90"], &lib, &d.join("bad"));
     assert_eq!(code, 2, "a usage error: {err}");
     assert!(err.contains("did you mean 9.0 (sm_90)?"), "{err}");
