@@ -368,6 +368,16 @@ fn messages_say_what_is_wrong_with_the_users_paths() {
     );
     assert!(!d.join("out").exists());
 
+    // A file named like a wheel that is no zip at all.
+    let fake = d.join("fake-1.0-py3-none-any.whl");
+    std::fs::write(&fake, "<html>404</html>\n").unwrap();
+    let (code, err) = prune_with(&["--for", "9.0"], &fake, &d.join("out"));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("fake-1.0-py3-none-any.whl: not a wheel: a wheel is a zip file"),
+        "{err}"
+    );
+
     let tree = d.join("tree");
     std::fs::create_dir_all(tree.join("lib")).unwrap();
     std::fs::copy(fat_library(d), tree.join("lib/libcut.so")).unwrap();
