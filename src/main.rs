@@ -221,7 +221,9 @@ enum Command {
     /// most N threads; under a make jobserver, only the job slots it grants),
     /// `--fatpack-release` (a release store, as `fatpack repack --release` writes). On/off
     /// options take no value or yes/no. Environment: FATPACK_REAL_LD (the real linker),
-    /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1.
+    /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1, FATPACK_CACHE_DIR (where what the
+    /// real linker says about itself is kept between links, default ~/.cache/fatpack;
+    /// empty: not kept).
     #[command(after_help = "Examples:\n  \
         g++ -B/path/to/wrap -o app main.o kernels.o -lcudart   # wrap/ld -> fatpack\n  \
         fatpack ld -o app crt1.o main.o kernels.o -lcudart_static --fatpack-verbose")]

@@ -1,5 +1,6 @@
 //! What the real linker says about itself (`ld --verbose`): its default search directories
-//! and output format, asked once per linker and cached.
+//! and output format, asked once per linker and kept (in this run, and on disk between runs:
+//! [`super::defaults_cache`]).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -76,8 +77,8 @@ impl LinkerDefaults {
         }
     }
 
-    /// Asks the real linker (`ld [-m EMUL] --verbose`, `ld --print-sysroot`). A linker that
-    /// prints no script (gold, lld) gives empty defaults, not an error.
+    /// Asks the real linker (`ld [-m EMUL] --verbose`, `ld --print-sysroot`, both at once).
+    /// A linker that prints no script (gold, lld) gives empty defaults, not an error.
     pub fn query(ld: &Path, emulation: Option<&OsStr>) -> Result<LinkerDefaults, SearchError> {
         let mut args: Vec<&OsStr> = Vec::new();
         if let Some(e) = emulation {
@@ -85,9 +86,14 @@ impl LinkerDefaults {
             args.push(e);
         }
         args.push(OsStr::new("--verbose"));
-        let out = real_ld::capture(ld, &args)?;
+        // Two linker start-ups, side by side: a small link's own time is about one.
+        let (out, sys) = std::thread::scope(|s| {
+            let sysroot = s.spawn(|| real_ld::capture(ld, &["--print-sysroot"]));
+            let verbose = real_ld::capture(ld, &args);
+            (verbose, sysroot.join().expect("a capture does not panic"))
+        });
+        let (out, sys) = (out?, sys?);
         let mut defaults = LinkerDefaults::from_verbose(&out.stdout);
-        let sys = real_ld::capture(ld, &["--print-sysroot"])?;
         if sys.status.success() {
             let s = sys.stdout.trim_ascii();
             if !s.is_empty() {
@@ -116,7 +122,17 @@ impl DefaultsCache {
     ) -> Result<&LinkerDefaults, SearchError> {
         let key = (ld.to_owned(), emulation.map(OsStr::to_owned));
         if !self.entries.contains_key(&key) {
-            let d = LinkerDefaults::query(ld, emulation)?;
+            let kept = super::defaults_cache::Kept::of(ld, emulation);
+            let d = match kept.as_ref().and_then(|k| k.read()) {
+                Some(d) => d,
+                None => {
+                    let d = LinkerDefaults::query(ld, emulation)?;
+                    if let Some(k) = &kept {
+                        k.write(&d);
+                    }
+                    d
+                }
+            };
             self.entries.insert(key.clone(), d);
         }
         Ok(&self.entries[&key])

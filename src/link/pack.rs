@@ -563,6 +563,9 @@ impl Session {
                 continue;
             }
             let map = self.maps.get(path)?;
+            if cannot_hold_device_code(input.file_kind, &map) {
+                continue;
+            }
             // Identifies the file, and reads the device code of an object or archive.
             let scanned = inputs::locate(path, &map, &self.maps)?;
             if scanned.kind == inputs::FileKind::Other {
@@ -1177,6 +1180,20 @@ fn keep_large_blocks_mapped() {
 /// FIFO): what ld writes into rather than replaces.
 fn special_output(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.file_type().is_symlink())
+}
+
+/// Whether an input cannot hold device code a link rewrites: an object or regular archive
+/// with no device section has no section name `.nv_fatbin` or `__nv_relfatbin` anywhere in
+/// its bytes. A look for them is far quicker than walking the members' headers (libgcc.a
+/// and libc_nonshared.a are in every link); above 16 MiB the walk, which reads less of a
+/// large archive, is left to decide. A thin archive's members are files of their own.
+fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) -> bool {
+    const LOOK_BELOW: usize = 16 << 20;
+    matches!(kind, Some(InputFileKind::Elf | InputFileKind::Archive))
+        && data.len() < LOOK_BELOW
+        && !inputs::DEVICE_SECTIONS
+            .iter()
+            .any(|name| memchr::memmem::find(data, name.as_bytes()).is_some())
 }
 
 /// An ELF input of a type that is neither an object, a shared library nor an executable

@@ -1506,3 +1506,56 @@ fn the_runtime_adds_at_most_150_kb_and_a_page() {
         "the packed fixture program is {added} bytes larger than the plain one (budget 154,096)"
     );
 }
+
+/// A link with no device code is the real linker's, byte for byte, through `gcc -B`; what
+/// the real linker says about itself is asked once and kept under `FATPACK_CACHE_DIR`
+/// (a later link reads it), and a damaged entry is asked again, never trusted.
+#[test]
+fn a_link_without_device_code_is_the_real_linkers_and_its_defaults_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let c = d.join("hello.c");
+    std::fs::write(
+        &c,
+        "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n",
+    )
+    .unwrap();
+    let wrap = wrapper_dir();
+    let cache = d.join("cache");
+    let link = |out: &Path, through: bool| {
+        let mut cmd = Command::new("gcc");
+        if through {
+            cmd.arg(format!("-B{}", wrap.path().display()));
+        }
+        let (code, _, err) = run(cmd
+            .env("FATPACK_CACHE_DIR", &cache)
+            .arg("-o")
+            .arg(out)
+            .arg(&c));
+        assert_eq!(code, 0, "{err}");
+        std::fs::read(out).unwrap()
+    };
+    let plain = link(&d.join("plain"), false);
+    assert!(
+        link(&d.join("fp1"), true) == plain,
+        "not the real linker's bytes"
+    );
+    let entries: Vec<PathBuf> = std::fs::read_dir(cache.join("linker-defaults"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let kept = std::fs::read_to_string(&entries[0]).unwrap();
+    assert!(
+        kept.starts_with("fatpack linker defaults 1\n") && kept.ends_with("end\n"),
+        "{kept}"
+    );
+    assert!(link(&d.join("fp2"), true) == plain);
+    std::fs::write(&entries[0], "fatpack linker defaults 1\ndir zz\n").unwrap();
+    assert!(link(&d.join("fp3"), true) == plain);
+    assert_eq!(
+        std::fs::read_to_string(&entries[0]).unwrap(),
+        kept,
+        "asked again and kept"
+    );
+}
