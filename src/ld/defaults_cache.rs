@@ -42,26 +42,26 @@ impl Kept {
         if &magic != b"\x7fELF" {
             return None;
         }
-        let mut h = blake3::Hasher::new();
-        h.update(real.as_os_str().as_bytes());
-        for n in [
+        // SipHash (std's): no CPU-feature probe, which costs a link more than the hash
+        // (cpuid traps to the hypervisor on a virtual machine).
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        real.as_os_str().as_bytes().hash(&mut h);
+        (
             meta.dev(),
             meta.ino(),
             meta.size(),
-            meta.mtime() as u64,
-            meta.mtime_nsec() as u64,
-            meta.ctime() as u64,
-            meta.ctime_nsec() as u64,
-        ] {
-            h.update(&n.to_le_bytes());
-        }
-        h.update(b"\0");
-        h.update(emulation.map_or(&b""[..], OsStr::as_bytes));
-        h.update(b"\0");
-        h.update(env!("CARGO_PKG_VERSION").as_bytes());
-        let name = h.finalize().to_hex();
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        )
+            .hash(&mut h);
+        emulation.map(OsStr::as_bytes).hash(&mut h);
+        env!("CARGO_PKG_VERSION").hash(&mut h);
+        let name = format!("{:016x}", h.finish());
         Some(Kept {
-            path: dir.join("linker-defaults").join(&name[..32]),
+            path: dir.join("linker-defaults").join(name),
         })
     }
 

@@ -206,6 +206,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         // must not race with it.
         s.old_output.settle();
         s.progress.done();
+        if !s.opts.verbose {
+            // Nothing is left to do after the real linker (an early link's temp folder went
+            // with `early`): it takes this process's place, one process less for every link
+            // without device code. Only the verbose line needs this process back.
+            let argv = s.line.render(&BTreeMap::new(), &[], &[])?;
+            return Err(real_ld::exec(&s.real, &argv).into());
+        }
         let code = plain_link(&s.real, &s.line)?;
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
         return Ok(code);
@@ -549,6 +556,8 @@ impl Session {
     pub(super) fn scan_inputs(&mut self) -> Result<Vec<Planned>, LinkError> {
         let parses = crate::elf::parse_count();
         let mut planned = Vec::new();
+        // A library named twice (`-lgcc ... -lgcc`) is looked at once.
+        let mut device_free: std::collections::HashSet<PathBuf> = Default::default();
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -562,8 +571,12 @@ impl Session {
             ) {
                 continue;
             }
+            if device_free.contains(path) {
+                continue;
+            }
             let map = self.maps.get(path)?;
             if cannot_hold_device_code(input.file_kind, &map) {
+                device_free.insert(path.clone());
                 continue;
             }
             // Identifies the file, and reads the device code of an object or archive.
@@ -1189,11 +1202,14 @@ fn special_output(path: &Path) -> bool {
 /// large archive, is left to decide. A thin archive's members are files of their own.
 fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) -> bool {
     const LOOK_BELOW: usize = 16 << 20;
+    // One pass for what both names hold; a stray `fatbin` only means the walk decides.
+    const BOTH: &[u8] = b"fatbin";
+    debug_assert!(inputs::DEVICE_SECTIONS
+        .iter()
+        .all(|n| memchr::memmem::find(n.as_bytes(), BOTH).is_some()));
     matches!(kind, Some(InputFileKind::Elf | InputFileKind::Archive))
         && data.len() < LOOK_BELOW
-        && !inputs::DEVICE_SECTIONS
-            .iter()
-            .any(|name| memchr::memmem::find(data, name.as_bytes()).is_some())
+        && memchr::memmem::find(data, BOTH).is_none()
 }
 
 /// An ELF input of a type that is neither an object, a shared library nor an executable
