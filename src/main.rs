@@ -540,6 +540,10 @@ fn join(input: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()>
 /// The error and its causes, each cause once: library errors already quote their source in
 /// their own message, which `{:#}` would repeat.
 fn message(e: &anyhow::Error) -> String {
+    // An input that changed under the command explains whatever went wrong after it.
+    if let Some(changed) = fatpack::inputs::changed_input() {
+        return changed.to_string();
+    }
     let mut msg = e.to_string();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();

@@ -36,6 +36,8 @@ pub enum CommitError {
         input.display()
     )]
     OutputIsInput { output: PathBuf, input: PathBuf },
+    #[error(transparent)]
+    Input(crate::inputs::InputError),
     #[error(
         "{}: lies inside {}, a folder this command reads: write the output outside it \
          (fatpack never modifies its inputs)",
@@ -360,6 +362,11 @@ impl Outputs {
     /// Puts every staged output in place, in the order given (each after those it depends
     /// on: stores and packs before the binary that records them), or none of them.
     pub fn commit(mut self, staged: Vec<Staged>) -> Result<(), CommitError> {
+        // An input that shrank while it was mapped was read as zeros: nothing made from it
+        // is put in place.
+        if let Some(e) = crate::inputs::changed_input() {
+            return Err(CommitError::Input(e));
+        }
         for (i, s) in staged.iter().enumerate() {
             if staged[..i].iter().any(|t| t.dest == s.dest) {
                 return Err(CommitError::SameOutputTwice(s.dest.clone()));

@@ -3,6 +3,7 @@
 
 pub mod archive;
 mod elf;
+mod guard;
 pub mod magic;
 
 use std::path::{Path, PathBuf};
@@ -177,12 +178,20 @@ pub enum InputError {
 /// Read a whole file through a memory map (inputs can be gigabytes; the OS pages in what we touch).
 pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
     let (file, _) = open_regular(path)?;
-    // SAFETY: the map is read-only; a concurrent writer truncating an input under us is
-    // outside what any linker defends against.
-    unsafe { memmap2::Mmap::map(&file) }.map_err(|source| InputError::Io {
+    // SAFETY: the map is read-only. Another process may still truncate the file while it is
+    // mapped: `guard` turns the SIGBUS of a read past the new end into zeros read and an
+    // error naming the file before anything is committed.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| InputError::Io {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    guard::register(&map, path);
+    Ok(map)
+}
+
+/// The error to give if an input changed while it was mapped ([`guard`]).
+pub fn changed_input() -> Option<InputError> {
+    guard::changed().map(|path| InputError::Changed { path })
 }
 
 /// `path` opened for reading, with its metadata, if it is a regular file. O_NONBLOCK: opening

@@ -1055,6 +1055,10 @@ impl Session {
     ) -> Result<(), LinkError> {
         let tmp_out = &linked.out;
         let output = &self.line.output;
+        // An input that shrank while it was mapped was read as zeros: no output from it.
+        if let Some(e) = inputs::changed_input() {
+            return Err(e.into());
+        }
         if let Some(side) = pending_side {
             return super::pair::commit(side, tmp_out, output);
         }

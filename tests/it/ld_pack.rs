@@ -206,7 +206,9 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             .filter_map(|w| w.parse().ok())
             .collect();
         assert_eq!(numbers.len(), 2, "{counts}");
-        assert!(numbers[0] > 2, "{counts}");
+        // The archive's two members at least (inputs with no device-section name in their
+        // bytes, m.o and the host libraries, are not walked at all).
+        assert!(numbers[0] >= 2, "{counts}");
         assert_eq!(numbers[0], numbers[1], "{lib}: {counts}");
         let names = module_names(&inspect_json(&exe));
         assert_eq!(names.len(), 1, "{lib}: {names:?}");

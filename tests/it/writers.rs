@@ -791,3 +791,50 @@ fn packed_outputs_export_no_zstd_trace_hooks() {
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("ZSTD_trace"), "{out}");
 }
+
+/// An input truncated by another process while `fatpack ld` has it mapped (here by the
+/// "real linker" itself, once it has linked, before fatpack reads the input's device code
+/// again): exit 1 with a message naming the input, no output, no temp files. Before, the
+/// read past the new end ended fatpack with SIGBUS and left its temp folder.
+#[test]
+fn an_input_truncated_during_the_link_is_named_and_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for n in ["main.o", "kernels.o", "other.o"] {
+        std::fs::copy(fixture(n), d.join(n)).unwrap();
+    }
+    let fake = d.join("fakeld");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n/usr/bin/ld \"$@\" || exit $?\n\
+         case \" $* \" in *\" kernels.o \"*) truncate -s 2000 kernels.o ;; esac\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(Command::new("chmod").arg("+x").arg(&fake));
+    assert_eq!(code, 0, "{err}");
+    let tmp = d.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let wrap = crate::common::wrapper_dir();
+    let (code, _, err) = run(Command::new("g++")
+        .current_dir(d)
+        .env("FATPACK_REAL_LD", &fake)
+        .env("TMPDIR", &tmp)
+        .arg(format!("-B{}", wrap.path().display()))
+        .args(["-o", "app", "main.o", "kernels.o", "other.o"])
+        .arg(format!("-L{}", cuda_lib().display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"])
+        .args(["-Wl,--fatpack-route=direct", "-Wl,--fatpack-early-link=no"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("kernels.o: changed while fatpack read it") && !err.contains("signal"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(d.join("kernels.o")).unwrap().len(),
+        2000,
+        "truncated"
+    );
+    assert!(!d.join("app").exists());
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "temp files left: {left:?}");
+}
