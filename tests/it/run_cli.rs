@@ -251,6 +251,10 @@ fn every_commands_help_has_examples() {
         .collect();
     assert!(commands.len() >= 10, "{commands:?}");
     assert!(top.contains("Examples:\n  fatpack run --"), "{top}");
+    // What programs fatpack linked read at run time is in the first help a user sees.
+    for var in ["FATPACK_LOG", "FATPACK_ARCH", "FATPACK_EAGER"] {
+        assert!(top.contains(var), "`fatpack --help` does not name {var}");
+    }
     for c in commands {
         let (code, help, err) = run(Command::new(fatpack_bin()).args(["help", c]));
         assert_eq!(code, 0, "{c}: {err}");
