@@ -212,18 +212,8 @@ enum Command {
     /// Link like `ld`, packing all device code into a store
     ///
     /// Takes ordinary ld arguments; also runs when fatpack is invoked as `ld`, `ld.bfd`,
-    /// `ld.gold`, `ld.lld` or `ld.mold`. Its own options, never passed on:
-    /// `--fatpack-side-file` (the store in `<output>.fatpack`), `--fatpack-level=N` (zstd
-    /// level), `--fatpack-mode=tail` (no store, no runtime: the fatbin after .bss),
-    /// `--fatpack-verbose` (what was packed, time and memory per step), `--fatpack-dry-run`
-    /// (print the rewrite and the real linker's line, write nothing), `--fatpack-save-temps`
-    /// (keep the rewritten inputs in `<output>.fatpack-temps/`), `--fatpack-threads=N` (at
-    /// most N threads; under a make jobserver, only the job slots it grants),
-    /// `--fatpack-release` (a release store, as `fatpack repack --release` writes). On/off
-    /// options take no value or yes/no. Environment: FATPACK_REAL_LD (the real linker),
-    /// FATPACK_THREADS (a thread cap), FATPACK_VERBOSE=1, FATPACK_CACHE_DIR (where what the
-    /// real linker says about itself is kept between links, default ~/.cache/fatpack;
-    /// empty: not kept).
+    /// `ld.gold`, `ld.lld` or `ld.mold`. Its own `--fatpack-*` options, listed below, are
+    /// taken from among them and never passed on.
     #[command(after_help = "Examples:\n  \
         g++ -B/path/to/wrap -o app main.o kernels.o -lcudart   # wrap/ld -> fatpack\n  \
         fatpack ld -o app crt1.o main.o kernels.o -lcudart_static --fatpack-verbose")]
@@ -570,17 +560,32 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
     }
 }
 
+/// The command line as clap knows it, with `fatpack ld`'s own options from their one table
+/// (`fatpack help ld` and the man page print it).
+fn cli() -> clap::Command {
+    Cli::command().mut_subcommand("ld", |c| {
+        let examples = c
+            .get_after_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        c.after_long_help(format!(
+            "{}\n{examples}",
+            fatpack::link::options::options_help()
+        ))
+    })
+}
+
 /// The man page (roff), from the CLI definition.
 fn man_page() -> std::io::Result<Vec<u8>> {
     let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    clap_mangen::Man::new(cli()).render(&mut page)?;
     Ok(page)
 }
 
 /// The completions for `shell`, from the CLI definition.
 fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let mut text = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "fatpack", &mut text);
+    clap_complete::generate(shell, &mut cli(), "fatpack", &mut text);
     text
 }
 
@@ -676,7 +681,7 @@ fn main() -> ExitCode {
         )
         .into_boxed_str(),
     );
-    let matches = Cli::command()
+    let matches = cli()
         .version(version)
         .get_matches_from(argv0.iter().cloned().chain(nvprune_spellings(rest)));
     let cli = match Cli::from_arg_matches(&matches) {

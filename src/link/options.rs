@@ -21,19 +21,88 @@ pub const TAIL_SCRIPT_LLD: &str = include_str!("../../linker-scripts/fatbin-tail
 /// The level of `--fatpack-release` without `--fatpack-level` (`fatpack repack`'s default).
 pub const RELEASE_LEVEL: i32 = 19;
 
-/// Every `--fatpack-*` option `fatpack ld` takes (the name after the prefix).
-pub const KNOWN: &[&str] = &[
-    "side-file",
-    "verbose",
-    "level",
-    "mode",
-    "save-temps",
-    "dry-run",
-    "threads",
-    "release",
-    "route",
-    "early-link",
+/// One `--fatpack-*` option: its name after the prefix, the value it takes (`None`: an
+/// on/off switch, which also takes `=yes`/`=no`), and what it does.
+pub struct FatpackOption {
+    pub name: &'static str,
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+/// Every `--fatpack-*` option `fatpack ld` takes: the one table the parser checks names
+/// against and `fatpack help ld`, `fatpack ld --help` and the man page print.
+pub const OPTIONS: &[FatpackOption] = &[
+    FatpackOption {
+        name: "side-file",
+        value: None,
+        help: "the store in <output>.fatpack beside the output, not inside it",
+    },
+    FatpackOption {
+        name: "verbose",
+        value: None,
+        help: "what was packed; time and memory per step (or FATPACK_VERBOSE=1)",
+    },
+    FatpackOption {
+        name: "level",
+        value: Some("N"),
+        help: "zstd level 1-22 (default 9; NVIDIA's zstd frames kept as they are)",
+    },
+    FatpackOption {
+        name: "mode",
+        value: Some("packed|tail"),
+        help: "tail: no store, no runtime, the fatbin placed after .bss",
+    },
+    FatpackOption {
+        name: "save-temps",
+        value: None,
+        help: "keep rewritten inputs and the ld line in <output>.fatpack-temps/",
+    },
+    FatpackOption {
+        name: "dry-run",
+        value: None,
+        help: "print the rewrite and the real linker's line; write nothing",
+    },
+    FatpackOption {
+        name: "threads",
+        value: Some("N"),
+        help: "at most N threads (or FATPACK_THREADS; under make, its jobserver)",
+    },
+    FatpackOption {
+        name: "release",
+        value: None,
+        help: "a release store as `fatpack repack --release` writes (level 19)",
+    },
+    FatpackOption {
+        name: "route",
+        value: Some("auto|direct|copy"),
+        help: "direct: link inputs as given, stub the output; copy: link stubbed copies",
+    },
+    FatpackOption {
+        name: "early-link",
+        value: Some("auto|yes|no"),
+        help: "start the direct route's link before the scan has read the inputs",
+    },
 ];
+
+/// `--fatpack-NAME[=VALUE]` and what it does, per option, for the help and man page.
+pub fn options_help() -> String {
+    // Lines under 80 columns, each help under its option: clap wraps longer ones flush left.
+    let mut out = String::from(
+        "fatpack's own options (taken from among ld's arguments, never passed on;\n\
+         on/off options also take =yes or =no):\n",
+    );
+    for o in OPTIONS {
+        match o.value {
+            Some(v) => out += &format!("  --fatpack-{}={v}\n", o.name),
+            None => out += &format!("  --fatpack-{}\n", o.name),
+        }
+        out += &format!("      {}\n", o.help);
+    }
+    out += "Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS,\n\
+            FATPACK_VERBOSE=1, FATPACK_RUNTIME (another runtime archive), FATPACK_CACHE_DIR\n\
+            (where what the real linker says about itself is kept; empty: nothing kept).\n";
+    out
+}
 
 /// What `--fatpack-*` options and the environment ask for.
 #[derive(Debug, Clone)]
@@ -104,8 +173,11 @@ impl PackOptions {
     pub(super) fn from_line(line: &LinkLine) -> Result<Self, LinkError> {
         // A misspelt option must not be ignored: the link would silently do something else.
         for f in &line.fatpack_options {
-            if !KNOWN.contains(&f.name.as_str()) {
-                let known: Vec<String> = KNOWN.iter().map(|k| format!("--fatpack-{k}")).collect();
+            if !OPTIONS.iter().any(|o| o.name == f.name) {
+                let known: Vec<String> = OPTIONS
+                    .iter()
+                    .map(|o| format!("--fatpack-{}", o.name))
+                    .collect();
                 return Err(LinkError::Option(format!(
                     "unknown option --fatpack-{} (fatpack knows {})",
                     f.name,
@@ -232,6 +304,36 @@ fn switch(line: &LinkLine, name: &str) -> Result<bool, LinkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No line of the help is wider than clap's 80 columns (wider ones wrap flush left).
+    #[test]
+    fn the_options_help_fits_80_columns() {
+        for l in options_help().lines() {
+            assert!(l.len() <= 80, "{l}");
+        }
+    }
+
+    /// The table's words agree with what the parser does: every option parses in the form
+    /// the help gives (a value from its list), and the defaults it names are the code's.
+    #[test]
+    fn the_option_table_says_what_the_parser_takes() {
+        for o in OPTIONS {
+            let arg = match o.value {
+                Some("N") if o.name == "level" => "--fatpack-level=5".to_string(),
+                Some("N") => format!("--fatpack-{}=2", o.name),
+                Some(list) => format!("--fatpack-{}={}", o.name, list.split('|').next().unwrap()),
+                None => format!("--fatpack-{}", o.name),
+            };
+            assert!(options(&[&arg]).is_ok(), "{arg}");
+        }
+        let level = OPTIONS.iter().find(|o| o.name == "level").unwrap();
+        assert!(level
+            .help
+            .contains(&format!("default {}", cubin_store::DEFAULT_LEVEL)));
+        let release = OPTIONS.iter().find(|o| o.name == "release").unwrap();
+        assert!(release.help.contains(&format!("level {RELEASE_LEVEL}")));
+        assert!(options(&["--fatpack-sidefile"]).is_err());
+    }
 
     fn options(args: &[&str]) -> Result<PackOptions, LinkError> {
         let mut all = vec!["-o", "out", "a.o"];

@@ -167,6 +167,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     let real = real_ld::find_real_ld(argv0)?;
     let line = LinkLine::parse(&args)?;
     if line.is_info_only() {
+        // `fatpack ld --help`: fatpack's own options first, then the real linker's.
+        if line.info == Some(crate::ld::InfoRequest::Help) {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", super::options::options_help());
+            let _ = out.flush();
+        }
         return plain_link(&real, &line);
     }
     let opts = PackOptions::from_line(&line)?;

@@ -1561,3 +1561,31 @@ fn a_link_without_device_code_is_the_real_linkers_and_its_defaults_are_kept() {
         "asked again and kept"
     );
 }
+
+/// Every `--fatpack-*` option the parser takes (its one table) is in `fatpack help ld` and
+/// in `fatpack ld --help`, which prints fatpack's own options first and then the real
+/// linker's help.
+#[test]
+fn every_fatpack_option_is_in_both_helps() {
+    let (code, long, err) = run(Command::new(fatpack_bin()).args(["help", "ld"]));
+    assert_eq!(code, 0, "{err}");
+    let (code, ld_help, err) = run(Command::new(fatpack_bin()).args(["ld", "--help"]));
+    assert_eq!(code, 0, "{err}");
+    let ours = ld_help
+        .find("--fatpack-side-file")
+        .expect("fatpack's options");
+    let theirs = ld_help.find("Usage:").expect("the real linker's help");
+    assert!(ours < theirs, "{ld_help}");
+    for o in fatpack::link::options::OPTIONS {
+        let spelled = format!("--fatpack-{}", o.name);
+        assert!(long.contains(&spelled), "`fatpack help ld` lacks {spelled}");
+        assert!(
+            ld_help.contains(&spelled),
+            "`fatpack ld --help` lacks {spelled}"
+        );
+        assert!(
+            long.contains(o.help),
+            "`fatpack help ld` lacks what {spelled} does"
+        );
+    }
+}
