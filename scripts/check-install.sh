@@ -59,13 +59,17 @@ stack_checks "$work/root/bin/fatpack" ||
 # `man fatpack` after cargo install: the man page and completions beside bin/, found by
 # man through PATH (as ~/.cargo/bin gives ~/.cargo/share/man).
 "$work/root/bin/fatpack" man --install >/dev/null
-finds_man() { # BIN_DIR WANT
+finds_man() { # BIN_DIR PAGE WANT
     local got
-    got="$(env -u MANPATH PATH="$1:/usr/bin:/bin" man -w fatpack)" ||
-        { echo "check-install: man does not find fatpack with $1 on PATH" >&2; exit 1; }
-    [ "$got" = "$2" ] || { echo "check-install: man finds $got, want $2" >&2; exit 1; }
+    got="$(env -u MANPATH PATH="$1:/usr/bin:/bin" man -w "$2")" ||
+        { echo "check-install: man does not find $2 with $1 on PATH" >&2; exit 1; }
+    [ "$got" = "$3" ] || { echo "check-install: man finds $got, want $3" >&2; exit 1; }
 }
-finds_man "$work/root/bin" "$work/root/share/man/man1/fatpack.1"
+finds_man "$work/root/bin" fatpack "$work/root/share/man/man1/fatpack.1"
+# Each command's own page, as fatpack(1) names it.
+for page in fatpack-prune fatpack-ld fatpack-inspect; do
+    finds_man "$work/root/bin" "$page" "$work/root/share/man/man1/$page.1"
+done
 [ -s "$work/root/share/bash-completion/completions/fatpack" ] ||
     { echo "check-install: fatpack man --install wrote no bash completion" >&2; exit 1; }
 

@@ -191,7 +191,10 @@ enum Command {
         fatpack man | man -l -\n  \
         fatpack man --install")]
     Man {
-        /// Install the man page and completions under PREFIX/share instead of printing.
+        /// The page of this command (`fatpack-prune(1)` for `prune`) instead of fatpack's.
+        #[arg(value_name = "COMMAND", conflicts_with = "install")]
+        command: Option<String>,
+        /// Install the man pages and completions under PREFIX/share instead of printing.
         #[arg(long)]
         install: bool,
         /// With --install: where (default: the folder above the one fatpack runs from).
@@ -575,11 +578,36 @@ fn cli() -> clap::Command {
     })
 }
 
-/// The man page (roff), from the CLI definition.
-fn man_page() -> std::io::Result<Vec<u8>> {
+/// The man page (roff), from the CLI definition: fatpack(1), or with `command` that
+/// command's own page, fatpack-COMMAND(1), which fatpack(1) names.
+fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
+    let cmd = match command {
+        None => cli(),
+        Some(name) => {
+            let c = cli();
+            let sub = c
+                .find_subcommand(name)
+                .filter(|_| name != "help")
+                .ok_or_else(|| UsageError(format!("`{name}` is not a fatpack command")))?;
+            // clap names are 'static; a page is rendered once per process.
+            let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+            sub.clone()
+                .name(leak(format!("fatpack-{name}")))
+                .bin_name(leak(format!("fatpack {name}")))
+        }
+    };
     let mut page = Vec::new();
-    clap_mangen::Man::new(cli()).render(&mut page)?;
+    clap_mangen::Man::new(cmd).render(&mut page)?;
     Ok(page)
+}
+
+/// The commands that have a page of their own.
+fn commands() -> Vec<String> {
+    cli()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect()
 }
 
 /// The completions for `shell`, from the CLI definition.
@@ -603,8 +631,10 @@ fn install_docs(prefix: Option<&std::path::Path>) -> anyhow::Result<()> {
             .with_context(|| format!("{}: no folder above it to install into", exe.display()))?
     };
     let share = prefix.join("share");
-    let page = man_page().context("rendering the man page")?;
-    let mut files = vec![("man/man1/fatpack.1".to_owned(), page)];
+    let mut files = vec![("man/man1/fatpack.1".to_owned(), man_page(None)?)];
+    for name in commands() {
+        files.push((format!("man/man1/fatpack-{name}.1"), man_page(Some(&name))?));
+    }
     for (shell, path) in [
         (
             clap_complete::Shell::Bash,
@@ -696,21 +726,20 @@ fn main() -> ExitCode {
             for_gpus,
         } => inspect(&files, kernels, json, for_gpus.as_deref()),
         Command::Ld { args } => return ld(None, args),
-        Command::Man { install: false, .. } => {
-            return match man_page().and_then(|out| {
-                use std::io::Write;
-                std::io::stdout().write_all(&out)
-            }) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("fatpack: error: writing the man page: {e}");
-                    ExitCode::FAILURE
-                }
-            };
-        }
+        Command::Man {
+            install: false,
+            command,
+            ..
+        } => man_page(command.as_deref()).and_then(|out| {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&out)
+                .context("writing the man page")
+        }),
         Command::Man {
             install: true,
             prefix,
+            ..
         } => install_docs(prefix.as_deref()),
         Command::Completions { shell } => {
             use std::io::Write;

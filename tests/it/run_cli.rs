@@ -145,7 +145,27 @@ fn help_fits_80_columns_and_spellings_match_the_cuda_tools() {
 #[test]
 fn the_wheels_man_page_and_completions_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wheel-data/data/share");
-    for (args, file) in [
+    // One page per command, as fatpack(1) names them (fatpack-prune(1), ...).
+    let (_, top, _) = run(Command::new(fatpack_bin()).arg("--help"));
+    let pages: Vec<(Vec<String>, String)> = commands_of(&top)
+        .into_iter()
+        .map(|c| {
+            (
+                vec!["man".to_string(), c.clone()],
+                format!("man/man1/fatpack-{c}.1"),
+            )
+        })
+        .collect();
+    assert!(pages.len() >= 10, "{pages:?}");
+    let (_, main_page, _) = run(Command::new(fatpack_bin()).arg("man"));
+    for (_, file) in &pages {
+        let name = file.trim_start_matches("man/man1/").trim_end_matches(".1");
+        assert!(
+            main_page.contains(&format!("{}(1)", name.replace('-', "\\-"))),
+            "fatpack(1) does not name {name}(1)"
+        );
+    }
+    let fixed: Vec<(Vec<String>, String)> = [
         (vec!["man"], "man/man1/fatpack.1"),
         (
             vec!["completions", "bash"],
@@ -156,11 +176,15 @@ fn the_wheels_man_page_and_completions_are_current() {
             vec!["completions", "fish"],
             "fish/vendor_completions.d/fatpack.fish",
         ),
-    ] {
+    ]
+    .into_iter()
+    .map(|(a, f)| (a.into_iter().map(String::from).collect(), f.to_string()))
+    .collect();
+    for (args, file) in fixed.into_iter().chain(pages) {
         let out = Command::new(fatpack_bin()).args(&args).output().unwrap();
         assert!(out.status.success(), "{args:?}");
         assert!(!out.stdout.is_empty(), "{args:?}");
-        let path = root.join(file);
+        let path = root.join(&file);
         if std::env::var_os("FATPACK_BLESS").is_some() {
             std::fs::write(&path, &out.stdout).unwrap();
         }
@@ -239,23 +263,14 @@ fn exit_codes_and_messages_say_what_is_wrong() {
 #[test]
 fn every_commands_help_has_examples() {
     let (_, top, _) = run(Command::new(fatpack_bin()).arg("--help"));
-    let commands: Vec<&str> = top
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        // A command's line, not the wrapped rest of a description.
-        .filter(|l| !l[2..].starts_with(' '))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| *c != "help")
-        .collect();
+    let commands = commands_of(&top);
     assert!(commands.len() >= 10, "{commands:?}");
     assert!(top.contains("Examples:\n  fatpack run --"), "{top}");
     // What programs fatpack linked read at run time is in the first help a user sees.
     for var in ["FATPACK_LOG", "FATPACK_ARCH", "FATPACK_EAGER"] {
         assert!(top.contains(var), "`fatpack --help` does not name {var}");
     }
-    for c in commands {
+    for c in &commands {
         let (code, help, err) = run(Command::new(fatpack_bin()).args(["help", c]));
         assert_eq!(code, 0, "{c}: {err}");
         let examples: Vec<&str> = help
@@ -273,4 +288,18 @@ fn every_commands_help_has_examples() {
             "`fatpack help {c}`: no example runs {own}:\n{help}"
         );
     }
+}
+
+/// The commands `fatpack --help` lists (`help` aside).
+fn commands_of(top: &str) -> Vec<String> {
+    top.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        // A command's line, not the wrapped rest of a description.
+        .filter(|l| !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_string)
+        .collect()
 }

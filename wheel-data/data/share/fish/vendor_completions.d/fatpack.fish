@@ -70,7 +70,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l fatbin -d 'O
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l prefix -d 'With --install: where (default: the folder above the one fatpack runs from)' -r -F
-complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l install -d 'Install the man page and completions under PREFIX/share instead of printing'
+complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l install -d 'Install the man pages and completions under PREFIX/share instead of printing'
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -s h -l help -d 'Print help (see more with \'--help\')'
