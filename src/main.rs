@@ -751,26 +751,7 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Run { command } => {
-            return match fatpack::run::run(&command) {
-                Ok(code) => exit(code),
-                Err(e) => {
-                    // As a shell says it: 127 not found, 126 found but not runnable.
-                    let code = match &e {
-                        fatpack::run::RunError::Start { source, .. } => {
-                            match source.raw_os_error() {
-                                Some(libc::ENOENT) => 127,
-                                Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR) => 126,
-                                _ => 1,
-                            }
-                        }
-                        _ => 1,
-                    };
-                    eprintln!("fatpack: error: {}", message(&anyhow::Error::new(e)));
-                    exit(code)
-                }
-            };
-        }
+        Command::Run { command } => return run_command(&command),
         Command::Prune(args) => prune(&args),
         Command::Extract {
             input,
@@ -787,30 +768,26 @@ fn main() -> ExitCode {
             release,
             group_mib,
             group_by,
-        } => {
-            use fatpack::store::groups::{Grouping, Solid};
-            let solid = release.then(|| Solid {
-                grouping: match group_by.as_deref() {
-                    Some("arch") => Grouping::Arch,
-                    Some(_) => Grouping::Family,
-                    None => Solid::RELEASE.grouping,
-                },
-                group_bytes: group_mib.map_or(Solid::RELEASE.group_bytes, |m| m << 20),
-            });
-            repack(
-                &input,
-                &output,
-                fatpack::repack::RepackOptions { level, solid },
-            )
-        }
+        } => repack_args(
+            &input,
+            &output,
+            level,
+            release,
+            group_mib,
+            group_by.as_deref(),
+        ),
         Command::Join { input, output } => join(&input, &output),
     };
+    finish(result)
+}
+
+/// The exit of a command that ran: 0, or the error said and 2 for a usage error (a value the
+/// command line gave that means nothing, as clap's own are), 1 for any other.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fatpack: error: {}", message(&e));
-            // A value the command line gave that means nothing is a usage error, as clap's
-            // own are: 2.
             let usage = matches!(
                 e.downcast_ref::<fatpack::prune::PruneError>(),
                 Some(
@@ -821,6 +798,51 @@ fn main() -> ExitCode {
             exit(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// `fatpack run COMMAND`: the command's own exit status, or as a shell says a command it
+/// cannot start: 127 not found, 126 found but not runnable.
+fn run_command(command: &[std::ffi::OsString]) -> ExitCode {
+    match fatpack::run::run(command) {
+        Ok(code) => exit(code),
+        Err(e) => {
+            let code = match &e {
+                fatpack::run::RunError::Start { source, .. } => match source.raw_os_error() {
+                    Some(libc::ENOENT) => 127,
+                    Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR) => 126,
+                    _ => 1,
+                },
+                _ => 1,
+            };
+            eprintln!("fatpack: error: {}", message(&anyhow::Error::new(e)));
+            exit(code)
+        }
+    }
+}
+
+/// `fatpack repack`'s options into what the repack takes.
+fn repack_args(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    level: i32,
+    release: bool,
+    group_mib: Option<u64>,
+    group_by: Option<&str>,
+) -> anyhow::Result<()> {
+    use fatpack::store::groups::{Grouping, Solid};
+    let solid = release.then(|| Solid {
+        grouping: match group_by {
+            Some("arch") => Grouping::Arch,
+            Some(_) => Grouping::Family,
+            None => Solid::RELEASE.grouping,
+        },
+        group_bytes: group_mib.map_or(Solid::RELEASE.group_bytes, |m| m << 20),
+    });
+    repack(
+        input,
+        output,
+        fatpack::repack::RepackOptions { level, solid },
+    )
 }
 
 /// A command line whose values do not fit together (checked after clap's own parsing).

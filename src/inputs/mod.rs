@@ -69,7 +69,8 @@ pub struct DeviceSection {
     pub containers: Vec<Fatbin>,
     /// Containers found by their magic in a section of the program's own data (a linked
     /// library's `.data`, say), which it loads itself through the driver API: nothing
-    /// registers them through cudart and code points at each, so they cannot move.
+    /// registers them through cudart; they move only where every pointer to them can be
+    /// redirected (`prune::embedded_move`), else they are pruned where they are.
     pub embedded: bool,
 }
 

@@ -17,81 +17,12 @@ fn ratio(stored: u64, raw: u64) -> String {
 pub fn render(r: &FileReport, kernels: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}: {}", r.path, r.kind.name());
-    if let Some(p) = &r.packed {
-        let _ = writeln!(
-            s,
-            "  packed by fatpack: store in {}{} ({}), digest {} {}",
-            p.store,
-            if p.mapped {
-                ", mapped with the image"
-            } else {
-                ""
-            },
-            human(p.store_size),
-            &p.digest[..16],
-            if p.digest_matches {
-                "matches the binary"
-            } else {
-                "DOES NOT MATCH the digest the binary records"
-            }
-        );
-        for pk in &p.packs {
-            let _ = writeln!(
-                s,
-                "  pack {} ({}, {}): {}",
-                pk.path,
-                pk.holds,
-                human(pk.size),
-                pk.state
-            );
-        }
-    }
+    render_packed(&mut s, r);
     if r.modules.is_empty() {
         let _ = writeln!(s, "  no device code");
         return s;
     }
-    for (i, m) in r.modules.iter().enumerate() {
-        let section = if m.section.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", m.section)
-        };
-        let _ = writeln!(s, "  module {i}: {}{section}", m.origin);
-        let _ = writeln!(
-            s,
-            "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
-            "arch", "kind", "codec", "raw", "stored", "ratio", "kernels"
-        );
-        for e in &m.entries {
-            let kind = if e.relocatable {
-                format!("{}*", e.kind)
-            } else {
-                e.kind.clone()
-            };
-            let _ = writeln!(
-                s,
-                "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
-                e.arch,
-                kind,
-                e.compression,
-                human(e.raw_size),
-                human(e.stored_size),
-                ratio(e.stored_size, e.raw_size),
-                e.kernel_count
-            );
-            if e.dead {
-                let _ = writeln!(s, "        dead: no GPU would load it");
-            }
-            if let Some(why) = &e.not_decoded {
-                let _ = writeln!(s, "        not decoded: {why}");
-            }
-            if kernels {
-                for k in &e.kernels {
-                    let _ = writeln!(s, "        {}", k.demangled);
-                }
-            }
-        }
-    }
+    render_modules(&mut s, r, kernels);
     if r.modules
         .iter()
         .flat_map(|m| &m.entries)
@@ -103,7 +34,7 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
         let _ = writeln!(s, "  per section:");
         for t in &r.sections {
             let who = match t.loaded_by {
-                "program" => "loaded by the program itself (driver API), cannot move",
+                "program" => "loaded by the program itself (driver API)",
                 "cudart" => "registered through cudart",
                 other => other,
             };
@@ -149,6 +80,85 @@ pub fn render(r: &FileReport, kernels: bool) -> String {
         ratio(t.stored_size, t.raw_size)
     );
     s
+}
+
+/// The packed store's line and its packs', if the file is packed.
+fn render_packed(s: &mut String, r: &FileReport) {
+    if let Some(p) = &r.packed {
+        let _ = writeln!(
+            s,
+            "  packed by fatpack: store in {}{} ({}), digest {} {}",
+            p.store,
+            if p.mapped {
+                ", mapped with the image"
+            } else {
+                ""
+            },
+            human(p.store_size),
+            &p.digest[..16],
+            if p.digest_matches {
+                "matches the binary"
+            } else {
+                "DOES NOT MATCH the digest the binary records"
+            }
+        );
+        for pk in &p.packs {
+            let _ = writeln!(
+                s,
+                "  pack {} ({}, {}): {}",
+                pk.path,
+                pk.holds,
+                human(pk.size),
+                pk.state
+            );
+        }
+    }
+}
+
+/// Each module's entries, a row each, with what is notable about each under it.
+fn render_modules(s: &mut String, r: &FileReport, kernels: bool) {
+    for (i, m) in r.modules.iter().enumerate() {
+        let section = if m.section.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", m.section)
+        };
+        let _ = writeln!(s, "  module {i}: {}{section}", m.origin);
+        let _ = writeln!(
+            s,
+            "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
+            "arch", "kind", "codec", "raw", "stored", "ratio", "kernels"
+        );
+        for e in &m.entries {
+            let kind = if e.relocatable {
+                format!("{}*", e.kind)
+            } else {
+                e.kind.clone()
+            };
+            let _ = writeln!(
+                s,
+                "    {:<12} {:<5} {:<5} {:>11} {:>11} {:>7} {:>7}",
+                e.arch,
+                kind,
+                e.compression,
+                human(e.raw_size),
+                human(e.stored_size),
+                ratio(e.stored_size, e.raw_size),
+                e.kernel_count
+            );
+            if e.dead {
+                let _ = writeln!(s, "        dead: no GPU would load it");
+            }
+            if let Some(why) = &e.not_decoded {
+                let _ = writeln!(s, "        not decoded: {why}");
+            }
+            if kernels {
+                for k in &e.kernels {
+                    let _ = writeln!(s, "        {}", k.demangled);
+                }
+            }
+        }
+    }
 }
 
 /// The summary of a package: its files with device code, device code by arch summed over
