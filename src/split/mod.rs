@@ -139,43 +139,12 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     };
     let temp = |final_path: &Path| outs.file(final_path);
 
-    // Packs: header, then each blob's stored bytes at an 8-aligned offset.
-    let mut placements = vec![Placement { pack: 0, offset: 0 }; store.blob_count()];
-    let mut packs = Vec::with_capacity(kinds.len());
-    let mut pack_files = Vec::with_capacity(kinds.len());
-    let mut reports = Vec::with_capacity(kinds.len());
-    for (pi, &kind) in kinds.iter().enumerate() {
-        let path = pack_path(kind);
-        let mut tmp = temp(&path)?;
-        let mut w = Hashing::new(std::io::BufWriter::new(tmp.named().as_file_mut()));
-        let shown = path.clone();
-        let io = error::io_at(&shown);
-        w.write_all(&pack_header(pi as u32, &store.digest()))
-            .map_err(&io)?;
-        let blobs = write_blobs(
-            &mut w,
-            &store,
-            store_bytes,
-            pi as u32,
-            &pack_of,
-            &mut placements,
-        )
-        .map_err(&io)?;
-        let (len, digest) = w.finish().map_err(&io)?;
-        packs.push(PackRecord {
-            kind,
-            suffix: kind.suffix(),
-            len,
-            digest,
-        });
-        reports.push(PackReport {
-            path: shown.clone(),
-            kind,
-            len,
-            blobs,
-        });
-        pack_files.push(tmp);
-    }
+    let Packs {
+        packs,
+        files: pack_files,
+        reports,
+        placements,
+    } = write_packs(&outs, &store, store_bytes, &kinds, &pack_of, &pack_path)?;
     let skeleton = store.skeleton();
     let manifest = Manifest {
         packs,
@@ -232,6 +201,64 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         packs: reports,
         needs,
     })
+}
+
+/// The packs [`write_packs`] wrote (not yet committed) and where each blob went.
+struct Packs {
+    packs: Vec<PackRecord>,
+    files: Vec<Staged>,
+    reports: Vec<PackReport>,
+    placements: Vec<Placement>,
+}
+
+/// One pack per kind in `kinds`, each staged under its final name: header, then each blob's
+/// stored bytes at an 8-aligned offset.
+fn write_packs(
+    outs: &Outputs,
+    store: &Store<'_>,
+    store_bytes: &[u8],
+    kinds: &[PackKind],
+    pack_of: &dyn Fn(usize) -> u32,
+    pack_path: &dyn Fn(PackKind) -> PathBuf,
+) -> Result<Packs, SplitError> {
+    let mut out = Packs {
+        packs: Vec::with_capacity(kinds.len()),
+        files: Vec::with_capacity(kinds.len()),
+        reports: Vec::with_capacity(kinds.len()),
+        placements: vec![Placement { pack: 0, offset: 0 }; store.blob_count()],
+    };
+    for (pi, &kind) in kinds.iter().enumerate() {
+        let path = pack_path(kind);
+        let mut tmp = outs.file(&path)?;
+        let mut w = Hashing::new(std::io::BufWriter::new(tmp.named().as_file_mut()));
+        let io = error::io_at(&path);
+        w.write_all(&pack_header(pi as u32, &store.digest()))
+            .map_err(&io)?;
+        let blobs = write_blobs(
+            &mut w,
+            store,
+            store_bytes,
+            pi as u32,
+            pack_of,
+            &mut out.placements,
+        )
+        .map_err(&io)?;
+        let (len, digest) = w.finish().map_err(&io)?;
+        out.packs.push(PackRecord {
+            kind,
+            suffix: kind.suffix(),
+            len,
+            digest,
+        });
+        out.reports.push(PackReport {
+            path: path.clone(),
+            kind,
+            len,
+            blobs,
+        });
+        out.files.push(tmp);
+    }
+    Ok(out)
 }
 
 /// Writes the blobs of pack `pi` after what `w` holds, each at an 8-aligned offset, and
