@@ -124,134 +124,159 @@ pub(super) fn rewrite_input(
     let dest = dir.join(file_name);
     let map = maps.get(&p.path)?;
     match p.kind {
-        FileKind::Object => {
-            let origin = origin_of(&p.path);
-            let mut name_for = |o: &str, i: usize| names.name(o, i);
-            let (parts, ex) = rewrite_object_parts(&origin, &map, &p.sections, &mut name_for)?;
-            extracted.extend(ex);
-            for s in &mut p.sections {
-                s.elf = None;
-            }
-            maps.release(&p.path, 0, map.len() as u64);
-            let input = std::fs::File::open(&p.path).map_err(io_at("reading", &p.path))?;
-            let from = archive::FromFile {
-                parts,
-                file: &input,
-                base: 0,
-            };
-            let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-            from.write(&mut w)
-                .and_then(|()| std::io::Write::flush(&mut w))
-                .map_err(io_at("writing", &dest))?;
-        }
+        FileKind::Object => rewrite_object(p, &map, &dest, names, extracted, maps)?,
         FileKind::Archive | FileKind::ThinArchive => {
-            let t = std::time::Instant::now();
-            let shown = origin_of(&p.path);
-            let input_members = inputs::archive::members(&p.path, &shown, &map, maps)?;
-            // The files members' bytes are copied from: the archive, or a thin archive's
-            // member files.
-            let mut files: BTreeMap<&Path, std::fs::File> = BTreeMap::new();
-            for m in &input_members {
-                if !files.contains_key(m.file.as_path()) {
-                    let f = std::fs::File::open(&m.file).map_err(io_at("reading", &m.file))?;
-                    files.insert(&m.file, f);
-                }
-            }
-            // The sections by file and offset: each member finds its own by a binary search
-            // (a scan of all of them per member was quadratic: 3,000 members, 0.1 s).
-            let mut order: Vec<usize> = (0..p.sections.len()).collect();
-            order.sort_by(|&a, &b| {
-                let (a, b) = (&p.sections[a], &p.sections[b]);
-                (&a.file, a.file_offset).cmp(&(&b.file, b.file_offset))
-            });
-            // Each member's sections and its modules' names, in order (names are unique
-            // within the link, so they are given one after another) ...
-            let mut jobs: Vec<(&inputs::archive::Member, Vec<DeviceSection>, Vec<String>)> =
-                Vec::with_capacity(input_members.len());
-            for m in &input_members {
-                // This member's sections, by where their bytes are (names can repeat in an archive).
-                let key = |i: &usize| (&p.sections[*i].file, p.sections[*i].file_offset);
-                let from = order.partition_point(|i| key(i) < (&m.file, m.range.0));
-                let to = order.partition_point(|i| key(i) < (&m.file, m.range.1));
-                // In the scan's order, which names the modules.
-                let mut mine = order[from..to].to_vec();
-                mine.sort_unstable();
-                let mut secs: Vec<DeviceSection> = mine
-                    .into_iter()
-                    .map(|i| {
-                        let s = &mut p.sections[i];
-                        DeviceSection {
-                            elf: s.elf.take(),
-                            ..s.clone()
-                        }
-                    })
-                    .collect();
-                // Stores record the short origin (see origin_of).
-                for s in &mut secs {
-                    s.origin = m.origin.clone();
-                }
-                // The order rewrite_object_parts asks for them in.
-                let given: Vec<String> = secs
-                    .iter()
-                    .flat_map(|s| 0..s.spans.len())
-                    .map(|i| names.name(&m.origin, i))
-                    .collect();
-                jobs.push((m, secs, given));
-            }
-            times.members += t.elapsed().as_secs_f64();
-            // ... then the stubs of every member, on every CPU.
-            let t = std::time::Instant::now();
-            let made = crate::parallel::map_ordered(&jobs, |(m, secs, given)| {
-                // Members without device code are copied as they are; rewritten ones keep
-                // most of their bytes, copied from the input too.
-                if secs.is_empty() {
-                    let whole = Parts {
-                        parts: vec![Part::Input(0..m.bytes.len())],
-                        len: m.bytes.len(),
-                    };
-                    return Ok((whole, Vec::new()));
-                }
-                let mut given = given.iter();
-                let mut name_for = |_: &str, _: usize| given.next().cloned().unwrap_or_default();
-                let made = rewrite_object_parts(&m.origin, &m.bytes, secs, &mut name_for)?;
-                // The headers, symbols and relocations it read: let them go until the
-                // index reads the symbols again, or every member's stay resident.
-                maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-                Ok::<_, LinkError>(made)
-            });
-            drop(jobs);
-            let mut members = Vec::with_capacity(input_members.len());
-            for (m, made) in input_members.iter().zip(made) {
-                let (parts, ex) = made?;
-                extracted.extend(ex);
-                members.push(archive::Member {
-                    name: m.name.clone(),
-                    // The index is read from the input member: the same symbols.
-                    data: Cow::Borrowed(&m.bytes[..]),
-                    pieces: Some(archive::FromFile {
-                        parts,
-                        file: &files[m.file.as_path()],
-                        base: m.range.0,
-                    }),
-                });
-            }
-            times.stubs += t.elapsed().as_secs_f64();
-            let t = std::time::Instant::now();
-            let file = std::fs::File::create(&dest).map_err(io_at("writing", &dest))?;
-            // Pages of the input let go member by member once the index has read them (the
-            // members are then copied from the file, not through the mapping).
-            let release = |i: usize| {
-                let m = &input_members[i];
-                maps.release(&m.file, m.range.0, m.bytes.len() as u64);
-            };
-            archive::write_archive_file(&members, &file, release)
-                .map_err(io_at("writing", &dest))?;
-            times.write += t.elapsed().as_secs_f64();
+            rewrite_archive(p, &map, &dest, names, extracted, maps, times)?
         }
         _ => unreachable!("plan() keeps objects and archives only"),
     }
     Ok(dest)
+}
+
+/// [`rewrite_input`] of an object: its device sections replaced by stubs.
+fn rewrite_object(
+    p: &mut Planned,
+    map: &[u8],
+    dest: &Path,
+    names: &mut Names,
+    extracted: &mut Vec<Extracted>,
+    maps: &inputs::Maps,
+) -> Result<(), LinkError> {
+    let origin = origin_of(&p.path);
+    let mut name_for = |o: &str, i: usize| names.name(o, i);
+    let (parts, ex) = rewrite_object_parts(&origin, map, &p.sections, &mut name_for)?;
+    extracted.extend(ex);
+    for s in &mut p.sections {
+        s.elf = None;
+    }
+    maps.release(&p.path, 0, map.len() as u64);
+    let input = std::fs::File::open(&p.path).map_err(io_at("reading", &p.path))?;
+    let from = archive::FromFile {
+        parts,
+        file: &input,
+        base: 0,
+    };
+    let file = std::fs::File::create(dest).map_err(io_at("writing", dest))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    from.write(&mut w)
+        .and_then(|()| std::io::Write::flush(&mut w))
+        .map_err(io_at("writing", dest))?;
+    Ok(())
+}
+
+/// [`rewrite_input`] of an archive (regular or thin): each member with device code
+/// rewritten, on every CPU, the others copied; a regular archive written with its index.
+fn rewrite_archive(
+    p: &mut Planned,
+    map: &[u8],
+    dest: &Path,
+    names: &mut Names,
+    extracted: &mut Vec<Extracted>,
+    maps: &inputs::Maps,
+    times: &mut RewriteTimes,
+) -> Result<(), LinkError> {
+    let t = std::time::Instant::now();
+    let shown = origin_of(&p.path);
+    let input_members = inputs::archive::members(&p.path, &shown, map, maps)?;
+    // The files members' bytes are copied from: the archive, or a thin archive's
+    // member files.
+    let mut files: BTreeMap<&Path, std::fs::File> = BTreeMap::new();
+    for m in &input_members {
+        if !files.contains_key(m.file.as_path()) {
+            let f = std::fs::File::open(&m.file).map_err(io_at("reading", &m.file))?;
+            files.insert(&m.file, f);
+        }
+    }
+    // The sections by file and offset: each member finds its own by a binary search
+    // (a scan of all of them per member was quadratic: 3,000 members, 0.1 s).
+    let mut order: Vec<usize> = (0..p.sections.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&p.sections[a], &p.sections[b]);
+        (&a.file, a.file_offset).cmp(&(&b.file, b.file_offset))
+    });
+    // Each member's sections and its modules' names, in order (names are unique
+    // within the link, so they are given one after another) ...
+    let mut jobs: Vec<(&inputs::archive::Member, Vec<DeviceSection>, Vec<String>)> =
+        Vec::with_capacity(input_members.len());
+    for m in &input_members {
+        // This member's sections, by where their bytes are (names can repeat in an archive).
+        let key = |i: &usize| (&p.sections[*i].file, p.sections[*i].file_offset);
+        let from = order.partition_point(|i| key(i) < (&m.file, m.range.0));
+        let to = order.partition_point(|i| key(i) < (&m.file, m.range.1));
+        // In the scan's order, which names the modules.
+        let mut mine = order[from..to].to_vec();
+        mine.sort_unstable();
+        let mut secs: Vec<DeviceSection> = mine
+            .into_iter()
+            .map(|i| {
+                let s = &mut p.sections[i];
+                DeviceSection {
+                    elf: s.elf.take(),
+                    ..s.clone()
+                }
+            })
+            .collect();
+        // Stores record the short origin (see origin_of).
+        for s in &mut secs {
+            s.origin = m.origin.clone();
+        }
+        // The order rewrite_object_parts asks for them in.
+        let given: Vec<String> = secs
+            .iter()
+            .flat_map(|s| 0..s.spans.len())
+            .map(|i| names.name(&m.origin, i))
+            .collect();
+        jobs.push((m, secs, given));
+    }
+    times.members += t.elapsed().as_secs_f64();
+    // ... then the stubs of every member, on every CPU.
+    let t = std::time::Instant::now();
+    let made = crate::parallel::map_ordered(&jobs, |(m, secs, given)| {
+        // Members without device code are copied as they are; rewritten ones keep
+        // most of their bytes, copied from the input too.
+        if secs.is_empty() {
+            let whole = Parts {
+                parts: vec![Part::Input(0..m.bytes.len())],
+                len: m.bytes.len(),
+            };
+            return Ok((whole, Vec::new()));
+        }
+        let mut given = given.iter();
+        let mut name_for = |_: &str, _: usize| given.next().cloned().unwrap_or_default();
+        let made = rewrite_object_parts(&m.origin, &m.bytes, secs, &mut name_for)?;
+        // The headers, symbols and relocations it read: let them go until the
+        // index reads the symbols again, or every member's stay resident.
+        maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+        Ok::<_, LinkError>(made)
+    });
+    drop(jobs);
+    let mut members = Vec::with_capacity(input_members.len());
+    for (m, made) in input_members.iter().zip(made) {
+        let (parts, ex) = made?;
+        extracted.extend(ex);
+        members.push(archive::Member {
+            name: m.name.clone(),
+            // The index is read from the input member: the same symbols.
+            data: Cow::Borrowed(&m.bytes[..]),
+            pieces: Some(archive::FromFile {
+                parts,
+                file: &files[m.file.as_path()],
+                base: m.range.0,
+            }),
+        });
+    }
+    times.stubs += t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
+    let file = std::fs::File::create(dest).map_err(io_at("writing", dest))?;
+    // Pages of the input let go member by member once the index has read them (the
+    // members are then copied from the file, not through the mapping).
+    let release = |i: usize| {
+        let m = &input_members[i];
+        maps.release(&m.file, m.range.0, m.bytes.len() as u64);
+    };
+    archive::write_archive_file(&members, &file, release).map_err(io_at("writing", dest))?;
+    times.write += t.elapsed().as_secs_f64();
+    Ok(())
 }
 
 #[cfg(test)]
