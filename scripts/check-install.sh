@@ -102,5 +102,6 @@ for f in share/man/man1/fatpack.1 share/bash-completion/completions/fatpack \
     share/zsh/site-functions/_fatpack share/fish/vendor_completions.d/fatpack.fish; do
     [ -s "$work/venv/$f" ] || { echo "check-install: the wheel did not install $f" >&2; exit 1; }
 done
-finds_man "$work/venv/bin" "$work/venv/share/man/man1/fatpack.1"
+finds_man "$work/venv/bin" fatpack "$work/venv/share/man/man1/fatpack.1"
+finds_man "$work/venv/bin" fatpack-prune "$work/venv/share/man/man1/fatpack-prune.1"
 echo "check-install: all three install paths link and run the fixtures"
