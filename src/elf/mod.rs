@@ -350,6 +350,13 @@ impl Layout {
     }
 }
 
+/// The NUL-terminated string at `at` of a string table, if not empty.
+pub fn c_str(strings: &[u8], at: usize) -> Option<&[u8]> {
+    let rest = strings.get(at..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    (end > 0).then(|| &rest[..end])
+}
+
 /// `data[offset..offset + size]`, None when it does not fit.
 pub fn file_range(data: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
     let start = usize::try_from(offset).ok()?;

@@ -29,7 +29,7 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
 use super::inputs::{origin_of, Names, Planned};
 use super::LinkError;
-use crate::elf::{file_range, records, Sym, LE};
+use crate::elf::{c_str, file_range, records, Sym, LE};
 use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
 use crate::prune::cut::{CutDone, InPlace, Refused};
 use crate::prune::PruneError;
@@ -181,13 +181,6 @@ fn anchor(data: &[u8], d: &DeviceSection, layout: &crate::elf::Layout) -> Option
             })
     })?;
     c_string(strings, sym.st_name.get(LE) as usize)
-}
-
-/// The NUL-terminated string at `at` of `strings`, if not empty.
-fn c_str(strings: &[u8], at: usize) -> Option<&[u8]> {
-    let rest = strings.get(at..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    (end > 0).then(|| &rest[..end])
 }
 
 /// [`c_str`], owned.

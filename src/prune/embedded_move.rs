@@ -23,7 +23,7 @@ use std::collections::BTreeSet;
 
 use object::elf;
 
-use crate::elf::{code_refs, file_range, records, Layout, Rela, Sym, LE};
+use crate::elf::{c_str, code_refs, file_range, records, Layout, Rela, Sym, LE};
 use crate::inputs::{DeviceSection, Scanned};
 
 /// The embedded sections that may move (section indices), and why each other one stays
@@ -168,9 +168,7 @@ fn dynamic_symbol_in(data: &[u8], layout: &Layout, shndx: usize) -> Option<Strin
         .iter()
         .find(|s| usize::from(s.st_shndx.get(LE)) == shndx)
         .map(|s| {
-            let at = s.st_name.get(LE) as usize;
-            let name = names.get(at..).unwrap_or_default();
-            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            String::from_utf8_lossy(&name[..end]).into_owned()
+            let name = c_str(names, s.st_name.get(LE) as usize).unwrap_or_default();
+            String::from_utf8_lossy(name).into_owned()
         })
 }
