@@ -1232,10 +1232,8 @@ fn refuse_unknown_elf_with_device_code(path: &Path, data: &[u8]) -> Result<(), L
         return Ok(());
     };
     let device = (0..layout.sections.len()).find(|&i| {
-        matches!(
-            layout.section_name(i),
-            b".nv_fatbin" | b"__nv_relfatbin" | b".nvFatBinSegment"
-        )
+        let name = layout.section_name(i);
+        inputs::DEVICE_SECTIONS.iter().any(|d| d.as_bytes() == name)
     });
     match device {
         Some(i) => Err(inputs::InputError::Malformed {
