@@ -14,18 +14,18 @@ use object::elf;
 
 use super::{file_range, Layout, LE};
 
-/// The address of an instruction that names an address in `[lo, hi)` in any of the ways
-/// above, or `None` if no instruction of `layout`'s executable sections does. `gots`: the
+/// For each range `[lo, hi)` of `ranges`, the address of the first instruction that names
+/// an address in it in any of the ways above, or `None` if no instruction of `layout`'s
+/// executable sections does. The code is decoded once for all of them. `gots`: the
 /// addresses `@GOTOFF` values may be relative to (`_GLOBAL_OFFSET_TABLE_`: the start of
 /// `.got.plt`, or of `.got` without one).
-pub fn first_reference(
+pub fn first_references(
     data: &[u8],
     layout: &Layout,
     gots: &[u64],
-    lo: u64,
-    hi: u64,
-) -> Option<u64> {
-    let named = names_range(gots, lo, hi);
+    ranges: &[(u64, u64)],
+) -> Vec<Option<u64>> {
+    let mut found = vec![None; ranges.len()];
     for s in &layout.sections {
         let flags = s.sh_flags.get(LE);
         if s.sh_type.get(LE) != elf::SHT_PROGBITS || flags & u64::from(elf::SHF_EXECINSTR) == 0 {
@@ -34,54 +34,60 @@ pub fn first_reference(
         let Some(code) = file_range(data, s.sh_offset.get(LE), s.sh_size.get(LE)) else {
             continue;
         };
-        if let Some(at) = scan(code, s.sh_addr.get(LE), &named) {
-            return Some(at);
+        if scan(code, s.sh_addr.get(LE), gots, ranges, &mut found) {
+            break;
         }
     }
-    None
+    found
 }
 
-/// Whether a value names an address in `[lo, hi)`, itself or as an offset from a GOT.
-fn names_range(gots: &[u64], lo: u64, hi: u64) -> impl Fn(u64) -> bool + '_ {
-    move |v| {
+/// Decodes `code` (loaded at `ip`), noting in `found` the first instruction that names an
+/// address in each range not found yet; true once every range is found.
+fn scan(
+    code: &[u8],
+    ip: u64,
+    gots: &[u64],
+    ranges: &[(u64, u64)],
+    found: &mut [Option<u64>],
+) -> bool {
+    let names = |v: u64, (lo, hi): (u64, u64)| {
         let inside = |a: u64| (lo..hi).contains(&a);
         inside(v) || gots.iter().any(|&g| inside(g.wrapping_add(v)))
-    }
-}
-
-/// The first instruction of `code` (loaded at `ip`) that carries a value `named` accepts.
-fn scan(code: &[u8], ip: u64, named: &dyn Fn(u64) -> bool) -> Option<u64> {
+    };
+    let mut left = found.iter().filter(|f| f.is_none()).count();
     let mut decoder = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
     let mut ins = Instruction::default();
-    while decoder.can_decode() {
+    while left > 0 && decoder.can_decode() {
         decoder.decode_out(&mut ins);
-        if names(&ins, named) {
-            return Some(ins.ip());
-        }
+        values(&ins, &mut |v| {
+            for (f, &r) in found.iter_mut().zip(ranges) {
+                if f.is_none() && names(v, r) {
+                    *f = Some(ins.ip());
+                    left -= 1;
+                }
+            }
+        });
     }
-    None
+    left == 0
 }
 
-/// Whether `ins` carries a value `named` accepts: the target of a RIP-relative operand, a
-/// 64-bit absolute memory offset, or a 64-bit immediate.
-fn names(ins: &Instruction, named: &dyn Fn(u64) -> bool) -> bool {
+/// Each value `ins` carries that may be an address: the target of a RIP-relative operand,
+/// a 64-bit absolute memory offset, a 64-bit immediate.
+fn values(ins: &Instruction, each: &mut dyn FnMut(u64)) {
     for op in 0..ins.op_count() {
-        let hit = match ins.op_kind(op) {
-            OpKind::Memory if ins.is_ip_rel_memory_operand() => named(ins.ip_rel_memory_address()),
-            OpKind::Memory => {
-                ins.memory_base() == Register::None
+        match ins.op_kind(op) {
+            OpKind::Memory if ins.is_ip_rel_memory_operand() => each(ins.ip_rel_memory_address()),
+            OpKind::Memory
+                if ins.memory_base() == Register::None
                     && ins.memory_index() == Register::None
-                    && ins.memory_displ_size() == 8
-                    && named(ins.memory_displacement64())
+                    && ins.memory_displ_size() == 8 =>
+            {
+                each(ins.memory_displacement64())
             }
-            OpKind::Immediate64 => named(ins.immediate64()),
-            _ => false,
-        };
-        if hit {
-            return true;
+            OpKind::Immediate64 => each(ins.immediate64()),
+            _ => {}
         }
     }
-    false
 }
 
 #[cfg(test)]
@@ -90,8 +96,9 @@ mod tests {
 
     fn first(code: &[u8], ip: u64, got: Option<u64>, lo: u64, hi: u64) -> Option<u64> {
         let gots: Vec<u64> = got.into_iter().collect();
-        let named = names_range(&gots, lo, hi);
-        scan(code, ip, &named)
+        let mut found = [None];
+        scan(code, ip, &gots, &[(lo, hi)], &mut found);
+        found[0]
     }
 
     #[test]

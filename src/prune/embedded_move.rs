@@ -41,19 +41,44 @@ pub(super) fn embedded_moves(data: &[u8], layout: &Layout, scanned: &Scanned) ->
     if embedded.is_empty() {
         return out;
     }
-    let file_wide = file_refusal(data, layout);
-    for d in embedded {
-        let why = match &file_wide {
-            Some(why) => Err(why.clone()),
-            None => section_can_move(data, layout, d),
-        };
-        match why {
-            Ok(()) => {
-                out.can_move.insert(d.section_index);
-            }
-            Err(why) => out.stay.push((d.section.clone(), why)),
+    if let Some(why) = file_refusal(data, layout) {
+        out.stay = embedded
+            .iter()
+            .map(|d| (d.section.clone(), why.clone()))
+            .collect();
+        return out;
+    }
+    // The relocation checks first, then one decode of the code for every section left.
+    let mut left: Vec<(usize, &DeviceSection, (u64, u64))> = Vec::new();
+    // Why each section stays, by its place among the embedded ones (the report's order).
+    let mut stay: Vec<(usize, String, String)> = Vec::new();
+    for (i, d) in embedded.iter().enumerate() {
+        match pointers_redirectable(data, layout, d) {
+            Ok(range) => left.push((i, d, range)),
+            Err(why) => stay.push((i, d.section.clone(), why)),
         }
     }
+    let gots: Vec<u64> = [".got.plt", ".got"]
+        .iter()
+        .filter_map(|n| layout.section_by_name(n).map(|(_, s)| s.sh_addr.get(LE)))
+        .collect();
+    let ranges: Vec<(u64, u64)> = left.iter().map(|&(.., r)| r).collect();
+    // (No range left: nothing is decoded.)
+    let named = code_refs::first_references(data, layout, &gots, &ranges);
+    for ((i, d, _), at) in left.into_iter().zip(named) {
+        match at {
+            Some(at) => stay.push((
+                i,
+                d.section.clone(),
+                format!("the instruction at {at:#x} names an address in it"),
+            )),
+            None => {
+                out.can_move.insert(d.section_index);
+            }
+        }
+    }
+    stay.sort_by_key(|s| s.0);
+    out.stay = stay.into_iter().map(|(_, name, why)| (name, why)).collect();
     out
 }
 
@@ -93,8 +118,13 @@ fn has_text_relocations(data: &[u8], layout: &Layout) -> bool {
         })
 }
 
-/// Why section `d` must stay, or `Ok` if every pointer into it can be redirected.
-fn section_can_move(data: &[u8], layout: &Layout, d: &DeviceSection) -> Result<(), String> {
+/// Why section `d` must stay, as far as relocations and symbols tell, or its address range
+/// if every pointer into it that they record can be redirected (code is checked apart).
+fn pointers_redirectable(
+    data: &[u8],
+    layout: &Layout,
+    d: &DeviceSection,
+) -> Result<(u64, u64), String> {
     let s = layout
         .sections
         .get(d.section_index)
@@ -131,14 +161,7 @@ fn section_can_move(data: &[u8], layout: &Layout, d: &DeviceSection) -> Result<(
     if let Some(name) = dynamic_symbol_in(data, layout, d.section_index) {
         return Err(format!("it defines the exported symbol {name}"));
     }
-    let gots: Vec<u64> = [".got.plt", ".got"]
-        .iter()
-        .filter_map(|n| layout.section_by_name(n).map(|(_, s)| s.sh_addr.get(LE)))
-        .collect();
-    match code_refs::first_reference(data, layout, &gots, lo, hi) {
-        Some(at) => Err(format!("the instruction at {at:#x} names an address in it")),
-        None => Ok(()),
-    }
+    Ok((lo, hi))
 }
 
 /// Every `RELA` relocation of the file.
