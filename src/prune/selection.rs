@@ -182,10 +182,14 @@ fn chosen_for(
     note_nothing: bool,
 ) -> Vec<bool> {
     let mut keep = vec![false; cands.len()];
-    // A virtual arch: the PTX a GPU of its capability would JIT, had it no SASS.
-    let ptx: Vec<usize> = (0..cands.len())
-        .filter(|&i| cands[i].kind == EntryKind::Ptx)
-        .collect();
+    // A virtual arch: the PTX a GPU of its capability would JIT, had it no SASS (listed
+    // only when one is asked for: this runs once per module).
+    let ptx: Vec<usize> = match targets.ptx.is_empty() {
+        true => Vec::new(),
+        false => (0..cands.len())
+            .filter(|&i| cands[i].kind == EntryKind::Ptx)
+            .collect(),
+    };
     let ptx_cands: Vec<EntryId> = ptx.iter().map(|&i| cands[i]).collect();
     let wanted = targets
         .gpus
