@@ -217,8 +217,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
             // Nothing is left to do after the real linker (an early link's temp folder went
             // with `early`): it takes this process's place, one process less for every link
             // without device code. Only the verbose line needs this process back.
-            let argv = s.line.render(&BTreeMap::new(), &[], &[])?;
-            return Err(real_ld::exec(&s.real, &argv).into());
+            return Err(real_ld::exec(&s.real, &plain_argv(&s.line)?).into());
         }
         let code = plain_link(&s.real, &s.line)?;
         say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
@@ -504,8 +503,12 @@ fn device_and_other_bytes(planned: &[Planned]) -> (u64, u64) {
 
 /// The line as given, for the real linker: nothing to pack.
 pub(super) fn plain_link(real: &Path, line: &LinkLine) -> Result<i32, LinkError> {
-    let argv = line.render(&BTreeMap::new(), &[], &[])?;
-    Ok(real_ld::exit_code(real_ld::run(real, &argv)?))
+    Ok(real_ld::exit_code(real_ld::run(real, &plain_argv(line)?)?))
+}
+
+/// The real linker's arguments for the line as given (nothing replaced, nothing added).
+fn plain_argv(line: &LinkLine) -> Result<Vec<OsString>, LinkError> {
+    Ok(line.render(&BTreeMap::new(), &[], &[])?)
 }
 
 impl Session {
