@@ -184,10 +184,9 @@ pub fn repack(
         })?;
         (s, None)
     } else {
-        let w = outs.file(&side_path(output))?.into_store();
-        let (mut w, s) = write_repacked(&store, opts, w, input)?;
-        w.flush().map_err(io_at(output))?;
-        (s, Some(w))
+        let mut side = outs.file(&side_path(output))?;
+        let s = side.write_with(|w| write_repacked(&store, opts, w, input))?;
+        (s, Some(side))
     };
     packed::finish(tmp.path(), &summary.digest, embedded)?;
 
@@ -195,10 +194,7 @@ pub fn repack(
     // one held (same modules and entries, same contents by their digests).
     {
         let out_map = read_file(tmp.path())?;
-        let side_map = side
-            .as_ref()
-            .map(|s| read_file(s.temp_path()))
-            .transpose()?;
+        let side_map = side.as_ref().map(|s| read_file(s.path())).transpose()?;
         let new_bytes = match &side_map {
             Some(m) => &m[..],
             None => packed::section_bytes(&out_map).ok_or_else(|| OutputError::Bad {

@@ -1,4 +1,4 @@
-//! Rewriting an ELF object's fatbins into stubs (`rewrite::elf_edit`, `rewrite::object`) and
+//! Rewriting an ELF object's fatbins into stubs (`elf::sections`, `rewrite::object`) and
 //! pruning it (`fatpack prune` on an object): whatever the bytes, an error or an object that
 //! parses again, never a panic or an absurd allocation.
 #![no_main]

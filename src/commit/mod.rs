@@ -14,6 +14,13 @@
 //!   ([`lock`]). Each rename replaces its file atomically (a reader sees the old file or the
 //!   new one); a rename that fails puts the earlier ones back: the old set or the new set.
 //! - Output folders the command created are removed again when it fails.
+//!
+//! The link commits the same way under ld's policy ([`Outputs::for_link`]): its output is
+//! made by the real linker in a temp folder of its own ([`Outputs::made_by_linker`]); nothing
+//! is fsynced (ld never syncs a build output); a lone output replaces an old regular file or
+//! symlink by unlinking it first, as ld does (renaming over it makes ext4 flush the whole new
+//! file first, a third of a second per 750 MB); a device or FIFO (`-o /dev/null`) is written
+//! into. A side-file pair is renamed as any set is: the old pair or the new pair.
 
 mod alias;
 pub mod lock;
@@ -73,10 +80,15 @@ pub enum CommitError {
 /// headers read and each loaded segment lies within the file. (Each writer also reads back
 /// what it wrote in its own terms.)
 fn check_written(s: &Staged) -> Result<(), CommitError> {
-    let Some(Temp::File(f)) = &s.temp else {
-        return Ok(());
+    let opened;
+    let f = match &s.temp {
+        Some(Temp::File(f)) => f.as_file(),
+        Some(Temp::Made { .. }) => {
+            opened = std::fs::File::open(&s.path).map_err(io_at(&s.dest))?;
+            &opened
+        }
+        _ => return Ok(()),
     };
-    let f = f.as_file();
     let mut magic = [0u8; 4];
     if std::os::unix::fs::FileExt::read_exact_at(f, &mut magic, 0).is_err() || &magic != b"\x7fELF"
     {
@@ -129,6 +141,10 @@ pub fn folder_of(path: &Path) -> &Path {
 enum Temp {
     File(tempfile::NamedTempFile),
     Dir(tempfile::TempDir),
+    /// A file another program writes (`out` in this folder): the real linker's output.
+    Made {
+        _folder: tempfile::TempDir,
+    },
 }
 
 /// One output written under a temp name, waiting for [`Outputs::commit`]; removed if dropped.
@@ -138,6 +154,8 @@ pub struct Staged {
     _held: Option<std::fs::File>,
     path: PathBuf,
     dest: PathBuf,
+    /// The path the signal handler removes (the temp folder of a [`Temp::Made`] file).
+    registered: PathBuf,
 }
 
 impl Staged {
@@ -166,6 +184,31 @@ impl Staged {
         }
     }
 
+    /// Writes into the temp file (a file output) through a buffer: `write` gets the
+    /// buffered writer and gives it back with its result; the buffer is then flushed.
+    pub fn write_with<T, E: From<IoError>>(
+        &mut self,
+        write: impl FnOnce(
+            std::io::BufWriter<&mut std::fs::File>,
+        ) -> Result<(std::io::BufWriter<&mut std::fs::File>, T), E>,
+    ) -> Result<T, E> {
+        let dest = self.dest.clone();
+        let w = std::io::BufWriter::with_capacity(1 << 20, self.named().as_file_mut());
+        let (w, t) = write(w)?;
+        w.into_inner().map_err(|e| io_at(&dest)(e.into_error()))?;
+        Ok(t)
+    }
+
+    /// Puts this output at its destination now, on its own: for a file inside a folder
+    /// output that is itself committed later.
+    pub fn persist(mut self) -> Result<(), IoError> {
+        std::fs::rename(&self.path, &self.dest).map_err(io_at(&self.dest))?;
+        if let Some(Temp::File(f)) = self.temp.take() {
+            let _ = f.into_temp_path().keep();
+        }
+        Ok(())
+    }
+
     /// Gives the file the permissions of `like` (an executable stays executable).
     pub fn permissions_of(&self, like: &Path) -> Result<(), IoError> {
         let perms = std::fs::metadata(like).map_err(io_at(like))?.permissions();
@@ -173,33 +216,12 @@ impl Staged {
             .set_permissions(perms)
             .map_err(io_at(&self.dest))
     }
-
-    /// The temp file as a store writer (a side file).
-    pub fn into_store(mut self) -> cubin_store::AtomicStoreFile {
-        let Some(Temp::File(f)) = self.temp.take() else {
-            unreachable!("a folder output has no file")
-        };
-        // Still registered with the signal handler: the file lives on inside the writer.
-        cubin_store::AtomicStoreFile::with_temp(f, self.dest.clone())
-    }
-
-    /// A store writer's finished file, back in the set.
-    pub fn from_store(store: cubin_store::AtomicStoreFile) -> Result<Staged, IoError> {
-        let dest = store.destination().to_path_buf();
-        let f = store.into_temp().map_err(io_at(&dest))?;
-        Ok(Staged {
-            path: f.path().to_path_buf(),
-            temp: Some(Temp::File(f)),
-            _held: None,
-            dest,
-        })
-    }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
         // The temp removes itself as it drops (after this).
-        signals::forget(&self.path);
+        signals::forget(&self.registered);
     }
 }
 
@@ -213,6 +235,8 @@ pub struct Outputs {
     /// Outputs are the input's own bytes (extract's entries), not files fatpack made: not
     /// judged by [`check_written`].
     verbatim: bool,
+    /// ld's policy ([`Outputs::for_link`]).
+    linker: bool,
 }
 
 impl Outputs {
@@ -225,7 +249,16 @@ impl Outputs {
             created: Vec::new(),
             committed: false,
             verbatim: false,
+            linker: false,
         }
+    }
+
+    /// For `fatpack ld`: outputs committed under ld's policy (module docs). Whether the
+    /// output is an input is the link's own check, made as ld makes it.
+    pub fn for_link() -> Outputs {
+        let mut outs = Outputs::new(&[]);
+        outs.linker = true;
+        outs
     }
 
     /// For a command whose outputs are bytes of its input as they are (`extract`: a
@@ -304,6 +337,7 @@ impl Outputs {
         Ok(Staged {
             temp: Some(Temp::File(f)),
             _held: None,
+            registered: path.clone(),
             path,
             dest: dest.to_path_buf(),
         })
@@ -324,9 +358,12 @@ impl Outputs {
 
     fn temp_dir(&self, dest: &Path) -> Result<Staged, CommitError> {
         let prefix = self.prepare(dest)?;
-        let dir = folder_of(dest);
+        self.temp_dir_in(folder_of(dest), &prefix, dest)
+    }
+
+    fn temp_dir_in(&self, dir: &Path, prefix: &str, dest: &Path) -> Result<Staged, CommitError> {
         let t = tempfile::Builder::new()
-            .prefix(&prefix)
+            .prefix(prefix)
             .tempdir_in(dir)
             .map_err(io_at(dir))?;
         let path = t.path().to_path_buf();
@@ -337,9 +374,29 @@ impl Outputs {
         Ok(Staged {
             temp: Some(Temp::Dir(t)),
             _held: Some(held),
+            registered: path.clone(),
             path,
             dest: dest.to_path_buf(),
         })
+    }
+
+    /// A temp folder beside `dest` in which another program (the real linker) creates the
+    /// output: [`Staged::path`] is where it writes, committed as `dest`. For a `dest` that is
+    /// a device or a FIFO, the folder is made in `$TMPDIR` and nothing beside `dest`.
+    pub fn made_by_linker(&self, dest: &Path) -> Result<Staged, CommitError> {
+        let mut s = if special(dest) {
+            self.check(dest)?;
+            let prefix = format!("{TEMP_PREFIX}{}-", std::process::id());
+            self.temp_dir_in(&std::env::temp_dir(), &prefix, dest)?
+        } else {
+            self.temp_dir(dest)?
+        };
+        if let Some(Temp::Dir(d)) = s.temp.take() {
+            s.temp = Some(Temp::Made { _folder: d });
+        }
+        s.path = s.path.join("out");
+        remember(&s.path, dest);
+        Ok(s)
     }
 
     /// A rewritten binary put in place with the permissions of `like` (an executable stays
@@ -348,13 +405,10 @@ impl Outputs {
         self,
         binary: Staged,
         like: &Path,
-        side: Option<cubin_store::AtomicStoreFile>,
+        side: Option<Staged>,
     ) -> Result<(), CommitError> {
         binary.permissions_of(like)?;
-        let mut set = Vec::new();
-        if let Some(side) = side {
-            set.push(Staged::from_store(side)?);
-        }
+        let mut set: Vec<Staged> = side.into_iter().collect();
         set.push(binary);
         self.commit(set)
     }
@@ -362,6 +416,10 @@ impl Outputs {
     /// Puts every staged output in place, in the order given (each after those it depends
     /// on: stores and packs before the binary that records them), or none of them.
     pub fn commit(mut self, staged: Vec<Staged>) -> Result<(), CommitError> {
+        self.commit_set(staged)
+    }
+
+    fn commit_set(&mut self, staged: Vec<Staged>) -> Result<(), CommitError> {
         // An input that shrank while it was mapped was read as zeros: nothing made from it
         // is put in place.
         if let Some(e) = crate::inputs::changed_input() {
@@ -373,10 +431,10 @@ impl Outputs {
             }
             // Checked again: an earlier output of this run may have made a folder there.
             self.check(&s.dest)?;
-            if let Some(Temp::File(f)) = &s.temp {
-                if s.dest.is_dir() {
-                    return Err(CommitError::IsFolder(s.dest.clone()));
-                }
+            if matches!(s.temp, Some(Temp::File(_) | Temp::Made { .. })) && s.dest.is_dir() {
+                return Err(CommitError::IsFolder(s.dest.clone()));
+            }
+            if let (Some(Temp::File(f)), false) = (&s.temp, self.linker) {
                 f.as_file().sync_all().map_err(io_at(&s.dest))?;
             }
             if !self.verbatim {
@@ -393,8 +451,11 @@ impl Outputs {
             .iter()
             .map(|d| lock::FolderLock::take(d))
             .collect::<Result<Vec<_>, _>>()?;
-        rename_all(&self, staged)?;
-        for d in &dirs {
+        match (self.linker, &staged[..]) {
+            (true, [one]) => replace_like_ld(one)?,
+            _ => rename_all(self, staged)?,
+        }
+        for d in dirs.iter().filter(|_| !self.linker) {
             // The renames themselves made durable.
             if let Ok(f) = std::fs::File::open(d) {
                 let _ = f.sync_all();
@@ -403,6 +464,34 @@ impl Outputs {
         self.committed = true;
         Ok(())
     }
+}
+
+/// Whether `path` exists as something other than a regular file, a symlink or a folder (a
+/// device, a FIFO): what ld writes into rather than replaces.
+pub fn special(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| !m.is_file() && !m.is_dir() && !m.file_type().is_symlink())
+}
+
+/// A lone output put in place as ld puts its own ([`Outputs::for_link`]): a device or FIFO
+/// written into, an old regular file or symlink unlinked, then the rename.
+fn replace_like_ld(s: &Staged) -> Result<(), CommitError> {
+    if special(&s.dest) {
+        let mut from = std::fs::File::open(&s.path).map_err(io_at(&s.dest))?;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&s.dest)
+            .map_err(io_at(&s.dest))?;
+        std::io::copy(&mut from, &mut to).map_err(io_at(&s.dest))?;
+        return Ok(());
+    }
+    match std::fs::remove_file(&s.dest) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_at(&s.dest)(e).into()),
+        _ => {}
+    }
+    // The temp folder (now empty) goes as `s` drops.
+    std::fs::rename(&s.path, &s.dest).map_err(|e| io_at(&s.dest)(e).into())
 }
 
 /// The renames of [`Outputs::commit`]: with more than one output, each existing destination
@@ -457,7 +546,8 @@ fn rename_all(outs: &Outputs, mut staged: Vec<Staged>) -> Result<(), CommitError
             Some(Temp::Dir(d)) => {
                 let _ = d.keep();
             }
-            None => {}
+            // Its folder, now empty, is removed.
+            Some(Temp::Made { .. }) | None => {}
         }
     }
     // `aside` (the previous files) are removed as they drop.

@@ -2,6 +2,18 @@
 //! (object's `FileHeader64`, `ProgramHeader64`, `SectionHeader64`), edited by field name
 //! and written back. The scan, the rewrite of objects, the packed-output writer and prune
 //! all go through it; nothing else in the CLI reads or writes an ELF header field by offset.
+//!
+//! It is also the one place ELF files are transformed, each transform planned over the
+//! parsed file, checked, then written, with its own errors ([`TransformError`]) and
+//! refusals that say why:
+//! - [`cut`]: a linked file's device code packed together and the file cut short (prune's
+//!   cut; the link's direct route, in the file itself);
+//! - [`in_place`]: containers rewritten where they are, freed bytes zeroed;
+//! - [`sections`]: a relocatable object's sections replaced (the copy route's stubs);
+//! - [`code_refs`]: which addresses the code names (what the cut may move).
+//!
+//! Commands decide *what* becomes of each container (prune's selection, the link's stubs);
+//! this layer decides *how* the file changes and checks that it still holds together.
 //! (The runtime finds its store with `fatpack_format::elf`, a `no_std` reader of the same
 //! wire layout, whose constants this module shares.)
 //!
@@ -9,6 +21,12 @@
 //! malformed file gives an [`ElfError`], never a panic or an allocation of its own size.
 
 pub mod code_refs;
+pub mod cut;
+mod error;
+pub mod in_place;
+pub mod sections;
+
+pub use error::TransformError;
 
 use std::borrow::Cow;
 use std::fs::File;

@@ -70,7 +70,7 @@ pub struct DeviceSection {
     /// Containers found by their magic in a section of the program's own data (a linked
     /// library's `.data`, say), which it loads itself through the driver API: nothing
     /// registers them through cudart; they move only where every pointer to them can be
-    /// redirected (`prune::embedded_move`), else they are pruned where they are.
+    /// redirected (`elf::cut::embedded_move`), else they are pruned where they are.
     pub embedded: bool,
 }
 

@@ -9,10 +9,9 @@ use super::error::io_at;
 use super::LinkError;
 use crate::commit::signals;
 
-/// Prefix of the private folder in `$TMPDIR` and of the temp output's folder beside the
-/// output, followed by the pid.
+/// Prefix of the private folder in `$TMPDIR` (the temp output beside the output is the
+/// commit's: `crate::commit::Outputs::made_by_linker`), followed by the pid.
 pub(super) const WORK_PREFIX: &str = "fatpack-ld-";
-pub(super) const OUT_PREFIX: &str = crate::commit::TEMP_PREFIX;
 
 /// A temp folder `<dir>/<prefix><pid>-XXXXXX`, removed on drop or on a signal.
 pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<signals::TempFolder, LinkError> {

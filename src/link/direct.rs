@@ -3,7 +3,7 @@
 //! `.nv_fatbin` and `__nv_relfatbin` last in the image; then every container in the output
 //! is replaced by the stub of the input module it is, the stubs packed where the device
 //! code began and the file cut short there (prune's cut, made in the file itself:
-//! [`crate::prune::cut::InPlace`]).
+//! [`crate::elf::cut::InPlace`]).
 //!
 //! Which module a container of the output is: the one with the same bytes, of the
 //! containers the scan found in the inputs (the linker copies a section's bytes as they
@@ -29,10 +29,10 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
 use super::inputs::{origin_of, Names, Planned};
 use super::LinkError;
+use crate::elf::cut::{CutDone, InPlace, Refused};
+use crate::elf::TransformError;
 use crate::elf::{c_str, file_range, records, Sym, LE};
 use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
-use crate::prune::cut::{CutDone, InPlace, Refused};
-use crate::prune::PruneError;
 use crate::rewrite::Extracted;
 
 /// What tells a module's object from others holding the same bytes, in the output.
@@ -356,12 +356,10 @@ pub(super) fn stub_output(
             });
             q.remove(same_source.unwrap_or(0))
         }) else {
-            return Err(PruneError::Cut {
+            return Err(LinkError::ForeignContainer {
                 path: out.to_path_buf(),
-                message: format!(
-                    "the container at offset {at:#x} ({} bytes) is in none of the inputs read",
-                    bytes.len()
-                ),
+                at,
+                len: bytes.len(),
             });
         };
         pairs.push((at, m));
@@ -376,8 +374,12 @@ pub(super) fn stub_output(
     let plan = match InPlace::plan(out, &mut stubs) {
         Ok(Ok(plan)) => plan,
         Ok(Err(Refused(why))) => return Ok(Err(NotStubbed::Refused(why))),
-        Err(PruneError::Cut { message, .. }) => return Ok(Err(NotStubbed::Refused(message))),
-        Err(e) => return Err(LinkError::Cut(e)),
+        Err(LinkError::ForeignContainer { at, len, .. }) => {
+            return Ok(Err(NotStubbed::Refused(format!(
+                "the container at offset {at:#x} ({len} bytes) is in none of the inputs read"
+            ))))
+        }
+        Err(e) => return Err(e),
     };
     let data = plan.data();
     let same = crate::parallel::map_ordered(&pairs, |&(at, m)| {
@@ -417,8 +419,8 @@ pub(super) fn stub_output(
     };
     match plan.apply(&check) {
         Ok(done) => Ok(Ok(done)),
-        Err(e @ PruneError::Cut { .. }) => Ok(Err(NotStubbed::Failed(e.to_string()))),
-        Err(e) => Err(LinkError::Cut(e)),
+        Err(e @ TransformError::Unsound { .. }) => Ok(Err(NotStubbed::Failed(e.to_string()))),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -64,9 +64,17 @@ pub enum LinkError {
     Pack(#[from] PackError),
     #[error(transparent)]
     Store(#[from] cubin_store::StoreError),
+    #[error(transparent)]
+    Commit(#[from] crate::commit::CommitError),
+    #[error(transparent)]
+    IoAt(#[from] crate::error::IoError),
     /// The direct route's cut of the output could not read or write it.
     #[error(transparent)]
-    Cut(crate::prune::PruneError),
+    Cut(#[from] crate::elf::TransformError),
+    /// The direct route's output holds a container that none of the inputs read holds: it
+    /// cannot be stubbed, and the copy route links instead.
+    #[error("{}: the container at offset {at:#x} ({len} bytes) is in none of the inputs read", path.display())]
+    ForeignContainer { path: PathBuf, at: u64, len: usize },
 }
 
 /// `map_err` for an I/O error while doing `what` to `path`.

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use super::error::io_at;
 use super::LinkError;
 
+use crate::elf::sections::{Part, Parts};
 use crate::inputs::{self, DeviceSection, FileKind};
 use crate::ld::InputId;
-use crate::rewrite::elf_edit::{Part, Parts};
 use crate::rewrite::{archive, rewrite_object_parts, Extracted};
 
 /// One input that carries device code, and what to do with it.

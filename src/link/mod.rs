@@ -13,7 +13,6 @@ mod names;
 mod old_output;
 pub mod options;
 pub mod pack;
-mod pair;
 pub mod runtime;
 
 pub use error::LinkError;

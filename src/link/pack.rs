@@ -59,6 +59,9 @@ pub(super) struct Session {
     linked_as_given: bool,
     /// The old output, unlinked while the real link runs ([`super::old_output`]).
     old_output: super::old_output::OldOutput,
+    /// How the output is put in place: ld's policy ([`crate::commit::Outputs::for_link`]);
+    /// taken by the commit.
+    outs: crate::commit::Outputs,
 }
 
 /// What the rewrite step made.
@@ -84,10 +87,10 @@ struct RuntimeFiles {
     runtime: PathBuf,
 }
 
-/// The real link's output: a temp file beside the real one (renamed into place at the
-/// end), in its own folder.
+/// The real link's output: a temp file beside the real one (put in place at the end), in
+/// a folder of its own.
 struct Linked {
-    _dir: crate::commit::signals::TempFolder,
+    staged: crate::commit::Staged,
     out: PathBuf,
 }
 
@@ -156,7 +159,7 @@ impl Drop for Preparing {
 struct Stored {
     summary: cubin_store::StoreSummary,
     /// A side-file store written but not yet in place (it goes with the binary).
-    pending_side: Option<cubin_store::AtomicStoreFile>,
+    pending_side: Option<crate::commit::Staged>,
     /// Where the store was mapped with the image (None: side file, or no header to spare).
     mapping: Option<packed::Mapping>,
 }
@@ -350,7 +353,7 @@ impl Session {
         let s = self;
         let stored = s.step("write store", |s| s.write_store(&rewritten, &linked, ready))?;
         let (summary, mapping) = (stored.summary, stored.mapping);
-        s.step("commit output", |s| s.commit(&linked, stored.pending_side))?;
+        let linked = s.step("commit output", |s| s.commit(linked, stored.pending_side))?;
         s.progress.done();
         s.report(&planned, &summary, mapping.as_ref());
         // What the steps do not include, so that `--fatpack-verbose` accounts for the whole
@@ -533,6 +536,7 @@ impl Session {
             early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
             linked_as_given: false,
             old_output: Default::default(),
+            outs: crate::commit::Outputs::for_link(),
         })
     }
 
@@ -819,7 +823,7 @@ impl Session {
         r: &Rewritten,
         files: &RuntimeFiles,
     ) -> Result<Linking, LinkError> {
-        let special = special_output(&self.line.output);
+        let special = crate::commit::special(&self.line.output);
         if special && self.opts.side_file {
             return Err(LinkError::Option(format!(
                 "--fatpack-side-file needs a regular output file: {} is not one",
@@ -827,17 +831,10 @@ impl Session {
             )));
         }
         // Beside the output, so that committing is a rename; a device or FIFO (`-o
-        // /dev/null`) is written into instead, and nothing is created next to it.
-        let out_dir = match self.line.output.parent() {
-            _ if special => std::env::temp_dir(),
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let tmp_dir = cleanup::temp_folder(cleanup::OUT_PREFIX, &out_dir)?;
-        let tmp_out = tmp_dir.path().join("out");
-        // An error about the temp output (disk full while the store is mapped) is about the
-        // user's output.
-        crate::commit::remember(&tmp_out, &self.line.output);
+        // /dev/null`) is written into instead, and nothing is created next to it. An error
+        // about the temp output (disk full while the store is mapped) names the user's.
+        let staged = self.outs.made_by_linker(&self.line.output)?;
+        let tmp_out = staged.path().to_path_buf();
         let copies: Vec<(PathBuf, PathBuf)> = planned
             .iter()
             .filter_map(|p| Some((r.replace.get(&p.id)?.clone(), p.path.clone())))
@@ -893,7 +890,7 @@ impl Session {
             running,
             user_names,
             linked: Linked {
-                _dir: tmp_dir,
+                staged,
                 out: tmp_out,
             },
         })
@@ -1034,11 +1031,18 @@ impl Session {
             },
         };
         let (summary, pending_side) = if self.opts.side_file {
-            let file = cubin_store::AtomicStoreFile::create(packed::side_path(&self.line.output))?;
-            let (file, summary) =
-                crate::store::write_link_store(file, &modules, wopts, &from, &mut before)?;
-            // Renamed into place with the binary, in commit, never before.
-            (summary, Some(file))
+            let mut side = self.outs.file(&packed::side_path(&self.line.output))?;
+            let summary = side.write_with(|w| -> Result<_, LinkError> {
+                Ok(crate::store::write_link_store(
+                    w,
+                    &modules,
+                    wopts,
+                    &from,
+                    &mut before,
+                )?)
+            })?;
+            // Put in place with the binary, in commit, never before.
+            (summary, Some(side))
         } else {
             let summary = packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
                 Ok(crate::store::write_link_store(w, &modules, wopts, &from, &mut before)?.1)
@@ -1053,45 +1057,24 @@ impl Session {
         })
     }
 
-    /// The finished output put in place as ld puts its own: an existing regular file or
-    /// symlink is unlinked first (ld's `unlink_if_ordinary`; renaming over it instead makes
-    /// ext4 flush the whole new file first, a third of a second per 750 MB), anything else
-    /// (`-o /dev/null`, a FIFO) is written into. The unlink was made beside the real link
-    /// ([`super::old_output`]); it is made again here for whatever came since.
+    /// The finished output put in place as ld puts its own ([`crate::commit::Outputs::for_link`]):
+    /// with its side file, if any, the old pair or the new pair. The old output was unlinked
+    /// beside the real link ([`super::old_output`]); the commit unlinks again whatever came
+    /// since. Returns what is left of `linked` (its temp folder, removed as it drops).
     fn commit(
         &mut self,
-        linked: &Linked,
-        pending_side: Option<cubin_store::AtomicStoreFile>,
-    ) -> Result<(), LinkError> {
-        let tmp_out = &linked.out;
-        let output = &self.line.output;
-        // An input that shrank while it was mapped was read as zeros: no output from it.
-        if let Some(e) = inputs::changed_input() {
-            return Err(e.into());
-        }
-        if let Some(side) = pending_side {
-            return super::pair::commit(side, tmp_out, output);
-        }
+        linked: Linked,
+        pending_side: Option<crate::commit::Staged>,
+    ) -> Result<PathBuf, LinkError> {
         self.old_output.settle();
-        if special_output(output) {
-            let mut from = std::fs::File::open(tmp_out).map_err(io_at("reading", tmp_out))?;
-            let mut to = std::fs::OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .open(output)
-                .map_err(io_at("writing", output))?;
-            std::io::copy(&mut from, &mut to).map_err(io_at("writing", output))?;
-            return Ok(());
+        let side = pending_side.is_some();
+        let mut set: Vec<crate::commit::Staged> = pending_side.into_iter().collect();
+        set.push(linked.staged);
+        std::mem::replace(&mut self.outs, crate::commit::Outputs::for_link()).commit(set)?;
+        if !side {
+            remove_stale_side_file(&self.line.output);
         }
-        match std::fs::remove_file(output) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_at("replacing", output)(e))
-            }
-            _ => {}
-        }
-        std::fs::rename(tmp_out, output).map_err(io_at("renaming the output to", output))?;
-        remove_stale_side_file(output);
-        Ok(())
+        Ok(linked.out)
     }
 
     /// What was packed, and where the time went (`--fatpack-verbose`).
@@ -1201,12 +1184,6 @@ fn keep_large_blocks_mapped() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
-}
-
-/// Whether `path` exists as something other than a regular file or a symlink (a device, a
-/// FIFO): what ld writes into rather than replaces.
-fn special_output(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.file_type().is_symlink())
 }
 
 /// Whether an input cannot hold device code a link rewrites: an object or regular archive

@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 
 use crate::arch::ArchParseError;
+use crate::elf::sections::ElfEditError;
 use crate::fatbin::FatbinError;
 use crate::inputs::InputError;
 use crate::packed::OutputError;
-use crate::rewrite::elf_edit::ElfEditError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PruneError {
@@ -70,12 +70,10 @@ pub enum PruneError {
         arch: String,
         message: String,
     },
-    #[error("{}: cutting the freed device code out of the file: {message} (a fatpack bug)", path.display())]
-    Cut { path: PathBuf, message: String },
+    #[error(transparent)]
+    Transform(#[from] crate::elf::TransformError),
     #[error("{}: {message}", path.display())]
     Package { path: PathBuf, message: String },
-    #[error("{}: a pruned container grew (a fatpack bug)", .0.display())]
-    Grew(PathBuf),
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
     #[error(transparent)]

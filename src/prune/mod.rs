@@ -12,10 +12,8 @@
 //!
 //! The output is written to a temp file beside it and renamed; the input is never touched.
 
-pub(crate) mod cut;
-mod elf_inplace;
-mod embedded_move;
 mod error;
+mod linked;
 mod package;
 mod packed;
 pub mod report;
@@ -36,10 +34,11 @@ use std::path::Path;
 
 use crate::arch::{parse_target_list, EntryId};
 use crate::commit::Outputs;
+use crate::elf::cut::Refused;
+use crate::elf::sections::{relocatable, replace_sections, Replacement};
 use crate::fatbin::{self, EntryKind, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
-use crate::rewrite::elf_edit::{relocatable, replace_sections, Replacement};
 
 /// What a prune did, for the report.
 #[derive(Debug, Default)]
@@ -228,13 +227,14 @@ fn prune_object(
                 .sh_offset
                 .get(crate::elf::LE);
             let at = |o: u64| o - sec.file_offset + new_off;
-            elf_inplace::prune_in_place(
+            let mut prune = linked::pruner(sel, report);
+            crate::elf::in_place::rewrite_containers(
                 Path::new(origin),
+                data,
                 &mut edited,
                 [sec].into_iter(),
                 &at,
-                sel,
-                report,
+                &mut prune,
             )?;
         }
     }
@@ -322,7 +322,7 @@ fn prune_data(
     tmp: &mut tempfile::NamedTempFile,
     output: &Path,
     outs: &Outputs,
-) -> Result<(PruneReport, Option<cubin_store::AtomicStoreFile>), PruneError> {
+) -> Result<(PruneReport, Option<crate::commit::Staged>), PruneError> {
     let (kind, layout) = inputs::classify(data);
     if let Some(why) = layout.and_then(|l| l.bad_segment(data.len() as u64)) {
         return Err(PruneError::Input(inputs::InputError::Malformed {
@@ -371,12 +371,12 @@ fn prune_data(
             let layout = scanned.sections.iter().find_map(|s| s.elf.clone());
             let cut = match layout.as_deref() {
                 Some(layout) => {
-                    cut::prune_cut(input, data, layout, &scanned, sel, tmp, &mut report)?
+                    linked::prune_cut(input, (data, layout), &scanned, sel, tmp, &mut report)?
                 }
-                None => Err(cut::Refused("it has no device sections".into())),
+                None => Err(Refused("it has no device sections".into())),
             };
-            if let Err(cut::Refused(why)) = cut {
-                elf_inplace::prune_linked(input, data, &scanned, sel, tmp, &mut report)?;
+            if let Err(Refused(why)) = cut {
+                linked::prune_linked(input, data, &scanned, sel, tmp, &mut report)?;
                 report.in_place = Some(why);
             }
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{Seek, Write};
 use std::path::Path;
 
-use cubin_store::{AtomicStoreFile, NewEntry, Store, StoreWriter, WriteOptions};
+use cubin_store::{NewEntry, Store, StoreWriter, WriteOptions};
 
 use super::{io_at, PruneError, PruneReport, Selection};
 use crate::arch::EntryId;
@@ -108,7 +108,7 @@ pub(super) fn prune_packed(
     output_path: &Path,
     outs: &crate::commit::Outputs,
     report: &mut PruneReport,
-) -> Result<Option<AtomicStoreFile>, PruneError> {
+) -> Result<Option<crate::commit::Staged>, PruneError> {
     let located =
         packed::locate(input, data)?.ok_or_else(|| PruneError::NotPacked(input.to_path_buf()))?;
     let (store_bytes, embedded) = (located.store.bytes(), located.store.is_section());
@@ -128,9 +128,9 @@ pub(super) fn prune_packed(
         })?;
         (s, None)
     } else {
-        let w = outs.file(&side_path(output_path))?.into_store();
-        let (w, summary) = write_pruned(&store, sel, w, report, input)?;
-        (summary, Some(w))
+        let mut side = outs.file(&side_path(output_path))?;
+        let summary = side.write_with(|w| write_pruned(&store, sel, w, report, input))?;
+        (summary, Some(side))
     };
     packed::finish(tmp_path, &summary.digest, embedded)?;
     Ok(side)

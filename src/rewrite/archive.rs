@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use object::{Object, ObjectSymbol};
 
-use super::elf_edit::{Part, Parts};
+use crate::elf::sections::{Part, Parts};
 
 /// One member to write: its bytes borrowed from the input where they do not change.
 pub struct Member<'a> {

@@ -1,8 +1,8 @@
 //! Rewriting one relocatable ELF object: each device-code section's containers are replaced by
-//! stubs. The wrapper in `.nvFatBinSegment` and its relocation stay; [`super::elf_edit`]
+//! stubs. The wrapper in `.nvFatBinSegment` and its relocation stay; [`crate::elf::sections`]
 //! remaps the relocation so that each wrapper points at its container's stub.
 
-use super::elf_edit::{relocatable, replace_sections_parts, ElfEditError, Parts, Replacement};
+use crate::elf::sections::{relocatable, replace_sections_parts, ElfEditError, Parts, Replacement};
 use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use std::path::PathBuf;
 

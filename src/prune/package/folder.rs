@@ -201,11 +201,8 @@ impl Copy<'_> {
             Some((tmp, side, one)) => {
                 let after = tmp.as_file().metadata().map_err(io_at(tmp.path()))?.len();
                 if let Some(side) = side {
-                    let at = side.destination().to_path_buf();
-                    side.commit().map_err(|e| PruneError::Package {
-                        path: at.clone(),
-                        message: e.to_string(),
-                    })?;
+                    let at = side.dest().to_path_buf();
+                    side.persist()?;
                     self.written.insert(at);
                 }
                 // Renamed, not copied: the file keeps its holes.

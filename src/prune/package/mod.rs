@@ -123,7 +123,7 @@ fn prune_with_side(
     dest: &Path,
     outs: &Outputs,
     out: &mut PruneReport,
-) -> Result<Option<(Staged, Option<cubin_store::AtomicStoreFile>)>, PruneError> {
+) -> Result<Option<(Staged, Option<Staged>)>, PruneError> {
     if !has_device_code(shown, data)? {
         return Ok(None);
     }

@@ -1,0 +1,427 @@
+//! Pruning a linked executable or shared library so that the file really shrinks.
+//!
+//! The pruned containers are packed together from the start of the first device section,
+//! and every pointer to a container is redirected (the wrappers' `R_*_RELATIVE`
+//! relocations and the values at their targets; the wrappers and prelinked arrays of a
+//! non-PIE executable; symbols). The loaded segment that holds the device code is then cut
+//! where the kept code ends:
+//!
+//! ```text
+//!   before: | P: .rodata .nv_fatbin(all archs) .eh_frame ... | later segments, sections
+//!   after:  | P1: .rodata .nv_fatbin(kept) [phdrs] | P2: .eh_frame ... | later ...
+//! ```
+//!
+//! What followed the device code in that segment (the "tail", if any) gets a `PT_LOAD` of
+//! its own at the same addresses and a lower file offset, and everything after it in the
+//! file moves down by the same amount, a multiple of every moved segment's and section's
+//! alignment, so each stays congruent to its address. No loaded address changes: the host
+//! code, its symbols, relocations, unwind tables, notes and build ID are the same bytes at
+//! the same addresses, and separate debug info still matches. With a tail the program
+//! header table gains an entry; it moves to the end of the first part (the freed space),
+//! where the loader and the kernel find it, as patchelf does. fatpack's own tail layout
+//! (device code in the last segment, after `.bss`) is the case without a tail.
+//!
+//! A layout this cannot cut safely is refused with the reason ([`Refused`]), and the caller
+//! prunes in place instead.
+//!
+//! Every cut is planned over the file as parsed ([`plan`], [`compact`]), made in memory or
+//! in the file itself, and checked ([`verify`]) before it is written or the file truncated.
+//! What becomes of each container is the caller's ([`Replace`]): prune's pruned container,
+//! the link's stub. Two entry points: [`copy`] (a new file, `fatpack prune`) and
+//! [`InPlace`] (the file itself, `fatpack ld`'s direct route).
+
+mod compact;
+mod embedded_move;
+mod headers;
+mod plan;
+mod verify;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use object::elf;
+use object::{LittleEndian, U64};
+
+use super::error::TransformError;
+use super::in_place::rewrite_containers;
+use crate::elf::{Layout, Phdr, LE};
+use crate::error::io_at;
+use crate::inputs::{self, DeviceSection, Scanned};
+use compact::{compact, Compacted};
+use headers::{cut_headers, move_symbols, pointer_sites, redirect, Site};
+use plan::{movable, plan, Plan};
+use verify::{copied_as_they_were, loads_in_place, verify};
+
+/// Why a layout is not cut (the file is pruned in place instead).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+/// The address at which loaded segment `p` maps file offset `off`.
+fn addr_in(p: &Phdr, off: u64) -> u64 {
+    p.p_vaddr.get(LE) + (off - p.p_offset.get(LE))
+}
+
+/// Old file offset -> new one: everything from `resume` on moves down `by` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Shift {
+    resume: u64,
+    by: u64,
+}
+
+impl Shift {
+    fn apply(self, off: u64) -> u64 {
+        if off >= self.resume {
+            off - self.by
+        } else {
+            off
+        }
+    }
+}
+
+fn load(p: &Phdr) -> bool {
+    p.p_type.get(LE) == elf::PT_LOAD
+}
+
+fn file_end(p: &Phdr) -> u64 {
+    p.p_offset.get(LE).saturating_add(p.p_filesz.get(LE))
+}
+
+/// What becomes of container `index` of a device section (whose bytes are given): its new
+/// bytes, never more than it had. The caller's error type `E` carries its own refusals.
+pub type Replace<'a, E> = dyn FnMut(&DeviceSection, usize, &[u8]) -> Result<Vec<u8>, E> + 'a;
+
+/// The 8-byte word at `offset` of `buf`.
+fn word(buf: &[u8], offset: usize) -> Option<u64> {
+    let b = buf.get(offset..offset.checked_add(8)?)?;
+    Some(
+        object::pod::from_bytes::<U64<LittleEndian>>(b)
+            .ok()?
+            .0
+            .get(LE),
+    )
+}
+
+/// The file after the cut, built in memory, and the (old) file ranges whose bytes changed
+/// on purpose: pointers to moved containers.
+struct Rebuilt<'a> {
+    out: &'a mut [u8],
+    patched: Vec<(u64, u64)>,
+    shift: Shift,
+}
+
+impl Rebuilt<'_> {
+    fn new_offset(&self, off: u64) -> u64 {
+        self.shift.apply(off)
+    }
+
+    /// Writes `value` at old file offset `old`, recording it as a deliberate change.
+    fn set_word(&mut self, old: usize, value: u64) {
+        let at = self.new_offset(old as u64) as usize;
+        if let Some(b) = self.out.get_mut(at..at + 8) {
+            b.copy_from_slice(&value.to_le_bytes());
+            self.patched.push((old as u64, 8));
+        }
+    }
+}
+
+/// A cut worked out (nothing written yet): where, the new device code, and the pointers to
+/// redirect.
+struct Prepared {
+    cut: Plan,
+    c: Compacted,
+    sites: Vec<(u64, Site)>,
+    /// With a tail: where the program header table (one entry longer) goes.
+    phdrs: Option<u64>,
+    shift: Shift,
+}
+
+/// Works out the cut of `data` (a linked ELF file whose headers are `layout` and whose device
+/// sections are `scanned`), each container of the packed run becoming what `replace` makes of
+/// it. `Ok(Err(_))`: the layout cannot be cut.
+fn prepare<E>(
+    data: &[u8],
+    layout: &Layout,
+    scanned: &Scanned,
+    replace: &mut Replace<'_, E>,
+) -> Result<Result<Prepared, Refused>, E> {
+    let cut = match plan(data, layout, scanned) {
+        Ok(cut) => cut,
+        Err(r) => return Ok(Err(r)),
+    };
+    let addr_of = |off: u64| addr_in(&layout.segments[cut.seg], off);
+    let containers: BTreeSet<u64> = movable(scanned, &cut.run)
+        .flat_map(|d| {
+            d.spans
+                .iter()
+                .map(move |&(off, _)| addr_of(d.file_offset + off))
+        })
+        .collect();
+    // A moved embedded section: any address in it, up to its end, may be pointed at.
+    let whole: Vec<(usize, u64, u64)> = movable(scanned, &cut.run)
+        .filter(|d| d.embedded)
+        .map(|d| {
+            let lo = addr_of(d.file_offset);
+            (d.section_index, lo, lo + d.section_size)
+        })
+        .collect();
+    let in_whole = |a: u64| whole.iter().find(|&&(_, lo, hi)| (lo..=hi).contains(&a));
+    let sites = pointer_sites(data, layout, &|a| {
+        containers.contains(&a) || in_whole(a).is_some()
+    });
+    let pointed: BTreeSet<u64> = sites.iter().map(|s| s.0).collect();
+    if pointed.is_empty() {
+        return Ok(Err(Refused(format!(
+            "nothing points at any of its {} fatbin containers (the program loads them itself)",
+            containers.len()
+        ))));
+    }
+    let mut c = compact(data, layout, &cut, scanned, &pointed, replace)?;
+    for &t in &pointed {
+        if let Some(&(shndx, _, _)) = in_whole(t).filter(|_| !c.moved.contains_key(&t)) {
+            if let Some(new) = c.new_address(shndx, t) {
+                c.moved.insert(t, new);
+            }
+        }
+    }
+    let phdr_len = std::mem::size_of::<Phdr>() as u64;
+    let phdrs = cut
+        .tail
+        .map(|_| (cut.from + c.body.len() as u64).next_multiple_of(8));
+    let kept_end = match phdrs {
+        Some(at) => at + (layout.segments.len() as u64 + 1) * phdr_len,
+        None => cut.from + c.body.len() as u64,
+    };
+    let freed = cut.resume.saturating_sub(kept_end);
+    let by = freed / cut.align * cut.align;
+    if by == 0 {
+        return Ok(Err(Refused(format!(
+            "the bytes it frees ({freed}) hold no whole alignment unit ({:#x} bytes)",
+            cut.align
+        ))));
+    }
+    let shift = Shift {
+        resume: cut.resume,
+        by,
+    };
+    Ok(Ok(Prepared {
+        cut,
+        c,
+        sites,
+        phdrs,
+        shift,
+    }))
+}
+
+/// Writes the new headers into the cut file `r` and points every pointer and symbol at
+/// the containers' new places.
+fn finish_cut(
+    layout: &Layout,
+    p: &Prepared,
+    r: &mut Rebuilt<'_>,
+    bad: &dyn Fn(String) -> TransformError,
+) -> Result<(), TransformError> {
+    let new = cut_headers(layout, &p.cut, &p.c, p.phdrs, p.shift);
+    new.write_into(r.out)
+        .map_err(|e| bad(format!("the cut file's headers do not fit: {e}")))?;
+    let redirected = redirect(&p.sites, &p.c.moved, r);
+    if redirected < p.c.moved.len() {
+        return Err(bad(format!(
+            "redirected the pointers of {redirected} of {} moved containers",
+            p.c.moved.len()
+        )));
+    }
+    move_symbols(layout, &p.c, r);
+    Ok(())
+}
+
+/// A cut made into a new file ([`copy`]).
+pub struct Copied {
+    /// The cut file's bytes, checked.
+    pub bytes: Vec<u8>,
+    /// Ranges of `bytes` zeroed where containers that stay in place shrank (holes may be
+    /// punched there: [`super::in_place::punch_holes`]).
+    pub zeroed: Vec<(usize, usize)>,
+    /// The embedded sections that stay where they are, and why.
+    pub stay: Vec<(String, String)>,
+}
+
+/// Cuts `data` (the linked ELF file at `path`, whose headers are `layout` and whose device
+/// sections are `scanned`) into a new file in memory, each container becoming what
+/// `replace` makes of it: those of the packed run move down together, the others (fatbins
+/// in the program's own data that cannot move, sections before the run) are rewritten where
+/// they are. The result is checked before it is returned. `Ok(Err(_))`: the layout cannot
+/// be cut (`replace` may have been called; nothing is returned).
+pub fn copy<E: From<TransformError>>(
+    path: &Path,
+    data: &[u8],
+    layout: &Layout,
+    scanned: &Scanned,
+    replace: &mut Replace<'_, E>,
+) -> Result<Result<Copied, Refused>, E> {
+    let p = match prepare(data, layout, scanned, replace)? {
+        Ok(p) => p,
+        Err(r) => return Ok(Err(r)),
+    };
+    let (cut, c, shift) = (&p.cut, &p.c, p.shift);
+    let mut out = Vec::with_capacity(data.len() - shift.by as usize);
+    out.extend_from_slice(&data[..cut.from as usize]);
+    out.extend_from_slice(&c.body);
+    out.resize((cut.resume - shift.by) as usize, 0);
+    out.extend_from_slice(&data[cut.resume as usize..]);
+    let mut r = Rebuilt {
+        out: &mut out,
+        patched: Vec::new(),
+        shift,
+    };
+    let bad = |m: String| TransformError::Unsound {
+        path: path.to_path_buf(),
+        message: m,
+    };
+    finish_cut(layout, &p, &mut r, &bad)?;
+    // Fatbins embedded in the program's data stay where its code expects them, and so do
+    // device sections before the packed run.
+    let pinned: Vec<&DeviceSection> = scanned
+        .sections
+        .iter()
+        .filter(|d| !cut.run.contains(&d.section_index))
+        .collect();
+    for d in &pinned {
+        r.patched
+            .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));
+    }
+    let at = move |o: u64| shift.apply(o);
+    let zeroed = rewrite_containers(path, data, r.out, pinned.iter().copied(), &at, replace)?;
+    let containers = scanned
+        .sections
+        .iter()
+        .map(|d| d.spans.len())
+        .sum::<usize>();
+    verify(path, data, layout, &r, c, containers).map_err(|m| E::from(bad(m)))?;
+    copied_as_they_were(data, r.out, c, &layout.segments[cut.seg]).map_err(|m| E::from(bad(m)))?;
+    Ok(Ok(Copied {
+        bytes: out,
+        zeroed,
+        stay: p.cut.stay,
+    }))
+}
+
+/// What [`InPlace::apply`] did to a file.
+#[derive(Debug, Clone, Copy)]
+pub struct CutDone {
+    /// Containers replaced.
+    pub containers: usize,
+    /// The file's length before and after.
+    pub before: u64,
+    pub after: u64,
+}
+
+/// A cut of a linked file made in the file itself (`fatpack ld`'s own output, whose device
+/// code its tail script placed last): worked out first, from the file's bytes as they are
+/// ([`InPlace::plan`]), so that the caller can check what it read before anything is
+/// written; then written, and the file truncated ([`InPlace::apply`]). Only a layout with
+/// nothing after the device code in its segment is cut this way: what follows it in the
+/// file (symbols, debug info, section headers) moves down, nothing that loads does.
+pub struct InPlace {
+    path: PathBuf,
+    file: std::fs::File,
+    map: memmap2::MmapMut,
+    layout: Layout,
+    scanned: Scanned,
+    p: Prepared,
+}
+
+impl InPlace {
+    /// Works out the cut of the file at `path`, each container of `.nv_fatbin` and
+    /// `__nv_relfatbin` becoming what `replace` makes of it (given the section and the
+    /// container's index in it). `Ok(Err(_))`: the file cannot be cut in place.
+    pub fn plan<E: From<TransformError>>(
+        path: &Path,
+        replace: &mut Replace<'_, E>,
+    ) -> Result<Result<InPlace, Refused>, E> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| TransformError::from(io_at(path)(e)))?;
+        // SAFETY: the file is fatpack's own temp output, which no other process has open
+        // (the real linker has exited); a shared writable mapping of it stays valid while
+        // `map` lives, and the file is truncated only after the mapping is dropped.
+        let map = unsafe { memmap2::MmapMut::map_mut(&file) }
+            .map_err(|e| TransformError::from(io_at(path)(e)))?;
+        let scanned =
+            inputs::scan_at(path, &map, inputs::Depth::Registered).map_err(TransformError::from)?;
+        let Some(layout) = scanned.sections.iter().find_map(|d| d.elf.clone()) else {
+            return Ok(Err(Refused("it has no device sections".into())));
+        };
+        let layout = (*layout).clone();
+        let p = match prepare(&map, &layout, &scanned, replace)? {
+            Ok(p) => p,
+            Err(r) => return Ok(Err(r)),
+        };
+        if p.cut.tail.is_some() {
+            return Ok(Err(Refused(
+                "its device code is not the last thing its segment loads".into(),
+            )));
+        }
+        Ok(Ok(InPlace {
+            path: path.to_path_buf(),
+            file,
+            map,
+            layout,
+            scanned,
+            p,
+        }))
+    }
+
+    /// The file's bytes before the cut.
+    pub fn data(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Makes the cut: the new device code at the first device section's start, what
+    /// followed the device code moved down, new headers, pointers and symbols; checks the
+    /// result (its layout, then `check` on the cut file's bytes: what its device sections
+    /// now hold); truncates the file.
+    pub fn apply(
+        mut self,
+        check: &dyn Fn(&[u8]) -> Result<(), String>,
+    ) -> Result<CutDone, TransformError> {
+        let (from, resume, by) = (
+            self.p.cut.from as usize,
+            self.p.cut.resume as usize,
+            self.p.shift.by as usize,
+        );
+        let before = self.map.len();
+        let new_len = before - by;
+        let map = &mut self.map[..];
+        map.copy_within(resume.., resume - by);
+        let body = &self.p.c.body;
+        map[from..from + body.len()].copy_from_slice(body);
+        map[from + body.len()..resume - by].fill(0);
+        let mut r = Rebuilt {
+            out: &mut map[..new_len],
+            patched: Vec::new(),
+            shift: self.p.shift,
+        };
+        let path = self.path.clone();
+        let bad = |m: String| TransformError::Unsound {
+            path: path.clone(),
+            message: m,
+        };
+        finish_cut(&self.layout, &self.p, &mut r, &bad)?;
+        let containers = movable(&self.scanned, &self.p.cut.run)
+            .map(|d| d.spans.len())
+            .sum::<usize>();
+        loads_in_place(r.out).map_err(&bad)?;
+        check(r.out).map_err(&bad)?;
+        drop(self.map);
+        self.file
+            .set_len(new_len as u64)
+            .map_err(io_at(&self.path))?;
+        Ok(CutDone {
+            containers,
+            before: before as u64,
+            after: new_len as u64,
+        })
+    }
+}
