@@ -554,7 +554,7 @@ fn exit(code: i32) -> ExitCode {
 }
 
 fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCode {
-    match fatpack::link::pack::run(argv0, args) {
+    match fatpack::link::run(argv0, args) {
         Ok(code) => exit(code),
         Err(e) => {
             eprintln!("fatpack ld: error: {}", message(&anyhow::Error::new(e)));
@@ -682,7 +682,7 @@ fn nvprune_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 }
 
 fn main() -> ExitCode {
-    fatpack::link::pack::mark_process_start();
+    fatpack::link::mark_process_start();
     // Before anything opens a file: the jobserver's descriptors must still be make's.
     fatpack::parallel::init_jobserver();
     let mut argv = std::env::args_os();

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::options::{Mode, PackOptions};
-use super::pack::Session;
+use super::session::Session;
 use super::LinkError;
 use crate::ld::{LinkLine, OutputKind};
 
@@ -77,7 +77,7 @@ pub(super) fn report(real: PathBuf, line: LinkLine, opts: PackOptions) -> Result
                     replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
                 }
             }
-            let (prepend, mut append) = super::pack::link_extras(
+            let (prepend, mut append) = super::real_link::link_extras(
                 "<fatpack>/fatpack-glue.o".into(),
                 "<fatpack>/libfatpack_rt.a".into(),
                 s.line.kind == OutputKind::SharedLibrary,

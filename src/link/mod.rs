@@ -1,19 +1,35 @@
-//! `fatpack ld`: the driver ([`pack`]), the inputs it rewrites, the runtime it adds
-//! ([`runtime`]) with the glue object ([`glue`]), and tail mode.
+//! `fatpack ld`: the driver ([`driver`], a list of steps over one [`session::Session`]), one
+//! file per step or route, the runtime it adds ([`runtime`]) with the glue object ([`glue`]),
+//! tail mode ([`tail`]) and the table of fatpack's own options ([`options`]).
+//!
+//! Where to change what (docs/DESIGN.md, "Where to change what"): a route is a file
+//! `route_*.rs` and a case in [`route`]; a step is a method in its file, called from
+//! [`driver::run`]; an option is a row of [`options::OPTIONS`].
 
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
+mod account;
 mod cleanup;
-mod direct;
+mod driver;
 mod dry_run;
 mod error;
 pub mod glue;
-mod inputs;
 mod names;
 mod old_output;
 pub mod options;
-pub mod pack;
+mod output;
+mod plan;
+mod real_link;
+mod route;
+mod route_copy;
+mod route_direct;
 pub mod runtime;
-
-pub use error::LinkError;
+mod scan;
+mod session;
+mod store_step;
+mod stub_output;
 mod tail;
+
+pub use driver::run;
+pub use error::LinkError;
+pub use session::mark_process_start;

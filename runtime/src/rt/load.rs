@@ -400,6 +400,36 @@ fn report_choices(
     none_fit
 }
 
+/// The module's container for `caps` and the prelinked containers for the devices that
+/// JIT-link (`jit_caps`), decoded and checked; `bytes` counts what was decompressed. The
+/// list holds a pointer to each prelinked container, in order (its null end is the
+/// caller's).
+#[allow(clippy::type_complexity)]
+fn decode(
+    main: &Plan,
+    prelinked: &[Prelinked],
+    image: &Image,
+    (caps, jit_caps): (&[u32], &[u32]),
+    bytes: &mut u64,
+) -> Result<(Aligned, Vec<Aligned>, Vec<*const c_void>), LoadError> {
+    let main_buf = main.build(image, caps, bytes).map_err(LoadError::Module)?;
+    let mut bufs = Vec::new();
+    let mut array: Vec<*const c_void> = Vec::new();
+    for p in prelinked {
+        match p {
+            Prelinked::Raw(ptr) => array.push(*ptr),
+            Prelinked::Plan(plan) => {
+                let b = plan
+                    .build(image, jit_caps, bytes)
+                    .map_err(LoadError::Module)?;
+                array.push(b.as_ptr().cast());
+                bufs.push(b);
+            }
+        }
+    }
+    Ok((main_buf, bufs, array))
+}
+
 pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
     let t0 = super::sys::now_us();
     let name = match &m.name {
@@ -455,24 +485,11 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
 
     let mut bytes = 0u64;
     let t_decode = super::sys::now_us();
-    let main_buf = match main.build(image, &caps, &mut bytes) {
-        Ok(b) => b,
-        Err(e) => return fail(LoadError::Module(e)),
-    };
-    let mut bufs = Vec::new();
-    let mut array: Vec<*const c_void> = Vec::new();
-    for p in &prelinked {
-        match p {
-            Prelinked::Raw(ptr) => array.push(*ptr),
-            Prelinked::Plan(plan) => match plan.build(image, &jit_caps, &mut bytes) {
-                Ok(b) => {
-                    array.push(b.as_ptr().cast());
-                    bufs.push(b);
-                }
-                Err(e) => return fail(LoadError::Module(e)),
-            },
-        }
-    }
+    let (main_buf, bufs, mut array) =
+        match decode(&main, &prelinked, image, (&caps, &jit_caps), &mut bytes) {
+            Ok(built) => built,
+            Err(e) => return fail(e),
+        };
     let use_prelinked = !array.is_empty();
     if use_prelinked {
         array.push(core::ptr::null());

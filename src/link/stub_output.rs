@@ -27,7 +27,7 @@ use std::path::Path;
 
 use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
-use super::inputs::{origin_of, Names, Planned};
+use super::plan::{origin_of, Names, Planned};
 use super::LinkError;
 use crate::elf::cut::{CutDone, InPlace, Refused};
 use crate::elf::TransformError;

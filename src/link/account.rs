@@ -1,0 +1,64 @@
+//! What `--fatpack-verbose` says about a link: each step's time and peak memory (recorded
+//! by the step runner, `Session::step`), the notes steps leave (route, store, early link),
+//! and the figures of the closing report (`Session::report`, the last step's).
+
+/// The account of one link for `--fatpack-verbose`.
+pub(super) struct Account {
+    /// Each step's name, wall seconds, and this process's peak RSS (MiB) when it ended.
+    pub(super) timings: Vec<(&'static str, f64, f64)>,
+    /// This process's resident set (MiB) when the real linker started (`--fatpack-verbose`).
+    pub(super) rss_during_link: f64,
+    /// How the store was written: made ready beside the linker, or why not
+    /// (`--fatpack-verbose`).
+    pub(super) store_note: String,
+    /// Where the rewrite's time went (`--fatpack-verbose`).
+    pub(super) rewrite_times: super::plan::RewriteTimes,
+    /// Host ELF files the scan read (archive members included), and how many ELF header
+    /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
+    /// edits the headers the scan read (`--fatpack-verbose`).
+    pub(super) elf_files: usize,
+    pub(super) elf_parses: usize,
+    /// Which route the link took, and why (`--fatpack-verbose`).
+    pub(super) route_note: String,
+    /// Whether the link was started before the scan, and what became of it
+    /// (`--fatpack-verbose`).
+    pub(super) early_note: &'static str,
+}
+
+impl Default for Account {
+    fn default() -> Self {
+        Account {
+            timings: Vec::new(),
+            rss_during_link: 0.0,
+            store_note: String::new(),
+            rewrite_times: Default::default(),
+            elf_files: 0,
+            elf_parses: 0,
+            route_note: "copy: the inputs with device code copied with stubs".into(),
+            early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
+        }
+    }
+}
+
+/// This process's resident set now (MiB), from `/proc/self/statm`; 0 if it cannot be read.
+pub(super) fn current_rss_mib() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    (pages * page) as f64 / 1048576.0
+}
+
+/// Peak resident set (MiB) of this process (`RUSAGE_SELF`) or of its largest finished child
+/// (`RUSAGE_CHILDREN`: the real linker), as `getrusage` reports it; 0 if it cannot.
+pub(super) fn peak_rss_mib(who: libc::c_int) -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of a plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for the call.
+    if unsafe { libc::getrusage(who, &mut u) } != 0 {
+        return 0.0;
+    }
+    u.ru_maxrss as f64 / 1024.0
+}

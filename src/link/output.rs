@@ -1,0 +1,133 @@
+//! The last steps: the finished output put in place through [`crate::commit`] under ld's
+//! policy, and the report of what was packed (`--fatpack-verbose`).
+
+use std::path::{Path, PathBuf};
+
+use super::account::peak_rss_mib;
+use super::plan::Planned;
+use super::session::{Linked, Session};
+use super::LinkError;
+use crate::packed;
+use crate::size::human;
+
+impl Session {
+    /// The finished output put in place as ld puts its own ([`crate::commit::Outputs::for_link`]):
+    /// with its side file, if any, the old pair or the new pair. The old output was unlinked
+    /// beside the real link ([`super::old_output`]); the commit unlinks again whatever came
+    /// since. Returns what is left of `linked` (its temp folder, removed as it drops).
+    pub(super) fn commit(
+        &mut self,
+        linked: Linked,
+        pending_side: Option<crate::commit::Staged>,
+    ) -> Result<PathBuf, LinkError> {
+        self.old_output.settle();
+        let side = pending_side.is_some();
+        let mut set: Vec<crate::commit::Staged> = pending_side.into_iter().collect();
+        set.push(linked.staged);
+        std::mem::replace(&mut self.outs, crate::commit::Outputs::for_link()).commit(set)?;
+        if !side {
+            remove_stale_side_file(&self.line.output);
+        }
+        Ok(linked.out)
+    }
+}
+
+/// An earlier side-file link's `<output>.fatpack`, now that the output keeps its store
+/// inside: left there it would be read as this binary's store by tools and people. Only a
+/// file that is a fatpack store is removed.
+pub(super) fn remove_stale_side_file(output: &Path) {
+    let side = packed::side_path(output);
+    let mut magic = [0u8; 8];
+    let is_store = std::fs::File::open(&side)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && (magic == cubin_store::MAGIC || fatpack_format::split::is_manifest(&magic));
+    if is_store {
+        let _ = std::fs::remove_file(&side);
+    }
+}
+
+impl Session {
+    /// What was packed, and where the time went (`--fatpack-verbose`).
+    pub(super) fn report(
+        &self,
+        planned: &[Planned],
+        summary: &cubin_store::StoreSummary,
+        mapping: Option<&packed::Mapping>,
+    ) {
+        if !self.opts.verbose {
+            return;
+        }
+        let link_s = self
+            .account
+            .timings
+            .iter()
+            .find(|(n, ..)| *n == "link")
+            .map_or(0.0, |t| t.1);
+        eprintln!(
+            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {} of device code stored in {}{}; link {:.2}s, total {:.2}s",
+            self.line.output.display(),
+            summary.modules,
+            summary.entries,
+            summary.blobs,
+            human(summary.raw_bytes),
+            human(summary.file_len),
+            if self.opts.side_file { " (side file)" } else { "" },
+            link_s,
+            self.started.elapsed().as_secs_f64()
+        );
+        let steps: Vec<String> = self
+            .account
+            .timings
+            .iter()
+            .map(|(n, t, _)| format!("{n} {t:.2}s"))
+            .collect();
+        eprintln!("fatpack:   steps: {}", steps.join(", "));
+        // The peak only grows, so the step where it jumps is the one that set it.
+        let peaks: Vec<String> = self
+            .account
+            .timings
+            .iter()
+            .map(|(n, _, p)| format!("{n} {p:.0}"))
+            .collect();
+        eprintln!(
+            "fatpack:   peak RSS (MiB) after each step: {}; while the linker ran this process held {:.0}, the linker's own peak {:.0}",
+            peaks.join(", "),
+            self.account.rss_during_link,
+            peak_rss_mib(libc::RUSAGE_CHILDREN)
+        );
+        eprintln!(
+            "fatpack:   inputs: {} ELF files read (archive members included), their headers parsed {} times by the scan and the rewrite",
+            self.account.elf_files, self.account.elf_parses
+        );
+        eprintln!("fatpack:   runtime: {}", self.runtime.what());
+        eprintln!("fatpack:   store: {}", self.account.store_note);
+        let rt = &self.account.rewrite_times;
+        if !self.linked_as_given {
+            eprintln!(
+                "fatpack:   rewrite: archive members read {:.2}s, stubs made {:.2}s, archives indexed and written {:.2}s",
+                rt.members, rt.stubs, rt.write
+            );
+        }
+        match (mapping, self.opts.side_file) {
+            (Some(m), _) => eprintln!(
+                "fatpack:   store mapped with the image: PT_LOAD at {:#x}, {} bytes",
+                m.vaddr, m.len
+            ),
+            (None, true) => {}
+            (None, false) => eprintln!(
+                "fatpack:   store not mapped (the linker gave the glue note no program \
+                 header of its own): the runtime reads it from the file"
+            ),
+        }
+        eprintln!("fatpack:   route: {}", self.account.route_note);
+        eprintln!("fatpack:   early link: {}", self.account.early_note);
+        let done = match self.linked_as_given {
+            true => "linked as given",
+            false => "rewrote",
+        };
+        for p in planned {
+            eprintln!("fatpack:   {done} {}", p.path.display());
+        }
+    }
+}
