@@ -84,7 +84,7 @@ enum Command {
         #[arg(short, long)]
         output: PathBuf,
         /// zstd level, 1-22 (negative: the fast modes).
-        #[arg(long, default_value_t = 19, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = cubin_store::RELEASE_LEVEL, allow_negative_numbers = true)]
         level: i32,
         /// A release store: the entries of one GPU family in solid groups (one zstd frame
         /// each, module order), what they repeat stored once; a first load decodes its
@@ -610,10 +610,24 @@ fn commands() -> Vec<String> {
         .collect()
 }
 
-/// The completions for `shell`, from the CLI definition.
+/// The completions for `shell`, from the CLI definition, with `fatpack ld`'s own options
+/// from their one table (as options of `ld` here only: the parser takes them from among the
+/// linker's arguments, wherever they are).
 fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    let mut cmd = cli().mut_subcommand("ld", |mut c| {
+        for o in fatpack::link::options::OPTIONS {
+            let long: &'static str = Box::leak(format!("fatpack-{}", o.name).into_boxed_str());
+            let mut arg = clap::Arg::new(long).long(long).help(o.help);
+            arg = match o.value {
+                Some(v) => arg.value_name(v).num_args(1).require_equals(true),
+                None => arg.action(clap::ArgAction::SetTrue),
+            };
+            c = c.arg(arg);
+        }
+        c
+    });
     let mut text = Vec::new();
-    clap_complete::generate(shell, &mut cli(), "fatpack", &mut text);
+    clap_complete::generate(shell, &mut cmd, "fatpack", &mut text);
     text
 }
 

@@ -60,7 +60,7 @@ pub use skeleton::SKELETON_MAGIC;
 #[cfg(feature = "std")]
 pub use writer::{
     reusable_frame, train_dictionary, BlobCompressor, EntryRef, FrameUse, ModuleId, NewEntry,
-    ReadyBlob, StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL,
+    ReadyBlob, StoreSummary, StoreWriter, WriteOptions, DEFAULT_LEVEL, RELEASE_LEVEL,
 };
 
 /// Helpers for tests and fuzzers; not part of the stable API.

@@ -27,11 +27,11 @@ fn resolved(path: &Path) -> Option<PathBuf> {
         return Some(p);
     }
     let name = path.file_name()?;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    Some(std::fs::canonicalize(parent).ok()?.join(name))
+    Some(
+        std::fs::canonicalize(super::folder_of(path))
+            .ok()?
+            .join(name),
+    )
 }
 
 /// The identities of a path and every folder above it.
@@ -90,10 +90,7 @@ fn companions(input: &Path) -> Vec<PathBuf> {
     let Some(name) = input.file_name().and_then(|n| n.to_str()) else {
         return Vec::new();
     };
-    let dir = match input.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = super::folder_of(input);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -10,6 +10,8 @@
 //!   cut; the link's direct route, in the file itself);
 //! - [`in_place`]: containers rewritten where they are, freed bytes zeroed;
 //! - [`sections`]: a relocatable object's sections replaced (the copy route's stubs);
+//! - [`store_segment`]: the store of a packed output mapped by a `PT_LOAD` of its own;
+//! - [`build_id`]: the GNU build ID made to cover the device code;
 //! - [`code_refs`]: which addresses the code names (what the cut may move).
 //!
 //! Commands decide *what* becomes of each container (prune's selection, the link's stubs);
@@ -20,11 +22,13 @@
 //! Every offset and count read from a file is checked against the file's length: a
 //! malformed file gives an [`ElfError`], never a panic or an allocation of its own size.
 
+pub mod build_id;
 pub mod code_refs;
 pub mod cut;
 mod error;
 pub mod in_place;
 pub mod sections;
+pub mod store_segment;
 
 pub use error::TransformError;
 

@@ -6,7 +6,7 @@ use crate::inputs::InputError;
 use crate::ld::{real::RealLdError, ArgsError, SearchError};
 use crate::packed::OutputError;
 use crate::rewrite::RewriteError;
-use crate::store::PackError;
+use crate::store::StoreBuildError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
@@ -61,7 +61,7 @@ pub enum LinkError {
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error(transparent)]
-    Pack(#[from] PackError),
+    StoreBuild(#[from] StoreBuildError),
     #[error(transparent)]
     Store(#[from] cubin_store::StoreError),
     #[error(transparent)]

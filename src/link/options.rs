@@ -19,7 +19,7 @@ pub const TAIL_SCRIPT: &str = include_str!("../../linker-scripts/fatbin-tail.ld"
 pub const TAIL_SCRIPT_LLD: &str = include_str!("../../linker-scripts/fatbin-tail-lld.ld");
 
 /// The level of `--fatpack-release` without `--fatpack-level` (`fatpack repack`'s default).
-pub const RELEASE_LEVEL: i32 = 19;
+pub use cubin_store::RELEASE_LEVEL;
 
 /// One `--fatpack-*` option: its name after the prefix, the value it takes (`None`: an
 /// on/off switch, which also takes `=yes`/`=no`), and what it does.
@@ -163,7 +163,8 @@ pub enum Route {
     /// bytes (an archive is copied whole); linking them as given has the real linker write
     /// their device code too (and hold it, as plain ld does). So the direct route where the
     /// inputs with device code hold no more device code than other bytes (static CUDA
-    /// libraries: H200, 1.02-1.12x plain ld where copying is 1.05-1.24x), else the copy
+    /// libraries: H200, 0.88-1.28x plain ld over nine runs where copying is 1.05-1.24x,
+    /// BENCHMARKS.md "Current figures"), else the copy
     /// route (objects that are mostly device code: on 2 CPUs, 4.8 s where the direct route
     /// takes 6.7 s, and ld's peak stays small). The choice depends on the inputs only.
     Auto,

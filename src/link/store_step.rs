@@ -16,7 +16,7 @@ use crate::size::human;
 pub(super) struct Preparing {
     pub(super) signals: std::sync::Arc<crate::store::ready::Signals>,
     pub(super) handle: Option<
-        std::thread::JoinHandle<Result<crate::store::ready::Ready, crate::store::PackError>>,
+        std::thread::JoinHandle<Result<crate::store::ready::Ready, crate::store::StoreBuildError>>,
     >,
 }
 
@@ -34,11 +34,13 @@ impl Preparing {
     }
 
     /// Waits for it.
-    pub(super) fn finish(mut self) -> Result<crate::store::ready::Ready, crate::store::PackError> {
+    pub(super) fn finish(
+        mut self,
+    ) -> Result<crate::store::ready::Ready, crate::store::StoreBuildError> {
         match self.handle.take().map(std::thread::JoinHandle::join) {
             Some(Ok(r)) => r,
             // A panic there is a bug; the store is then written after the link.
-            Some(Err(_)) | None => Err(crate::store::PackError::Cancelled),
+            Some(Err(_)) | None => Err(crate::store::StoreBuildError::Cancelled),
         }
     }
 }

@@ -6,16 +6,16 @@
 //! One definition of how to find them, used by `fatpack ld` (which writes them, [`write`]),
 //! `fatpack prune` and `fatpack inspect`.
 
-mod segment;
 mod write;
 
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment};
 
+pub use crate::elf::build_id::mix_build_id;
+pub use crate::elf::store_segment::{map_store, Mapping};
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
-pub use segment::{map_store, Mapping};
-pub use write::{append_store, finish, mix_build_id, patch_slot, replace_store, OffsetWriter};
+pub use write::{append_store, finish, patch_slot, replace_store, OffsetWriter};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 
@@ -42,6 +42,8 @@ pub enum OutputError {
     },
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
+    #[error(transparent)]
+    Transform(#[from] crate::elf::TransformError),
 }
 
 /// `map_err` for an I/O error about `path`, as an [`OutputError`] (the writers here are

@@ -12,7 +12,7 @@ use cubin_store::{BlobView, EntryView, Store, StoreError, StoreWriter, WriteOpti
 use super::{PruneReport, Selection};
 
 /// The release level partial groups are compressed at.
-const LEVEL: i32 = 19;
+const LEVEL: i32 = cubin_store::RELEASE_LEVEL;
 
 /// The store's blobs as its groups: runs of solid blobs sharing a frame, every other blob on
 /// its own; in storage order.

@@ -14,8 +14,9 @@ use crate::fatbin::{Compression, DecompressError, Entry, Fatbin};
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
 
+/// What can go wrong building a link's store from the modules its inputs hold.
 #[derive(Debug, thiserror::Error)]
-pub enum PackError {
+pub enum StoreBuildError {
     #[error("{origin}: module {module}: {source}")]
     Payload {
         origin: String,
@@ -46,21 +47,21 @@ pub fn entry_meta(e: &Entry) -> EntryMeta {
 }
 
 /// One extracted container, read back from its file and parsed.
-fn read_module(m: &Extracted, maps: &Maps) -> Result<Fatbin, PackError> {
+fn read_module(m: &Extracted, maps: &Maps) -> Result<Fatbin, StoreBuildError> {
     let map = maps.get(&m.file)?;
     let bytes = module_bytes(m, &map)?;
-    let (fatbin, _) = crate::fatbin::parse_one(bytes, 0).map_err(|_| PackError::Changed {
+    let (fatbin, _) = crate::fatbin::parse_one(bytes, 0).map_err(|_| StoreBuildError::Changed {
         origin: m.origin.clone(),
     })?;
     Ok(fatbin)
 }
 
 /// The bytes of module `m`'s container in `map`, its input.
-fn module_bytes<'a>(m: &Extracted, map: &'a [u8]) -> Result<&'a [u8], PackError> {
+fn module_bytes<'a>(m: &Extracted, map: &'a [u8]) -> Result<&'a [u8], StoreBuildError> {
     usize::try_from(m.file_offset)
         .ok()
         .and_then(|start| map.get(start..start.checked_add(m.len as usize)?))
-        .ok_or_else(|| PackError::Changed {
+        .ok_or_else(|| StoreBuildError::Changed {
             origin: m.origin.clone(),
         })
 }
@@ -83,8 +84,8 @@ fn window_full(count: usize, bytes: u64, next: u64) -> bool {
 }
 
 /// An entry's payload, decoded where nvcc compressed it; an error names its module.
-fn payload<'a>(e: &'a Entry, m: &Extracted) -> Result<Cow<'a, [u8]>, PackError> {
-    e.payload().map_err(|source| PackError::Payload {
+fn payload<'a>(e: &'a Entry, m: &Extracted) -> Result<Cow<'a, [u8]>, StoreBuildError> {
+    e.payload().map_err(|source| StoreBuildError::Payload {
         origin: m.origin.clone(),
         module: m.module.clone(),
         source,
@@ -105,7 +106,7 @@ fn add_modules<W: Write + Seek>(
     modules: &[&Extracted],
     maps: &Maps,
     before: &mut dyn FnMut(usize),
-) -> Result<(), PackError> {
+) -> Result<(), StoreBuildError> {
     let mut i = 0;
     while i < modules.len() {
         let mut j = i;
@@ -155,7 +156,9 @@ fn add_modules<W: Write + Seek>(
 /// The payload of each entry, decoded on every CPU (NVIDIA's libraries come zstd-compressed:
 /// decoding them one after another was most of the store step of a static cuBLAS link), in
 /// order; the error of the first entry that fails, if any.
-fn payloads<'a>(entries: &[(&'a Entry, &Extracted)]) -> Result<Vec<Cow<'a, [u8]>>, PackError> {
+fn payloads<'a>(
+    entries: &[(&'a Entry, &Extracted)],
+) -> Result<Vec<Cow<'a, [u8]>>, StoreBuildError> {
     let decode = |&(e, m): &(&'a Entry, &Extracted)| payload(e, m);
     // Entries stored as they are need no thread.
     if entries
@@ -179,7 +182,7 @@ pub fn write_store<W: Write + Seek>(
     opts: WriteOptions,
     maps: &Maps,
     before: &mut dyn FnMut(usize),
-) -> Result<(W, StoreSummary), PackError> {
+) -> Result<(W, StoreSummary), StoreBuildError> {
     let mut w = StoreWriter::new(out, opts)?;
     add_modules(&mut w, modules, maps, before)?;
     Ok(w.finish()?)
@@ -196,7 +199,7 @@ pub fn write_store_as<W: Write + Seek>(
     maps: &Maps,
     release: Option<groups::Solid>,
     before: &mut dyn FnMut(usize),
-) -> Result<(W, StoreSummary), PackError> {
+) -> Result<(W, StoreSummary), StoreBuildError> {
     let Some(solid) = release else {
         return write_store(out, modules, opts, maps, before);
     };
@@ -239,7 +242,7 @@ pub fn write_link_store<W: Write + Seek>(
     opts: WriteOptions,
     from: &Source<'_>,
     before: &mut dyn FnMut(usize),
-) -> Result<(W, StoreSummary), PackError> {
+) -> Result<(W, StoreSummary), StoreBuildError> {
     match from {
         Source::Ready(r) => {
             let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
@@ -300,7 +303,7 @@ mod tests {
         bad[k].stored[mid] ^= 0xff;
         let flat: Vec<(&Entry, &Extracted)> = bad.iter().map(|e| (e, &m)).collect();
         match payloads(&flat) {
-            Err(PackError::Payload { module, .. }) => assert_eq!(module, "kernels_size.o#0"),
+            Err(StoreBuildError::Payload { module, .. }) => assert_eq!(module, "kernels_size.o#0"),
             Err(e) => panic!("wrong error: {e}"),
             Ok(_) => panic!("a damaged frame decoded"),
         }

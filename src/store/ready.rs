@@ -18,7 +18,7 @@ use cubin_store::{
     WriteOptions,
 };
 
-use super::{entry_meta, module_bytes, nvcc_frame, payload, PackError, WINDOW_BYTES};
+use super::{entry_meta, module_bytes, nvcc_frame, payload, StoreBuildError, WINDOW_BYTES};
 use crate::fatbin::Entry;
 use crate::inputs::Maps;
 use crate::rewrite::Extracted;
@@ -60,7 +60,7 @@ struct Spill {
 }
 
 impl Spill {
-    fn keep(&mut self, bytes: &[u8], frame: bool) -> Result<Kept, PackError> {
+    fn keep(&mut self, bytes: &[u8], frame: bool) -> Result<Kept, StoreBuildError> {
         self.w.write_all(bytes).map_err(StoreError::Io)?;
         let k = Kept {
             at: self.len,
@@ -94,7 +94,7 @@ pub fn prepare(
     frames: FrameUse,
     dir: &std::path::Path,
     signals: &Signals,
-) -> Result<Ready, PackError> {
+) -> Result<Ready, StoreBuildError> {
     prepare_in(
         Pieces::new(modules, maps),
         WINDOW_BYTES,
@@ -114,7 +114,7 @@ fn prepare_in(
     frames: FrameUse,
     dir: &std::path::Path,
     signals: &Signals,
-) -> Result<Ready, PackError> {
+) -> Result<Ready, StoreBuildError> {
     let (modules, maps) = (pieces.modules, pieces.maps);
     let started = std::time::Instant::now();
     // Fails here, not after the link, on a level the writer would refuse.
@@ -139,14 +139,14 @@ fn prepare_in(
     let wanted = |m: &Extracted| signals.used.get().is_none_or(|u| u.contains(&m.module));
     let source = move || {
         if signals.cancel.load(Ordering::Relaxed) {
-            return Err(PackError::Cancelled);
+            return Err(StoreBuildError::Cancelled);
         }
         Ok(pieces.next(&wanted)?.map(|p| {
             let weight = p.len as u64;
             (p, weight)
         }))
     };
-    let work = |p: Piece| -> Result<(Piece, Option<Got>), PackError> {
+    let work = |p: Piece| -> Result<(Piece, Option<Got>), StoreBuildError> {
         if p.len == 0 {
             return Ok((p, None));
         }
@@ -180,27 +180,28 @@ fn prepare_in(
         }
         Ok((p, Some(got)))
     };
-    let consume = |done: Result<(Piece, Option<Got>), PackError>| -> Result<(), PackError> {
-        let (p, got) = done?;
-        let m = &modules[p.module];
-        if let Some(mut done) = got {
-            let nvcc = blobs.take(&mut done, level, frames, &mut spill)?;
-            lists.entry(p.module).or_default().push(ReadyEntry {
-                meta: entry_meta(&done.entry),
-                digest: done.digest,
-                raw_len: done.raw().len() as u64,
-                nvcc,
-            });
-            maps.release(&m.file, m.file_offset + p.at as u64, p.len as u64);
-        }
-        if p.last {
-            ready.insert(
-                m.module.clone(),
-                lists.remove(&p.module).unwrap_or_default(),
-            );
-        }
-        Ok(())
-    };
+    let consume =
+        |done: Result<(Piece, Option<Got>), StoreBuildError>| -> Result<(), StoreBuildError> {
+            let (p, got) = done?;
+            let m = &modules[p.module];
+            if let Some(mut done) = got {
+                let nvcc = blobs.take(&mut done, level, frames, &mut spill)?;
+                lists.entry(p.module).or_default().push(ReadyEntry {
+                    meta: entry_meta(&done.entry),
+                    digest: done.digest,
+                    raw_len: done.raw().len() as u64,
+                    nvcc,
+                });
+                maps.release(&m.file, m.file_offset + p.at as u64, p.len as u64);
+            }
+            if p.last {
+                ready.insert(
+                    m.module.clone(),
+                    lists.remove(&p.module).unwrap_or_default(),
+                );
+            }
+            Ok(())
+        };
     crate::parallel::stream_ordered(cap, &active, source, work, consume)?;
     spill.w.flush().map_err(StoreError::Io)?;
     Ok(Ready {
@@ -235,7 +236,7 @@ impl Blobs {
         level: i32,
         frames: FrameUse,
         spill: &mut Spill,
-    ) -> Result<Option<Kept>, PackError> {
+    ) -> Result<Option<Kept>, StoreBuildError> {
         let frame = done
             .frame_digest
             .and_then(|fd| Some((nvcc_frame(&done.entry)?, fd)));
@@ -283,7 +284,7 @@ impl Blobs {
         packed: &mut Option<Option<Vec<u8>>>,
         level: i32,
         spill: &mut Spill,
-    ) -> Result<bool, PackError> {
+    ) -> Result<bool, StoreBuildError> {
         let slot = match self.own.entry(digest) {
             Slot::Occupied(o) => {
                 let o = o.get();
@@ -321,7 +322,7 @@ fn level_frame(
     packed: &mut Option<Option<Vec<u8>>>,
     level: i32,
     raw: &[u8],
-) -> Result<Option<Vec<u8>>, PackError> {
+) -> Result<Option<Vec<u8>>, StoreBuildError> {
     match packed.take() {
         Some(p) => Ok(p),
         None => compress(level, raw),
@@ -380,7 +381,10 @@ impl<'a> Pieces<'a> {
 
     /// The next entry, in module order; modules not `wanted` are skipped, and a module
     /// without entries gives one piece of no bytes. None when all are taken.
-    fn next(&mut self, wanted: &dyn Fn(&Extracted) -> bool) -> Result<Option<Piece>, PackError> {
+    fn next(
+        &mut self,
+        wanted: &dyn Fn(&Extracted) -> bool,
+    ) -> Result<Option<Piece>, StoreBuildError> {
         while self.left.is_empty() {
             let Some(m) = self.modules.get(self.next) else {
                 return Ok(None);
@@ -404,7 +408,7 @@ impl<'a> Pieces<'a> {
     }
 
     /// Where the entries of module `i` are, from its container's headers.
-    fn spans(&self, i: usize) -> Result<std::collections::VecDeque<Piece>, PackError> {
+    fn spans(&self, i: usize) -> Result<std::collections::VecDeque<Piece>, StoreBuildError> {
         let m = &self.modules[i];
         let map = self.maps.get(&m.file)?;
         let bytes = module_bytes(m, &map)?;
@@ -412,7 +416,7 @@ impl<'a> Pieces<'a> {
         let mut walk = crate::inputs::WalkRelease::new(m.file_offset, &release);
         let spans =
             crate::fatbin::entry_spans(bytes, 0, &mut |p| walk.walked(p)).map_err(|_| {
-                PackError::Changed {
+                StoreBuildError::Changed {
                     origin: m.origin.clone(),
                 }
             })?;
@@ -433,10 +437,10 @@ impl<'a> Pieces<'a> {
 }
 
 /// The entry `p` of module `m`, copied out of its input.
-fn read_entry(m: &Extracted, maps: &Maps, p: &Piece) -> Result<Entry, PackError> {
+fn read_entry(m: &Extracted, maps: &Maps, p: &Piece) -> Result<Entry, StoreBuildError> {
     let map = maps.get(&m.file)?;
     let bytes = module_bytes(m, &map)?;
-    crate::fatbin::entry_at(bytes, p.at, p.len, 0).map_err(|_| PackError::Changed {
+    crate::fatbin::entry_at(bytes, p.at, p.len, 0).map_err(|_| StoreBuildError::Changed {
         origin: m.origin.clone(),
     })
 }
@@ -449,7 +453,7 @@ impl Ready {
 }
 
 /// `raw`'s blob at `level` (`None`: stored raw), with a compressor kept per thread.
-fn compress(level: i32, raw: &[u8]) -> Result<Option<Vec<u8>>, PackError> {
+fn compress(level: i32, raw: &[u8]) -> Result<Option<Vec<u8>>, StoreBuildError> {
     thread_local! {
         static C: std::cell::RefCell<Option<(i32, BlobCompressor)>> =
             const { std::cell::RefCell::new(None) };
@@ -473,7 +477,7 @@ pub fn write_ready<W: Write + Seek>(
     used: &[&str],
     ready: &Ready,
     opts: WriteOptions,
-) -> Result<(W, StoreSummary), PackError> {
+) -> Result<(W, StoreSummary), StoreBuildError> {
     // SAFETY: the temp file is unnamed and this process's own: nothing else can change it
     // while it is mapped.
     let map = unsafe { memmap2::Mmap::map(&ready.file) }.map_err(StoreError::Io)?;
@@ -646,7 +650,7 @@ mod tests {
         stop.cancel.store(true, Ordering::Relaxed);
         assert!(matches!(
             prepare(&all, &maps, 9, FrameUse::Keep, dir.path(), &stop),
-            Err(PackError::Cancelled)
+            Err(StoreBuildError::Cancelled)
         ));
         let ready = prepare(
             &all[..1],

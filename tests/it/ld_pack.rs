@@ -1562,15 +1562,23 @@ fn a_link_without_device_code_is_the_real_linkers_and_its_defaults_are_kept() {
     );
 }
 
-/// Every `--fatpack-*` option the parser takes (its one table) is in `fatpack help ld` and
-/// in `fatpack ld --help`, which prints fatpack's own options first and then the real
-/// linker's help.
+/// Every `--fatpack-*` option the parser takes (its one table) is in `fatpack help ld`, in
+/// `fatpack ld --help` (which prints fatpack's own options first and then the real linker's
+/// help), in the man page fatpack-ld(1), in the bash, zsh and fish completions, and in the
+/// README's list.
 #[test]
-fn every_fatpack_option_is_in_both_helps() {
-    let (code, long, err) = run(Command::new(fatpack_bin()).args(["help", "ld"]));
-    assert_eq!(code, 0, "{err}");
-    let (code, ld_help, err) = run(Command::new(fatpack_bin()).args(["ld", "--help"]));
-    assert_eq!(code, 0, "{err}");
+fn every_fatpack_option_is_in_the_helps_man_page_completions_and_readme() {
+    let out = |args: &[&str]| {
+        let (code, text, err) = run(Command::new(fatpack_bin()).args(args));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        text
+    };
+    let long = out(&["help", "ld"]);
+    let ld_help = out(&["ld", "--help"]);
+    let man = out(&["man", "ld"]);
+    let shells = ["bash", "zsh", "fish"].map(|sh| (sh, out(&["completions", sh])));
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let ours = ld_help
         .find("--fatpack-side-file")
         .expect("fatpack's options");
@@ -1587,5 +1595,19 @@ fn every_fatpack_option_is_in_both_helps() {
             long.contains(o.help),
             "`fatpack help ld` lacks what {spelled} does"
         );
+        // roff escapes each `-` of the page's text.
+        assert!(
+            man.replace("\\-", "-").contains(&spelled),
+            "fatpack-ld(1) lacks {spelled}"
+        );
+        for (sh, text) in &shells {
+            // fish names a long option without its dashes (`-l fatpack-level`).
+            let found = match *sh {
+                "fish" => text.contains(&format!("-l fatpack-{} ", o.name)),
+                _ => text.contains(&spelled),
+            };
+            assert!(found, "the {sh} completions lack {spelled}");
+        }
+        assert!(readme.contains(&spelled), "README.md lacks {spelled}");
     }
 }

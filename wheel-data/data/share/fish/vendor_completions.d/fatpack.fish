@@ -73,6 +73,16 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l prefix -d 'With 
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l install -d 'Install the man pages and completions under PREFIX/share instead of printing'
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-level -d 'zstd level 1-22 (default 9; NVIDIA\'s zstd frames kept as they are)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-mode -d 'tail: no store, no runtime, the fatbin placed after .bss' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-threads -d 'at most N threads (or FATPACK_THREADS; under make, its jobserver)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-route -d 'direct: link inputs as given, stub the output; copy: link stubbed copies' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-early-link -d 'start the direct route\'s link before the scan has read the inputs' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-side-file -d 'the store in <output>.fatpack beside the output, not inside it'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-verbose -d 'what was packed; time and memory per step (or FATPACK_VERBOSE=1)'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-save-temps -d 'keep rewritten inputs and the ld line in <output>.fatpack-temps/'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-dry-run -d 'print the rewrite and the real linker\'s line; write nothing'
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-release -d 'a release store as `fatpack repack --release` writes (level 19)'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "inspect" -d 'Show the device code inside any file'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use object::elf::{PF_R, PT_LOAD, PT_NOTE, SHF_ALLOC, SHT_NOTE, SHT_PROGBITS};
 
-use super::{bad, OutputError};
-use crate::elf::{Layout, Phdr, LE};
+use super::error::{io_err, malformed as bad, TransformError};
+use super::{Layout, Phdr, LE};
 use fatpack_format::link::{SEGMENT_NOTE_SECTION, STORE_SECTION};
 
 /// The smallest page any Linux target uses; the store is appended at a multiple of it.
@@ -52,7 +52,7 @@ fn placed(l: &Layout, name: &str) -> Option<Placed> {
 }
 
 /// The headers of the output at `path`, which must have a section header table.
-pub(super) fn read_layout(path: &Path, f: &File) -> Result<Layout, OutputError> {
+pub fn read_layout(path: &Path, f: &File) -> Result<Layout, TransformError> {
     let l = Layout::read(f).map_err(|e| bad(path, e.to_string()))?;
     if l.sections.is_empty() || l.names_index() >= l.sections.len() {
         return Err(bad(path, "no section header table"));
@@ -99,7 +99,7 @@ fn retire_note(l: &mut Layout, note: &Placed, converted: Option<usize>) {
     }
 }
 
-fn write_layout(path: &Path, f: &File, l: &Layout) -> Result<(), OutputError> {
+fn write_layout(path: &Path, f: &File, l: &Layout) -> Result<(), TransformError> {
     l.write_to(f).map_err(|e| bad(path, e.to_string()))
 }
 
@@ -108,12 +108,12 @@ fn write_layout(path: &Path, f: &File, l: &Layout) -> Result<(), OutputError> {
 /// program header to spare (its linker merged the glue note into another note's `PT_NOTE`,
 /// as mold before 2.0 does); the store then stays a non-allocated section that the runtime
 /// finds through the file.
-pub fn map_store(path: &Path) -> Result<Option<Mapping>, OutputError> {
+pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
     let f = File::options()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(super::io_err(path))?;
+        .map_err(io_err(path))?;
     let mut h = read_layout(path, &f)?;
     let store = placed(&h, STORE_SECTION)
         .ok_or_else(|| bad(path, format!("no {STORE_SECTION} section to map")))?;

@@ -20,6 +20,11 @@ use crate::meta::{kind_to_wire, variant_to_wire, Codec, EntryMeta};
 /// level 19's ratio at ~20x its speed; use 19 for release packaging.
 pub const DEFAULT_LEVEL: i32 = 9;
 
+/// The zstd level of a release store (solid groups, written once and downloaded many
+/// times): `fatpack repack --release` and `--fatpack-release` by default, and the level
+/// prune recompresses a release store's partial groups at.
+pub const RELEASE_LEVEL: i32 = 19;
+
 /// How blobs are compressed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteOptions {
