@@ -63,8 +63,6 @@ pub enum LinkError {
     #[error(transparent)]
     StoreBuild(#[from] StoreBuildError),
     #[error(transparent)]
-    Store(#[from] cubin_store::StoreError),
-    #[error(transparent)]
     Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
     IoAt(#[from] crate::error::IoError),

@@ -67,35 +67,19 @@ fn pack_kind(kind: EntryKind, arch: u32) -> PackKind {
     }
 }
 
-/// Checks every blob of `store` (decoded, length and blake3), on all cores.
+/// Checks every blob of `store` (decoded, length and blake3), on the threads
+/// [`crate::parallel`] gives; the first error in blob order.
 pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitError> {
-    let n = store.blob_count() as u32;
-    let budget = crate::parallel::workers(n as usize);
-    let next = std::sync::atomic::AtomicU32::new(0);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = (0..budget.count())
-            .map(|_| {
-                s.spawn(|| loop {
-                    let id = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if id >= n {
-                        return Ok(());
-                    }
-                    store.read_blob(id)?;
-                })
+    let ids: Vec<u32> = (0..store.blob_count() as u32).collect();
+    crate::parallel::map_ordered(&ids, |&id| store.read_blob(id).map(|_| ()))
+        .into_iter()
+        .collect::<Result<(), _>>()
+        .map_err(|source| {
+            SplitError::Store(crate::error::StoreAt {
+                path: path.to_path_buf(),
+                source,
             })
-            .collect();
-        for w in workers {
-            w.join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                .map_err(|source| {
-                    SplitError::Store(crate::error::StoreAt {
-                        path: path.to_path_buf(),
-                        source,
-                    })
-                })?;
-        }
-        Ok(())
-    })
+        })
 }
 
 /// Splits the packed binary `input` into `into`/<its name> plus its packs.
