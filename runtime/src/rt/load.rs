@@ -403,8 +403,10 @@ fn report_choices(
 /// The module's container for `caps` and the prelinked containers for the devices that
 /// JIT-link (`jit_caps`), decoded and checked; `bytes` counts what was decompressed. The
 /// list holds a pointer to each prelinked container, in order (its null end is the
-/// caller's).
+/// caller's). Inlined: the runtime's code is what it was before this was a function of its
+/// own (a new function section in the runtime shifted the layout of every packed output).
 #[allow(clippy::type_complexity)]
+#[inline(always)]
 fn decode(
     main: &Plan,
     prelinked: &[Prelinked],
