@@ -43,6 +43,8 @@ pub enum RepackError {
     Input(#[from] crate::inputs::InputError),
     #[error(transparent)]
     Output(#[from] OutputError),
+    #[error(transparent)]
+    Transform(#[from] crate::elf::TransformError),
 }
 
 /// What `repack` writes.

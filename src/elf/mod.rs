@@ -10,6 +10,7 @@
 //!   cut; the link's direct route, in the file itself);
 //! - [`in_place`]: containers rewritten where they are, freed bytes zeroed;
 //! - [`sections`]: a relocatable object's sections replaced (the copy route's stubs);
+//! - [`append_section`]: a non-allocated section (the store) appended or replaced;
 //! - [`store_segment`]: the store of a packed output mapped by a `PT_LOAD` of its own;
 //! - [`build_id`]: the GNU build ID made to cover the device code;
 //! - [`code_refs`]: which addresses the code names (what the cut may move).
@@ -22,6 +23,7 @@
 //! Every offset and count read from a file is checked against the file's length: a
 //! malformed file gives an [`ElfError`], never a panic or an allocation of its own size.
 
+pub mod append_section;
 pub mod build_id;
 pub mod code_refs;
 pub mod cut;

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment};
 
+pub use crate::elf::append_section::OffsetWriter;
 pub use crate::elf::build_id::mix_build_id;
 pub use crate::elf::store_segment::{map_store, Mapping};
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
-pub use write::{append_store, finish, patch_slot, replace_store, OffsetWriter};
+pub use write::{append_store, finish, patch_slot, replace_store};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 

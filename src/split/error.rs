@@ -42,6 +42,8 @@ pub enum SplitError {
     Input(#[from] InputError),
     #[error(transparent)]
     Output(#[from] OutputError),
+    #[error(transparent)]
+    Transform(#[from] crate::elf::TransformError),
 }
 
 pub(super) use crate::error::io_at;

@@ -1,0 +1,141 @@
+//! A non-allocated section appended to (or replaced in) a linked ELF file, its contents
+//! streamed in by the caller: the packed output's store. Nothing loaded moves.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use object::elf;
+
+use super::error::{io_err, malformed as bad, TransformError};
+use super::store_segment::read_layout;
+use super::{Shdr, LE};
+
+/// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
+/// header) can write straight into the output file.
+pub struct OffsetWriter {
+    file: File,
+    base: u64,
+}
+
+impl Write for OffsetWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Seek for OffsetWriter {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let abs = match pos {
+            SeekFrom::Start(n) => self.file.seek(SeekFrom::Start(self.base + n))?,
+            other => self.file.seek(other)?,
+        };
+        abs.checked_sub(self.base)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the store"))
+    }
+}
+
+/// Writes the non-allocated section `name` of the ELF file at `path`, aligned to `align` in
+/// the file, with contents from `write` (which may seek within them). A new section goes at
+/// the end of the file; an existing one (`fatpack prune`'s new store) is replaced: in place of the old bytes
+/// when nothing but the section tables follows them (as after `fatpack ld`), else at the
+/// end. The section-name and section-header tables are rewritten after the store. Nothing
+/// loaded moves.
+pub fn append_section<T, E: From<TransformError>>(
+    path: &Path,
+    name: &str,
+    align: u64,
+    write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
+) -> Result<T, E> {
+    let mut f = File::options()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    let mut lay = read_layout(path, &f)?;
+    let shstrndx = lay.names_index();
+    let shoff = lay.header.e_shoff.get(LE);
+    let existing = lay.section_by_name(name).map(|(i, _)| i);
+    let end = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    // Where the bytes that may be overwritten start: the old store if it is last, else the
+    // tables if they are last, else the end of the file.
+    let data_end_except = |skip: Option<usize>| -> u64 {
+        lay.sections
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                Some(*i) != skip && *i != shstrndx && s.sh_type.get(LE) != elf::SHT_NOBITS
+            })
+            .map(|(_, s)| s.sh_offset.get(LE) + s.sh_size.get(LE))
+            .max()
+            .unwrap_or(0)
+    };
+    let shstr_off = lay.sections[shstrndx].sh_offset.get(LE);
+    let tables_last = shoff + lay.section_table().len() as u64 == end;
+    let mut tail_start = end;
+    if tables_last && shstr_off < shoff && data_end_except(existing) <= shstr_off {
+        tail_start = shstr_off.min(shoff);
+    }
+    if let Some(i) = existing {
+        let old = lay.sections[i].sh_offset.get(LE);
+        if tables_last && data_end_except(existing) <= old && old <= shstr_off {
+            tail_start = old;
+        }
+    }
+    let base = tail_start.div_ceil(align) * align;
+    f.set_len(base).map_err(|e| E::from(io_err(path)(e)))?;
+    f.seek(SeekFrom::Start(base))
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    let mut w = OffsetWriter { file: f, base };
+    let result = write(&mut w)?;
+    let mut f = w.file;
+    let store_end = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    let store_len = store_end - base;
+    match existing {
+        Some(i) => {
+            let s = &mut lay.sections[i];
+            s.sh_offset.set(LE, base);
+            s.sh_size.set(LE, store_len);
+        }
+        None => {
+            let mut s: Shdr = crate::elf::zeroed();
+            s.sh_name.set(LE, lay.names.len() as u32);
+            s.sh_type.set(LE, elf::SHT_PROGBITS);
+            // flags 0: not allocated, so in no segment; address 0.
+            s.sh_offset.set(LE, base);
+            s.sh_size.set(LE, store_len);
+            s.sh_addralign.set(LE, align);
+            lay.names.extend_from_slice(name.as_bytes());
+            lay.names.push(0);
+            lay.sections.push(s);
+            lay.set_section_count()
+                .map_err(|e| E::from(bad(path, e.to_string())))?;
+        }
+    }
+    // The section names, then the section header table, after the store.
+    let strtab_off = store_end;
+    let pos = strtab_off + lay.names.len() as u64;
+    let shoff = pos.div_ceil(8) * 8;
+    let names = &mut lay.sections[shstrndx];
+    names.sh_offset.set(LE, strtab_off);
+    names.sh_size.set(LE, lay.names.len() as u64);
+    lay.header.e_shoff.set(LE, shoff);
+    f.write_all(&lay.names)
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    f.write_all(&vec![0u8; (shoff - pos) as usize])
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    f.write_all(lay.section_table())
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    f.seek(SeekFrom::Start(0))
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    f.write_all(object::pod::bytes_of(&lay.header))
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    Ok(result)
+}
