@@ -5,9 +5,9 @@
 
 use std::path::Path;
 
-use super::error::io_at;
 use super::LinkError;
 use crate::commit::signals;
+use crate::error::io_at;
 
 /// Prefix of the private folder in `$TMPDIR` (the temp output beside the output is the
 /// commit's: `crate::commit::Outputs::made_by_linker`), followed by the pid.
@@ -15,7 +15,7 @@ pub(super) const WORK_PREFIX: &str = "fatpack-ld-";
 
 /// A temp folder `<dir>/<prefix><pid>-XXXXXX`, removed on drop or on a signal.
 pub(super) fn temp_folder(prefix: &str, dir: &Path) -> Result<signals::TempFolder, LinkError> {
-    signals::TempFolder::new(prefix, dir).map_err(io_at("creating a temp dir in", dir))
+    Ok(signals::TempFolder::new(prefix, dir).map_err(io_at(dir))?)
 }
 
 /// Starts the real linker (`start` spawns it), known to the signal handler from its start
@@ -28,7 +28,5 @@ pub(super) fn start_linker(
 
 /// Waits for the real linker [`start_linker`] started, and collects its output.
 pub(super) fn wait_linker(running: signals::Running) -> Result<std::process::Output, LinkError> {
-    running
-        .wait()
-        .map_err(|e| io_at("waiting for", Path::new("the real linker"))(e))
+    running.wait().map_err(LinkError::Wait)
 }

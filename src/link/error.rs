@@ -37,13 +37,8 @@ pub enum LinkError {
         output.display()
     )]
     ForeignModule { output: PathBuf, module: String },
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("waiting for the real linker: {0}")]
+    Wait(#[source] std::io::Error),
     #[error(transparent)]
     Args(#[from] ArgsError),
     #[error(transparent)]
@@ -65,7 +60,7 @@ pub enum LinkError {
     #[error(transparent)]
     Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
-    IoAt(#[from] crate::error::IoError),
+    Io(#[from] crate::error::IoError),
     /// The direct route's cut of the output could not read or write it.
     #[error(transparent)]
     Cut(#[from] crate::elf::TransformError),
@@ -73,16 +68,4 @@ pub enum LinkError {
     /// cannot be stubbed, and the copy route links instead.
     #[error("{}: the container at offset {at:#x} ({len} bytes) is in none of the inputs read", path.display())]
     ForeignContainer { path: PathBuf, at: u64, len: usize },
-}
-
-/// `map_err` for an I/O error while doing `what` to `path`.
-pub(super) fn io_at<'a>(
-    what: &'static str,
-    path: &'a std::path::Path,
-) -> impl Fn(std::io::Error) -> LinkError + 'a {
-    move |source| LinkError::Io {
-        what,
-        path: path.to_path_buf(),
-        source,
-    }
 }

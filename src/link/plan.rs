@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::error::io_at;
 use super::LinkError;
+use crate::error::io_at;
 
 use crate::elf::sections::{Part, Parts};
 use crate::inputs::{self, DeviceSection, FileKind};
@@ -150,17 +150,17 @@ fn rewrite_object(
         s.elf = None;
     }
     maps.release(&p.path, 0, map.len() as u64);
-    let input = std::fs::File::open(&p.path).map_err(io_at("reading", &p.path))?;
+    let input = std::fs::File::open(&p.path).map_err(io_at(&p.path))?;
     let from = archive::FromFile {
         parts,
         file: &input,
         base: 0,
     };
-    let file = std::fs::File::create(dest).map_err(io_at("writing", dest))?;
+    let file = std::fs::File::create(dest).map_err(io_at(dest))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
     from.write(&mut w)
         .and_then(|()| std::io::Write::flush(&mut w))
-        .map_err(io_at("writing", dest))?;
+        .map_err(io_at(dest))?;
     Ok(())
 }
 
@@ -183,7 +183,7 @@ fn rewrite_archive(
     let mut files: BTreeMap<&Path, std::fs::File> = BTreeMap::new();
     for m in &input_members {
         if !files.contains_key(m.file.as_path()) {
-            let f = std::fs::File::open(&m.file).map_err(io_at("reading", &m.file))?;
+            let f = std::fs::File::open(&m.file).map_err(io_at(&m.file))?;
             files.insert(&m.file, f);
         }
     }
@@ -267,14 +267,14 @@ fn rewrite_archive(
     }
     times.stubs += t.elapsed().as_secs_f64();
     let t = std::time::Instant::now();
-    let file = std::fs::File::create(dest).map_err(io_at("writing", dest))?;
+    let file = std::fs::File::create(dest).map_err(io_at(dest))?;
     // Pages of the input let go member by member once the index has read them (the
     // members are then copied from the file, not through the mapping).
     let release = |i: usize| {
         let m = &input_members[i];
         maps.release(&m.file, m.range.0, m.bytes.len() as u64);
     };
-    archive::write_archive_file(&members, &file, release).map_err(io_at("writing", dest))?;
+    archive::write_archive_file(&members, &file, release).map_err(io_at(dest))?;
     times.write += t.elapsed().as_secs_f64();
     Ok(())
 }

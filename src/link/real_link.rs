@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use super::abi;
 use super::account::current_rss_mib;
-use super::error::io_at;
 use super::plan::Planned;
 use super::session::{Linked, Linking, Rewritten, RuntimeFiles, Session, Work};
 use super::LinkError;
 use super::{cleanup, names};
+use crate::error::io_at;
 use crate::ld::{self, real as real_ld, LinkLine, OutputKind};
 
 /// What a packed link adds before and after the user's arguments: the runtime first,
@@ -128,7 +128,7 @@ impl Session {
                 })
                 .collect();
             let rsp = dir.join("ld.rsp");
-            ld::write_response_file(&rsp, &rerun).map_err(io_at("writing", &rsp))?;
+            ld::write_response_file(&rsp, &rerun).map_err(io_at(&rsp))?;
             eprintln!(
                 "fatpack: {}: temps kept in {} (`{} @{}` reruns the real link)",
                 self.line.output.display(),
@@ -178,8 +178,8 @@ impl Session {
             (&maps, &|t: &[u8]| user_names.map(t)),
         ] {
             for f in files.iter().filter(|f| f.is_file()) {
-                let text = std::fs::read(f).map_err(io_at("reading", f))?;
-                std::fs::write(f, fix(&text)).map_err(io_at("writing", f))?;
+                let text = std::fs::read(f).map_err(io_at(f))?;
+                std::fs::write(f, fix(&text)).map_err(io_at(f))?;
             }
         }
         let code = if status.success() {

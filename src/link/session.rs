@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::account::{peak_rss_mib, Account};
-use super::error::io_at;
 use super::options::PackOptions;
 use super::plan::Planned;
 use super::LinkError;
 use super::{cleanup, glue, names, runtime};
+use crate::error::io_at;
 use crate::inputs;
 use crate::ld::{InputId, LinkLine};
 use crate::progress::Progress;
@@ -151,9 +151,9 @@ impl Session {
         Ok(if self.opts.save_temps {
             let dir = saved_temps(&self.line.output);
             if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(io_at("removing", &dir))?;
+                std::fs::remove_dir_all(&dir).map_err(io_at(&dir))?;
             }
-            std::fs::create_dir_all(&dir).map_err(io_at("creating", &dir))?;
+            std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
             Work::Kept(dir)
         } else {
             Work::Temp(cleanup::temp_folder(
@@ -175,7 +175,7 @@ impl Session {
         })?;
         let dir = r.work.path();
         let glue = dir.join("fatpack-glue.o");
-        std::fs::write(&glue, glue::glue_object(arch)?).map_err(io_at("writing", &glue))?;
+        std::fs::write(&glue, glue::glue_object(arch)?).map_err(io_at(&glue))?;
         let runtime = self.runtime.materialise(dir, r.machine)?;
         Ok(RuntimeFiles { glue, runtime })
     }

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::error::io_at;
 use super::LinkError;
+use crate::error::io_at;
 
 use super::options::{TAIL_SCRIPT, TAIL_SCRIPT_LLD};
 use crate::ld::{real as real_ld, LinkLine};
@@ -45,7 +45,7 @@ pub(super) fn script_for(real: &Path) -> Result<&'static str, LinkError> {
 /// Writes the tail script `text` into `dir`; returns its path.
 pub(super) fn write_script(dir: &Path, text: &str) -> Result<PathBuf, LinkError> {
     let script = dir.join("fatbin-tail.ld");
-    std::fs::write(&script, text).map_err(io_at("writing", &script))?;
+    std::fs::write(&script, text).map_err(io_at(&script))?;
     Ok(script)
 }
 
