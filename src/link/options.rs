@@ -139,7 +139,9 @@ pub struct PackOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EarlyLink {
     /// `auto` (the default): where the line names cudart or cudadevrt, as nvcc's links and
-    /// CMake's CUDA targets do.
+    /// CMake's CUDA targets do, and an archive of 16 MiB or more (a static CUDA library,
+    /// whose scan is worth overlapping; a small program's link started early would only be
+    /// stopped: its objects are mostly device code, so its route is copy).
     Auto,
     /// `yes`: wherever the route may be direct.
     Yes,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use super::glue;
 use super::options::{EarlyLink, Route};
 use super::plan::Planned;
-use super::scan::{first_object_machine, names_cudart};
+use super::scan::{first_object_machine, names_a_large_archive, names_cudart};
 use super::session::Linking;
 use super::session::{machine_of, Linked, Rewritten, RuntimeFiles, Session};
 use super::stub_output::NotStubbed;
@@ -138,7 +138,7 @@ impl Session {
         let guess = match self.opts.early_link {
             EarlyLink::No => false,
             EarlyLink::Yes => true,
-            EarlyLink::Auto => names_cudart(&self.line),
+            EarlyLink::Auto => names_cudart(&self.line) && names_a_large_archive(&self.line),
         };
         if !guess || self.opts.route == Route::Copy || self.opts.save_temps {
             return Ok(None);

@@ -136,6 +136,25 @@ pub(super) fn names_cudart(line: &LinkLine) -> bool {
     })
 }
 
+/// Whether the line names an archive of 16 MiB or more (a static CUDA library; cudart's own
+/// is about 1 MB): one whose scan is worth overlapping with the real link, and whose device
+/// code is usually less than its other bytes, so the route is likely to be direct. A small
+/// program's objects are scanned in milliseconds and are mostly device code (the copy
+/// route): a link started early for it would only be stopped.
+pub(super) fn names_a_large_archive(line: &LinkLine) -> bool {
+    const LARGE: u64 = 16 << 20;
+    line.inputs.iter().any(|i| {
+        matches!(
+            i.file_kind,
+            Some(InputFileKind::Archive | InputFileKind::ThinArchive)
+        ) && i
+            .resolved
+            .as_deref()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .is_some_and(|m| m.len() >= LARGE)
+    })
+}
+
 /// The ELF machine of the line's first object file (`e_machine`, read from its header as
 /// the scan reads it), as the link's machine before the scan has read any input.
 pub(super) fn first_object_machine(line: &LinkLine) -> Option<u16> {

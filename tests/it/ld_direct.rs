@@ -470,3 +470,57 @@ fn the_early_link_changes_no_byte() {
         }
     }
 }
+
+/// `--fatpack-early-link=auto` starts the link before the scan only where the line names
+/// cudart and an archive of 16 MiB or more: a small program's objects (mostly device code,
+/// so the copy route) are not linked twice; a line with a large archive is linked early, and
+/// the scan leaves its route direct.
+#[test]
+fn auto_starts_the_link_early_only_beside_a_large_archive() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = cuda_lib();
+    let early = |err: &str| -> String {
+        err.lines()
+            .find_map(|l| l.strip_prefix("fatpack:   early link: "))
+            .unwrap_or_else(|| panic!("no early-link line: {err}"))
+            .to_string()
+    };
+    let small = dir.path().join("small");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &small,
+        &fixture_objs(),
+        &cuda,
+        &["-Wl,--fatpack-verbose"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(early(&err).starts_with("not started"), "{err}");
+    // The fixture's kernels in an archive beside 16 MiB of other bytes.
+    let pad = dir.path().join("pad.bin");
+    std::fs::write(&pad, vec![0u8; 16 << 20]).unwrap();
+    let lib = dir.path().join("libbig.a");
+    let st = Command::new("ar")
+        .arg("rcs")
+        .arg(&lib)
+        .arg(fixture("kernels.o"))
+        .arg(fixture("other.o"))
+        .arg(&pad)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let big = dir.path().join("big");
+    let (code, _, err) = gxx(
+        Some(w.path()),
+        &big,
+        &[fixture("main.o")],
+        &cuda,
+        &[
+            "-Wl,--fatpack-verbose",
+            &format!("-L{}", dir.path().display()),
+            "-lbig",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(early(&err), "started before the scan, and used", "{err}");
+}
