@@ -8,7 +8,7 @@ use std::path::Path;
 use object::elf;
 
 use super::error::{io_err, malformed as bad, TransformError};
-use super::store_segment::read_layout;
+use super::open::OpenElf;
 use super::{Shdr, LE};
 
 /// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
@@ -50,12 +50,20 @@ pub fn append_section<T, E: From<TransformError>>(
     align: u64,
     write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
 ) -> Result<T, E> {
-    let mut f = File::options()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| E::from(io_err(path)(e)))?;
-    let mut lay = read_layout(path, &f)?;
+    append_section_in(&mut OpenElf::open(path)?, name, align, write)
+}
+
+/// [`append_section`] of a file already open, its headers as they are in memory (updated).
+pub fn append_section_in<T, E: From<TransformError>>(
+    elf: &mut OpenElf,
+    name: &str,
+    align: u64,
+    write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
+) -> Result<T, E> {
+    let path = &elf.path.clone();
+    // The writer takes a descriptor of its own (the same open file).
+    let mut f = elf.file.try_clone().map_err(|e| E::from(io_err(path)(e)))?;
+    let mut lay = elf.layout.clone();
     let shstrndx = lay.names_index();
     let shoff = lay.header.e_shoff.get(LE);
     let existing = lay.section_by_name(name).map(|(i, _)| i);
@@ -137,5 +145,6 @@ pub fn append_section<T, E: From<TransformError>>(
         .map_err(|e| E::from(io_err(path)(e)))?;
     f.write_all(object::pod::bytes_of(&lay.header))
         .map_err(|e| E::from(io_err(path)(e)))?;
+    elf.layout = lay;
     Ok(result)
 }

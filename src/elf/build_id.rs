@@ -7,6 +7,7 @@ use std::path::Path;
 use object::elf;
 
 use super::error::{io_err, malformed as bad, TransformError};
+use super::open::OpenElf;
 use super::{Layout, LE};
 
 /// Makes the GNU build ID (`.note.gnu.build-id`, if the link wrote one) cover the device
@@ -21,6 +22,20 @@ pub fn mix_build_id(path: &Path, store_digest: &[u8; 32]) -> Result<bool, Transf
         .open(path)
         .map_err(io_err(path))?;
     let lay = Layout::read(&f).map_err(|e| bad(path, e.to_string()))?;
+    mix(path, &f, &lay, store_digest)
+}
+
+/// [`mix_build_id`] of a file already open, its headers as they are in memory.
+pub fn mix_build_id_in(elf: &OpenElf, store_digest: &[u8; 32]) -> Result<bool, TransformError> {
+    mix(&elf.path, &elf.file, &elf.layout, store_digest)
+}
+
+fn mix(
+    path: &Path,
+    f: &File,
+    lay: &Layout,
+    store_digest: &[u8; 32],
+) -> Result<bool, TransformError> {
     let Some((_, sec)) = lay.section_by_name(".note.gnu.build-id") else {
         return Ok(false);
     };

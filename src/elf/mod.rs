@@ -29,10 +29,12 @@ pub mod code_refs;
 pub mod cut;
 mod error;
 pub mod in_place;
+pub mod open;
 pub mod sections;
 pub mod store_segment;
 
 pub use error::TransformError;
+pub use open::OpenElf;
 
 use std::borrow::Cow;
 use std::fs::File;

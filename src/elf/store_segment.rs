@@ -9,12 +9,12 @@
 //! Nothing else moves: the program header table keeps its place and size, every section and
 //! segment the linker wrote keeps its bytes and addresses.
 
-use std::fs::File;
 use std::path::Path;
 
 use object::elf::{PF_R, PT_LOAD, PT_NOTE, SHF_ALLOC, SHT_NOTE, SHT_PROGBITS};
 
-use super::error::{io_err, malformed as bad, TransformError};
+use super::error::{malformed as bad, TransformError};
+use super::open::OpenElf;
 use super::{Layout, Phdr, LE};
 use fatpack_format::link::{SEGMENT_NOTE_SECTION, STORE_SECTION};
 
@@ -49,15 +49,6 @@ fn placed(l: &Layout, name: &str) -> Option<Placed> {
         offset: s.sh_offset.get(LE),
         size: s.sh_size.get(LE),
     })
-}
-
-/// The headers of the output at `path`, which must have a section header table.
-pub fn read_layout(path: &Path, f: &File) -> Result<Layout, TransformError> {
-    let l = Layout::read(f).map_err(|e| bad(path, e.to_string()))?;
-    if l.sections.is_empty() || l.names_index() >= l.sections.len() {
-        return Err(bad(path, "no section header table"));
-    }
-    Ok(l)
 }
 
 /// The glue note has done its job once the link is over (it made the linker reserve a
@@ -99,23 +90,20 @@ fn retire_note(l: &mut Layout, note: &Placed, converted: Option<usize>) {
     }
 }
 
-fn write_layout(path: &Path, f: &File, l: &Layout) -> Result<(), TransformError> {
-    l.write_to(f).map_err(|e| bad(path, e.to_string()))
-}
-
 /// Gives the `.fatpack` section of the ELF file at `path` a `PT_LOAD` of its own (or moves
 /// the one it has, after `fatpack prune` rewrote the section). `Ok(None)`: the output has no
 /// program header to spare (its linker merged the glue note into another note's `PT_NOTE`,
 /// as mold before 2.0 does); the store then stays a non-allocated section that the runtime
 /// finds through the file.
 pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
-    let f = File::options()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    let mut h = read_layout(path, &f)?;
-    let store = placed(&h, STORE_SECTION)
+    map_store_in(&mut OpenElf::open(path)?)
+}
+
+/// [`map_store`] of a file already open, its headers as they are in memory.
+pub fn map_store_in(elf: &mut OpenElf) -> Result<Option<Mapping>, TransformError> {
+    let path = &elf.path.clone();
+    let h = &mut elf.layout;
+    let store = placed(h, STORE_SECTION)
         .ok_or_else(|| bad(path, format!("no {STORE_SECTION} section to map")))?;
     if store.offset % MIN_PAGE != 0 {
         return Err(bad(
@@ -123,7 +111,7 @@ pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
             format!("the {STORE_SECTION} section is not page-aligned in the file"),
         ));
     }
-    let note = placed(&h, SEGMENT_NOTE_SECTION);
+    let note = placed(h, SEGMENT_NOTE_SECTION);
     let mapped_already = store.flags & u64::from(SHF_ALLOC) != 0;
     let slot = if mapped_already {
         h.segments
@@ -147,15 +135,15 @@ pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
             Some(i) => i,
             None => {
                 if let Some(note) = &note {
-                    retire_note(&mut h, note, None);
-                    write_layout(path, &f, &h)?;
+                    retire_note(h, note, None);
+                    elf.write_headers()?;
                 }
                 return Ok(None);
             }
         }
     };
     if let Some(note) = &note {
-        retire_note(&mut h, note, Some(slot));
+        retire_note(h, note, Some(slot));
     }
     let others = || {
         h.segments
@@ -208,7 +196,7 @@ pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
     let sh = &mut h.sections[store.index];
     sh.sh_flags.set(LE, store.flags | u64::from(SHF_ALLOC));
     sh.sh_addr.set(LE, vaddr);
-    write_layout(path, &f, &h)?;
+    elf.write_headers()?;
     Ok(Some(Mapping {
         vaddr,
         offset: store.offset,

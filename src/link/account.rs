@@ -2,10 +2,21 @@
 //! by the step runner, `Session::step`), the notes steps leave (route, store, early link),
 //! and the figures of the closing report (`Session::report`, the last step's).
 
+/// What the step runner records of each step.
+pub(super) struct Step {
+    pub(super) name: &'static str,
+    /// Wall seconds.
+    pub(super) seconds: f64,
+    /// This process's peak RSS (MiB) when the step ended.
+    pub(super) peak_rss_mib: f64,
+    /// How many times an ELF file's headers were parsed during the step.
+    pub(super) elf_parses: usize,
+}
+
 /// The account of one link for `--fatpack-verbose`.
 pub(super) struct Account {
-    /// Each step's name, wall seconds, and this process's peak RSS (MiB) when it ended.
-    pub(super) timings: Vec<(&'static str, f64, f64)>,
+    /// Every step run, in order ([`Step`]), as the step runner recorded it.
+    pub(super) steps: Vec<Step>,
     /// This process's resident set (MiB) when the real linker started (`--fatpack-verbose`).
     pub(super) rss_during_link: f64,
     /// How the store was written: made ready beside the linker, or why not
@@ -13,11 +24,8 @@ pub(super) struct Account {
     pub(super) store_note: String,
     /// Where the rewrite's time went (`--fatpack-verbose`).
     pub(super) rewrite_times: super::plan::RewriteTimes,
-    /// Host ELF files the scan read (archive members included), and how many ELF header
-    /// parses the scan and the rewrite made: each input is parsed once, and the rewrite
-    /// edits the headers the scan read (`--fatpack-verbose`).
+    /// Host ELF files the scan read (archive members included) (`--fatpack-verbose`).
     pub(super) elf_files: usize,
-    pub(super) elf_parses: usize,
     /// Which route the link took, and why (`--fatpack-verbose`).
     pub(super) route_note: String,
     /// Whether the link was started before the scan, and what became of it
@@ -25,15 +33,25 @@ pub(super) struct Account {
     pub(super) early_note: &'static str,
 }
 
+impl Account {
+    /// The ELF header parses of the steps named `names`, as the step runner counted them.
+    pub(super) fn parses_in(&self, names: &[&str]) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .map(|s| s.elf_parses)
+            .sum()
+    }
+}
+
 impl Default for Account {
     fn default() -> Self {
         Account {
-            timings: Vec::new(),
+            steps: Vec::new(),
             rss_during_link: 0.0,
             store_note: String::new(),
             rewrite_times: Default::default(),
             elf_files: 0,
-            elf_parses: 0,
             route_note: "copy: the inputs with device code copied with stubs".into(),
             early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
         }

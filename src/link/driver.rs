@@ -119,11 +119,13 @@ impl Session {
         planned: Vec<Planned>,
         rewritten: Rewritten,
         runtime: RuntimeFiles,
-        linked: Linked,
+        mut linked: Linked,
         ready: Option<Preparing>,
     ) -> Result<i32, LinkError> {
         let s = self;
-        let stored = s.step("write store", |s| s.write_store(&rewritten, &linked, ready))?;
+        let stored = s.step("write store", |s| {
+            s.write_store(&rewritten, &mut linked, ready)
+        })?;
         let (summary, mapping) = (stored.summary, stored.mapping);
         let linked = s.step("commit output", |s| s.commit(linked, stored.pending_side))?;
         s.progress.done();

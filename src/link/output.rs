@@ -58,12 +58,11 @@ impl Session {
         if !self.opts.verbose {
             return;
         }
-        let link_s = self
-            .account
-            .timings
+        let steps = &self.account.steps;
+        let link_s = steps
             .iter()
-            .find(|(n, ..)| *n == "link")
-            .map_or(0.0, |t| t.1);
+            .find(|s| s.name == "link")
+            .map_or(0.0, |s| s.seconds);
         eprintln!(
             "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {} of device code stored in {}{}; link {:.2}s, total {:.2}s",
             self.line.output.display(),
@@ -76,19 +75,15 @@ impl Session {
             link_s,
             self.started.elapsed().as_secs_f64()
         );
-        let steps: Vec<String> = self
-            .account
-            .timings
+        let times: Vec<String> = steps
             .iter()
-            .map(|(n, t, _)| format!("{n} {t:.2}s"))
+            .map(|s| format!("{} {:.2}s", s.name, s.seconds))
             .collect();
-        eprintln!("fatpack:   steps: {}", steps.join(", "));
+        eprintln!("fatpack:   steps: {}", times.join(", "));
         // The peak only grows, so the step where it jumps is the one that set it.
-        let peaks: Vec<String> = self
-            .account
-            .timings
+        let peaks: Vec<String> = steps
             .iter()
-            .map(|(n, _, p)| format!("{n} {p:.0}"))
+            .map(|s| format!("{} {:.0}", s.name, s.peak_rss_mib))
             .collect();
         eprintln!(
             "fatpack:   peak RSS (MiB) after each step: {}; while the linker ran this process held {:.0}, the linker's own peak {:.0}",
@@ -98,7 +93,16 @@ impl Session {
         );
         eprintln!(
             "fatpack:   inputs: {} ELF files read (archive members included), their headers parsed {} times by the scan and the rewrite",
-            self.account.elf_files, self.account.elf_parses
+            self.account.elf_files,
+            self.account.parses_in(&["scan inputs", "rewrite inputs"])
+        );
+        let after = match self.account.parses_in(&["stub output", "write store"]) {
+            1 => "once".to_string(),
+            2 => "twice".to_string(),
+            n => format!("{n} times"),
+        };
+        eprintln!(
+            "fatpack:   output: its headers parsed {after} by the steps after the real link (the direct route's cut counts its check of what it wrote)"
         );
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         eprintln!("fatpack:   store: {}", self.account.store_note);

@@ -152,6 +152,7 @@ impl Session {
             linked: Linked {
                 staged,
                 out: tmp_out,
+                opened: None,
             },
         })
     }

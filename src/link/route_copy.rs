@@ -18,7 +18,6 @@ impl Session {
         let work = self.work_folder()?;
         // From the headers the scan read, before the rewrite lets them go.
         let machine = machine_of(planned)?;
-        let parses = crate::elf::parse_count();
         let mut names = Names::default();
         let (mut extracted, mut replace) = (Vec::new(), BTreeMap::new());
         let count = planned.len();
@@ -40,7 +39,6 @@ impl Session {
             )?;
             replace.insert(p.id, dest);
         }
-        self.account.elf_parses += crate::elf::parse_count() - parses;
         self.maps.release_all();
         Ok(Rewritten {
             work,

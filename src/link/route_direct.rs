@@ -69,7 +69,7 @@ impl Session {
             }
         };
         let ready = self.prepare_store(&r);
-        let (code, linked) = self.step("link", |s| s.finish_link(linking))?;
+        let (code, mut linked) = self.step("link", |s| s.finish_link(linking))?;
         if let Some(p) = &ready {
             p.linked();
         }
@@ -77,7 +77,7 @@ impl Session {
             self.progress.done();
             return Ok(Some(code));
         }
-        match self.step("stub output", |s| s.stub_output(&r, &linked))? {
+        match self.step("stub output", |s| s.stub_output(&r, &mut linked))? {
             Ok(()) => {}
             Err(NotStubbed::Refused(why)) => {
                 self.account.route_note =
@@ -175,11 +175,11 @@ impl Session {
     pub(super) fn stub_output(
         &mut self,
         r: &Rewritten,
-        linked: &Linked,
+        linked: &mut Linked,
     ) -> Result<Result<(), NotStubbed>, LinkError> {
         let done =
             super::stub_output::stub_output(&linked.out, &r.extracted, &r.sources, &self.maps)?;
-        if let Ok(d) = &done {
+        if let Ok(d) = done {
             self.linked_as_given = true;
             self.account.route_note = format!(
                 "direct: the inputs linked as given, {} containers replaced by stubs in the output, {} of {} kept",
@@ -187,6 +187,8 @@ impl Session {
                 human(d.after),
                 human(d.before)
             );
+            linked.opened = Some(d.file);
+            return Ok(Ok(()));
         }
         Ok(done.map(|_| ()))
     }

@@ -22,7 +22,6 @@ impl Session {
     /// library's device code belongs to it (packed when it was linked, or not): it is not
     /// read at all.
     pub(super) fn scan_inputs(&mut self) -> Result<Vec<Planned>, LinkError> {
-        let parses = crate::elf::parse_count();
         let mut planned = Vec::new();
         // A library named twice (`-lgcc ... -lgcc`) is looked at once.
         let mut device_free: std::collections::HashSet<PathBuf> = Default::default();
@@ -72,7 +71,6 @@ impl Session {
                 sections,
             });
         }
-        self.account.elf_parses += crate::elf::parse_count() - parses;
         Ok(planned)
     }
 }

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::account::{peak_rss_mib, Account};
+use super::account::{peak_rss_mib, Account, Step};
 use super::options::PackOptions;
 use super::plan::Planned;
 use super::LinkError;
@@ -69,6 +69,9 @@ pub(super) struct RuntimeFiles {
 pub(super) struct Linked {
     pub(super) staged: crate::commit::Staged,
     pub(super) out: PathBuf,
+    /// The output open with its headers as they are, where a step after the link already
+    /// read them (the direct route's cut): the store step reads them only if this is None.
+    pub(super) opened: Option<crate::elf::OpenElf>,
 }
 
 /// A real link started and not yet waited for ([`Session::start_link`]); dropped, the
@@ -136,13 +139,14 @@ impl Session {
         f: impl FnOnce(&mut Self) -> Result<T, LinkError>,
     ) -> Result<T, LinkError> {
         self.progress.step(name);
-        let t = Instant::now();
+        let (t, parses) = (Instant::now(), crate::elf::parse_count());
         let r = f(self);
-        self.account.timings.push((
+        self.account.steps.push(Step {
             name,
-            t.elapsed().as_secs_f64(),
-            peak_rss_mib(libc::RUSAGE_SELF),
-        ));
+            seconds: t.elapsed().as_secs_f64(),
+            peak_rss_mib: peak_rss_mib(libc::RUSAGE_SELF),
+            elf_parses: crate::elf::parse_count() - parses,
+        });
         r
     }
 

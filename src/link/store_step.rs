@@ -101,11 +101,15 @@ impl Session {
     pub(super) fn write_store(
         &mut self,
         r: &Rewritten,
-        linked: &Linked,
+        linked: &mut Linked,
         ready: Option<Preparing>,
     ) -> Result<Stored, LinkError> {
-        let tmp_out = &linked.out;
-        let used = packed::linked_modules(tmp_out)?;
+        // The output's headers, read once for the whole step (or kept from the cut).
+        let mut out = match linked.opened.take() {
+            Some(o) => o,
+            None => crate::elf::OpenElf::open(&linked.out)?,
+        };
+        let used = packed::linked_modules_in(&out)?;
         let ready = match ready.map(|r| {
             r.use_only(&used);
             r.finish()
@@ -181,12 +185,12 @@ impl Session {
             // Put in place with the binary, in commit, never before.
             (summary, Some(side))
         } else {
-            let summary = packed::append_store(tmp_out, |w| -> Result<_, LinkError> {
+            let summary = packed::append_store_in(&mut out, |w| -> Result<_, LinkError> {
                 Ok(crate::store::write_link_store(w, &modules, wopts, &from, &mut before)?.1)
             })?;
             (summary, None)
         };
-        let mapping = packed::finish(tmp_out, &summary.digest, !self.opts.side_file)?;
+        let mapping = packed::finish_in(&mut out, &summary.digest, !self.opts.side_file)?;
         Ok(Stored {
             summary,
             pending_side,

@@ -16,7 +16,9 @@ pub use crate::elf::append_section::OffsetWriter;
 pub use crate::elf::build_id::mix_build_id;
 pub use crate::elf::store_segment::{map_store, Mapping};
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
-pub use write::{append_store, finish, patch_slot, replace_store};
+pub use write::{
+    append_store, append_store_in, finish, finish_in, patch_slot, patch_slot_in, replace_store,
+};
 
 use crate::inputs::{map_file, DEVICE_SECTIONS};
 
@@ -220,22 +222,53 @@ pub fn slot_range(data: &[u8]) -> Option<Result<(u64, u64, u64), String>> {
     let Some((offset, size)) = sec.file_range() else {
         return Some(Err(format!("{DIGEST_SECTION} has no file bytes")));
     };
-    let addr = sec.address();
-    let consistent = file.segments().any(|s| {
+    let loads = file.segments().map(|s| {
         let (so, ss) = s.file_range();
-        addr >= s.address()
+        (s.address(), so, ss)
+    });
+    Some(slot_where_loaded((offset, size, sec.address()), loads))
+}
+
+/// [`slot_range`] from headers already read.
+pub fn slot_range_in(l: &crate::elf::Layout) -> Option<Result<(u64, u64, u64), String>> {
+    use crate::elf::LE;
+    let (_, sec) = l.section_by_name(DIGEST_SECTION)?;
+    if sec.sh_type.get(LE) == object::elf::SHT_NOBITS {
+        return Some(Err(format!("{DIGEST_SECTION} has no file bytes")));
+    }
+    let loads = l
+        .segments
+        .iter()
+        .filter(|p| p.p_type.get(LE) == object::elf::PT_LOAD)
+        .map(|p| (p.p_vaddr.get(LE), p.p_offset.get(LE), p.p_filesz.get(LE)));
+    let at = (
+        sec.sh_offset.get(LE),
+        sec.sh_size.get(LE),
+        sec.sh_addr.get(LE),
+    );
+    Some(slot_where_loaded(at, loads))
+}
+
+/// The slot `(offset, size, addr)` if a loaded segment (`(address, file offset, file size)`)
+/// maps its address from its bytes, else why not.
+fn slot_where_loaded(
+    (offset, size, addr): (u64, u64, u64),
+    mut loads: impl Iterator<Item = (u64, u64, u64)>,
+) -> Result<(u64, u64, u64), String> {
+    let consistent = loads.any(|(sa, so, ss)| {
+        addr >= sa
             && offset >= so
-            && addr - s.address() == offset - so
+            && addr - sa == offset - so
             && (offset - so).checked_add(size).is_some_and(|end| end <= ss)
     });
-    Some(if consistent && offset >= 64 {
+    if consistent && offset >= 64 {
         Ok((offset, size, addr))
     } else {
         Err(format!(
             "the {DIGEST_SECTION} section header is inconsistent (file offset {offset:#x}, \
              address {addr:#x}, {size} bytes: not where any segment maps that address from)"
         ))
-    })
+    }
 }
 
 /// The module names of the stubs in the linked output, in link order: the modules the link
@@ -254,15 +287,32 @@ pub fn stub_modules(path: &Path, data: &[u8]) -> Result<Vec<String>, OutputError
             continue;
         };
         let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
-        // Anything but stubs here is device code that escaped rewriting: refuse rather than
-        // ship a binary that registers it unpacked.
-        let stubs = fatpack_format::stub::parse_all(data).map_err(|e| {
-            bad(
-                path,
-                format!("section {name} holds device code that was not packed ({e})"),
-            )
-        })?;
-        out.extend(stubs.into_iter().map(|s| s.module.to_owned()));
+        out.extend(stubs_in(path, name, data)?);
     }
     Ok(out)
+}
+
+/// [`linked_modules`] of a file already open, its headers as they are in memory.
+pub fn linked_modules_in(elf: &crate::elf::OpenElf) -> Result<Vec<String>, OutputError> {
+    let mut out = Vec::new();
+    for name in DEVICE_SECTIONS {
+        let Some((index, _)) = elf.layout.section_by_name(name) else {
+            continue;
+        };
+        let data = elf.section_bytes(index)?;
+        out.extend(stubs_in(&elf.path, name, &data)?);
+    }
+    Ok(out)
+}
+
+/// The module names of the stubs section `name` holds. Anything but stubs there is device
+/// code that escaped rewriting: refused rather than ship a binary that registers it unpacked.
+fn stubs_in(path: &Path, name: &str, data: &[u8]) -> Result<Vec<String>, OutputError> {
+    let stubs = fatpack_format::stub::parse_all(data).map_err(|e| {
+        bad(
+            path,
+            format!("section {name} holds device code that was not packed ({e})"),
+        )
+    })?;
+    Ok(stubs.into_iter().map(|s| s.module.to_owned()).collect())
 }

@@ -11,9 +11,10 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::{bad, io_err, OutputError};
-use crate::elf::append_section::{append_section, OffsetWriter};
-use crate::elf::build_id::mix_build_id;
-use crate::elf::store_segment::{map_store, Mapping};
+use crate::elf::append_section::{append_section, append_section_in, OffsetWriter};
+use crate::elf::build_id::{mix_build_id, mix_build_id_in};
+use crate::elf::store_segment::{map_store, map_store_in, Mapping};
+use crate::elf::OpenElf;
 use crate::elf::TransformError;
 use crate::inputs::map_file;
 use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
@@ -38,20 +39,62 @@ pub fn patch_slot(
     mapping: Option<Mapping>,
     location: StoreLocation,
 ) -> Result<(), OutputError> {
-    let (offset, size, addr, features) = {
+    let found = {
         let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-        let (offset, size, addr) = super::slot_range(&map)
-            .ok_or_else(|| {
-                bad(
-                    path,
-                    format!("no {DIGEST_SECTION} section: the glue object was not linked"),
-                )
-            })?
-            .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?;
-        // What the linked runtime reads is a property of the link, not of this patch.
-        let features = super::slot_at(&map, offset, size).map_or(0, |s| s.features);
-        (offset, size, addr, features)
+        super::slot_range(&map).map(|r| {
+            r.map(|(offset, size, addr)| {
+                let slot = super::slot_at(&map, offset, size);
+                (offset, size, addr, slot.map_or(0, |s| s.features))
+            })
+        })
     };
+    let mut f = File::options()
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    write_slot(path, &mut f, found, digest, (mapping, location))
+}
+
+/// [`patch_slot`] of a file already open, its headers as they are in memory.
+pub fn patch_slot_in(
+    elf: &mut OpenElf,
+    digest: &[u8; 32],
+    mapping: Option<Mapping>,
+    location: StoreLocation,
+) -> Result<(), OutputError> {
+    let found = match super::slot_range_in(&elf.layout) {
+        Some(Ok((offset, size, addr))) => {
+            let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(0).min(4096)];
+            std::os::unix::fs::FileExt::read_exact_at(&elf.file, &mut bytes, offset)
+                .map_err(io_err(&elf.path))?;
+            let slot = fatpack_format::link::StoreSlot::read(&bytes);
+            Some(Ok((offset, size, addr, slot.map_or(0, |s| s.features))))
+        }
+        Some(Err(e)) => Some(Err(e)),
+        None => None,
+    };
+    let path = elf.path.clone();
+    write_slot(&path, &mut elf.file, found, digest, (mapping, location))
+}
+
+/// Writes the slot found at `(offset, size, address, features)` (None: there is none; Err:
+/// its header is inconsistent).
+fn write_slot(
+    path: &Path,
+    f: &mut File,
+    found: Option<Result<(u64, u64, u64, u32), String>>,
+    digest: &[u8; 32],
+    (mapping, location): (Option<Mapping>, StoreLocation),
+) -> Result<(), OutputError> {
+    let (offset, size, addr, features) = found
+        .ok_or_else(|| {
+            bad(
+                path,
+                format!("no {DIGEST_SECTION} section: the glue object was not linked"),
+            )
+        })?
+        .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?;
+    // What the linked runtime reads is a property of the link, not of this patch.
     // An output linked before the slot grew (prune of an old output) keeps its 32 bytes.
     let want = if mapping.is_some() || size >= StoreSlot::LEN as u64 {
         StoreSlot::LEN
@@ -77,10 +120,6 @@ pub fn patch_slot(
         features,
     };
     let bytes = slot.to_bytes();
-    let mut f = File::options()
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
     f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
     f.write_all(&bytes[..want]).map_err(io_err(path))
 }
@@ -97,6 +136,32 @@ pub fn finish(
     let mapping = place(path, digest, embedded, embedded)?;
     mix_build_id(path, digest)?;
     Ok(mapping)
+}
+
+/// [`finish`] of a file already open, its headers as they are in memory: one read of the
+/// headers for the whole store step of a link.
+pub fn finish_in(
+    elf: &mut OpenElf,
+    digest: &[u8; 32],
+    embedded: bool,
+) -> Result<Option<Mapping>, OutputError> {
+    let mapping = if embedded { map_store_in(elf)? } else { None };
+    let location = match (embedded, mapping) {
+        (_, Some(_)) => StoreLocation::Mapped,
+        (true, None) => StoreLocation::Section,
+        (false, None) => StoreLocation::SideFile,
+    };
+    patch_slot_in(elf, digest, mapping, location)?;
+    mix_build_id_in(elf, digest)?;
+    Ok(mapping)
+}
+
+/// [`append_store`] of a file already open, its headers as they are in memory (updated).
+pub fn append_store_in<T, E: From<OutputError> + From<TransformError>>(
+    elf: &mut OpenElf,
+    write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
+) -> Result<T, E> {
+    append_section_in(elf, STORE_SECTION, STORE_ALIGN, write)
 }
 
 /// Maps the section (when `map` and the output allows it) and patches the slot.

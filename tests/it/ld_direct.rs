@@ -524,3 +524,27 @@ fn auto_starts_the_link_early_only_beside_a_large_archive() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(early(&err), "started before the scan, and used", "{err}");
 }
+
+/// After the real link, the output's headers are read once for all the steps that change it
+/// (its store section, the store's segment, the slot, the build ID): on the copy route once;
+/// on the direct route the cut reads them and checks what it wrote, and the store step goes
+/// on from the headers the cut made.
+#[test]
+fn the_output_is_parsed_once_after_the_link() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    for (route, want) in [("copy", "once"), ("direct", "twice")] {
+        let exe = dir.path().join(route);
+        let (code, _, err) =
+            run(fake_link(w.path(), &exe, &fixture_objs())
+                .arg(format!("-Wl,--fatpack-route={route}")));
+        assert_eq!(code, 0, "{route}: {err}");
+        let line = err
+            .lines()
+            .find_map(|l| l.strip_prefix("fatpack:   output: its headers parsed "))
+            .unwrap_or_else(|| panic!("{route}: no output line: {err}"));
+        assert!(line.starts_with(want), "{route}: {line}");
+        assert!(route_line(&err).starts_with(route), "{route}: {err}");
+        assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
+    }
+}

@@ -44,6 +44,7 @@ use object::{LittleEndian, U64};
 
 use super::error::TransformError;
 use super::in_place::rewrite_containers;
+use super::open::OpenElf;
 use crate::elf::{Layout, Phdr, LE};
 use crate::error::io_at;
 use crate::inputs::{self, DeviceSection, Scanned};
@@ -305,14 +306,14 @@ pub fn copy<E: From<TransformError>>(
     }))
 }
 
-/// What [`InPlace::apply`] did to a file.
-#[derive(Debug, Clone, Copy)]
+/// What [`InPlace::apply`] did to a file, and the file, open, with its new headers.
 pub struct CutDone {
     /// Containers replaced.
     pub containers: usize,
     /// The file's length before and after.
     pub before: u64,
     pub after: u64,
+    pub file: OpenElf,
 }
 
 /// A cut of a linked file made in the file itself (`fatpack ld`'s own output, whose device
@@ -412,7 +413,8 @@ impl InPlace {
         let containers = movable(&self.scanned, &self.p.cut.run)
             .map(|d| d.spans.len())
             .sum::<usize>();
-        loads_in_place(r.out).map_err(&bad)?;
+        // The check's parse of the new headers is also what the steps after the cut use.
+        let new = loads_in_place(r.out).map_err(&bad)?;
         check(r.out).map_err(&bad)?;
         drop(self.map);
         self.file
@@ -422,6 +424,7 @@ impl InPlace {
             containers,
             before: before as u64,
             after: new_len as u64,
+            file: OpenElf::with(&self.path, self.file, new)?,
         })
     }
 }
