@@ -441,7 +441,8 @@ mod tests {
         let maps = inputs::Maps::default();
         let refused = |r: Result<CutDone, NotStubbed>| match r {
             Err(NotStubbed::Refused(why)) => why,
-            other => panic!("{other:?}"),
+            Err(failed) => panic!("{failed:?}"),
+            Ok(done) => panic!("stubbed {} containers", done.containers),
         };
         let why = refused(stub_output(&out, &[], &[], &maps).unwrap());
         assert!(why.contains("is in none of the inputs read"), "{why}");
