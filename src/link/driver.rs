@@ -38,11 +38,13 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     if let Some(n) = opts.threads {
         crate::parallel::set_threads(n);
     }
-    if opts.dry_run {
-        return super::dry_run::report(real, line, opts);
-    }
     // A partial link keeps device code as it is: its output is an input to a later link,
-    // which packs it (several containers per section are handled there).
+    // which packs it (several containers per section are handled there). Tail mode reads no
+    // input: it needs neither the library search nor a scan.
+    let unpacked = line.kind == OutputKind::Relocatable || opts.mode == Mode::Tail;
+    if unpacked && opts.dry_run {
+        return super::dry_run::report_unpacked(&real, &line, &opts);
+    }
     if line.kind == OutputKind::Relocatable {
         let code = plain_link(&real, &line)?;
         say(
@@ -53,7 +55,6 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         );
         return Ok(code);
     }
-    // Tail mode reads no input: it needs neither the library search nor a scan.
     if opts.mode == Mode::Tail {
         let code = tail_link(&line, &real)?;
         say(&opts, &line, code, "tail mode: .nv_fatbin placed after .bss, in a read-only segment of its own; no store, no runtime");
@@ -65,6 +66,11 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     super::old_output::refuse_an_input(&s.line)?;
     let early = s.step("start the link early", Session::start_early)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
+    if s.opts.dry_run {
+        // What the steps that write would do, said instead of done.
+        s.progress.done();
+        return super::dry_run::report(&s, &planned);
+    }
     if planned.is_empty() {
         drop(early);
         // The real linker writes the output itself now: the unlink beside the early link

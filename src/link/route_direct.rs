@@ -140,7 +140,7 @@ impl Session {
             EarlyLink::Yes => true,
             EarlyLink::Auto => names_cudart(&self.line) && names_a_large_archive(&self.line),
         };
-        if !guess || self.opts.route == Route::Copy || self.opts.save_temps {
+        if !guess || self.opts.route == Route::Copy || self.opts.save_temps || self.opts.dry_run {
             return Ok(None);
         }
         let (Ok(script), Some(machine)) = (self.direct_script(), first_object_machine(&self.line))
