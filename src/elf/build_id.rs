@@ -1,41 +1,20 @@
 //! The GNU build ID of a packed output made to cover its device code ([`mix_build_id`]).
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
 use object::elf;
 
 use super::error::{io_err, malformed as bad, TransformError};
 use super::open::OpenElf;
-use super::{Layout, LE};
+use super::LE;
 
 /// Makes the GNU build ID (`.note.gnu.build-id`, if the link wrote one) cover the device
 /// code too: ld computed it over the file before the store existed, so two outputs that
 /// differ only in their stores (another `--fatpack-level`, another GPU's code) would share
 /// it and debuginfod or a crash tool would match the wrong bits. The new ID is the same
 /// length: the first bytes of blake3(old ID ‖ store digest), so it stays deterministic.
-pub fn mix_build_id(path: &Path, store_digest: &[u8; 32]) -> Result<bool, TransformError> {
-    let f = File::options()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    let lay = Layout::read(&f).map_err(|e| bad(path, e.to_string()))?;
-    mix(path, &f, &lay, store_digest)
-}
-
-/// [`mix_build_id`] of a file already open, its headers as they are in memory.
-pub fn mix_build_id_in(elf: &OpenElf, store_digest: &[u8; 32]) -> Result<bool, TransformError> {
-    mix(&elf.path, &elf.file, &elf.layout, store_digest)
-}
-
-fn mix(
-    path: &Path,
-    f: &File,
-    lay: &Layout,
-    store_digest: &[u8; 32],
-) -> Result<bool, TransformError> {
+pub fn mix_build_id(elf: &OpenElf, store_digest: &[u8; 32]) -> Result<bool, TransformError> {
+    let (path, f, lay) = (&elf.path, &elf.file, &elf.layout);
     let Some((_, sec)) = lay.section_by_name(".note.gnu.build-id") else {
         return Ok(false);
     };

@@ -9,8 +9,6 @@
 //! Nothing else moves: the program header table keeps its place and size, every section and
 //! segment the linker wrote keeps its bytes and addresses.
 
-use std::path::Path;
-
 use object::elf::{PF_R, PT_LOAD, PT_NOTE, SHF_ALLOC, SHT_NOTE, SHT_PROGBITS};
 
 use super::error::{malformed as bad, TransformError};
@@ -90,17 +88,12 @@ fn retire_note(l: &mut Layout, note: &Placed, converted: Option<usize>) {
     }
 }
 
-/// Gives the `.fatpack` section of the ELF file at `path` a `PT_LOAD` of its own (or moves
+/// Gives the `.fatpack` section of the ELF file `elf` a `PT_LOAD` of its own (or moves
 /// the one it has, after `fatpack prune` rewrote the section). `Ok(None)`: the output has no
 /// program header to spare (its linker merged the glue note into another note's `PT_NOTE`,
 /// as mold before 2.0 does); the store then stays a non-allocated section that the runtime
-/// finds through the file.
-pub fn map_store(path: &Path) -> Result<Option<Mapping>, TransformError> {
-    map_store_in(&mut OpenElf::open(path)?)
-}
-
-/// [`map_store`] of a file already open, its headers as they are in memory.
-pub fn map_store_in(elf: &mut OpenElf) -> Result<Option<Mapping>, TransformError> {
+/// finds through the file. The file is open, its headers as they are in memory (updated).
+pub fn map_store(elf: &mut OpenElf) -> Result<Option<Mapping>, TransformError> {
     let path = &elf.path.clone();
     let h = &mut elf.layout;
     let store = placed(h, STORE_SECTION)

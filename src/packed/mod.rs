@@ -13,8 +13,7 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSection, ObjectSegment};
 
 pub use crate::elf::append_section::OffsetWriter;
-pub use crate::elf::build_id::mix_build_id;
-pub use crate::elf::store_segment::{map_store, Mapping};
+pub use crate::elf::store_segment::Mapping;
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
 pub use write::{
     append_store, append_store_in, finish, finish_in, patch_slot, patch_slot_in, replace_store,

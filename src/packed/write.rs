@@ -6,17 +6,15 @@
 //! (forcing a 400 MB output of static cuBLAS to disk cost more than the rest of the store
 //! step); prune, repack, split and join fsync when they commit.
 
-use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::{bad, io_err, OutputError};
 use crate::elf::append_section::{append_section, append_section_in, OffsetWriter};
-use crate::elf::build_id::{mix_build_id, mix_build_id_in};
-use crate::elf::store_segment::{map_store, map_store_in, Mapping};
+use crate::elf::build_id::mix_build_id;
+use crate::elf::store_segment::{map_store, Mapping};
 use crate::elf::OpenElf;
 use crate::elf::TransformError;
-use crate::inputs::map_file;
 use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
 
 /// Alignment of the store in the file, so that it can be mapped on its own.
@@ -31,62 +29,27 @@ pub fn append_store<T, E: From<OutputError> + From<TransformError>>(
     append_section(path, STORE_SECTION, STORE_ALIGN, write)
 }
 
-/// Writes the [`StoreSlot`] of the output: the store's digest and, when the store is mapped
-/// with the image, where it is relative to the slot.
+/// Writes the [`StoreSlot`] of the output at `path`: [`patch_slot_in`].
 pub fn patch_slot(
     path: &Path,
     digest: &[u8; 32],
     mapping: Option<Mapping>,
     location: StoreLocation,
 ) -> Result<(), OutputError> {
-    let found = {
-        let map = map_file(path).map_err(|e| bad(path, e.to_string()))?;
-        super::slot_range(&map).map(|r| {
-            r.map(|(offset, size, addr)| {
-                let slot = super::slot_at(&map, offset, size);
-                (offset, size, addr, slot.map_or(0, |s| s.features))
-            })
-        })
-    };
-    let mut f = File::options()
-        .write(true)
-        .open(path)
-        .map_err(io_err(path))?;
-    write_slot(path, &mut f, found, digest, (mapping, location))
+    patch_slot_in(&mut OpenElf::open(path)?, digest, mapping, location)
 }
 
-/// [`patch_slot`] of a file already open, its headers as they are in memory.
+/// Writes the [`StoreSlot`] of the output: the store's digest and, when the store is mapped
+/// with the image, where it is relative to the slot (the file open, its headers as they are
+/// in memory).
 pub fn patch_slot_in(
     elf: &mut OpenElf,
     digest: &[u8; 32],
     mapping: Option<Mapping>,
     location: StoreLocation,
 ) -> Result<(), OutputError> {
-    let found = match super::slot_range_in(&elf.layout) {
-        Some(Ok((offset, size, addr))) => {
-            let mut bytes = vec![0u8; usize::try_from(size).unwrap_or(0).min(4096)];
-            std::os::unix::fs::FileExt::read_exact_at(&elf.file, &mut bytes, offset)
-                .map_err(io_err(&elf.path))?;
-            let slot = fatpack_format::link::StoreSlot::read(&bytes);
-            Some(Ok((offset, size, addr, slot.map_or(0, |s| s.features))))
-        }
-        Some(Err(e)) => Some(Err(e)),
-        None => None,
-    };
-    let path = elf.path.clone();
-    write_slot(&path, &mut elf.file, found, digest, (mapping, location))
-}
-
-/// Writes the slot found at `(offset, size, address, features)` (None: there is none; Err:
-/// its header is inconsistent).
-fn write_slot(
-    path: &Path,
-    f: &mut File,
-    found: Option<Result<(u64, u64, u64, u32), String>>,
-    digest: &[u8; 32],
-    (mapping, location): (Option<Mapping>, StoreLocation),
-) -> Result<(), OutputError> {
-    let (offset, size, addr, features) = found
+    let path = &elf.path;
+    let (offset, size, addr) = super::slot_range_in(&elf.layout)
         .ok_or_else(|| {
             bad(
                 path,
@@ -95,6 +58,11 @@ fn write_slot(
         })?
         .map_err(|e| bad(path, format!("{e}; refusing to write the store digest")))?;
     // What the linked runtime reads is a property of the link, not of this patch.
+    let mut old = vec![0u8; usize::try_from(size).unwrap_or(0).min(4096)];
+    elf.file
+        .read_exact_at(&mut old, offset)
+        .map_err(io_err(path))?;
+    let features = StoreSlot::read(&old).map_or(0, |s| s.features);
     // An output linked before the slot grew (prune of an old output) keeps its 32 bytes.
     let want = if mapping.is_some() || size >= StoreSlot::LEN as u64 {
         StoreSlot::LEN
@@ -119,9 +87,9 @@ fn write_slot(
         location,
         features,
     };
-    let bytes = slot.to_bytes();
-    f.seek(SeekFrom::Start(offset)).map_err(io_err(path))?;
-    f.write_all(&bytes[..want]).map_err(io_err(path))
+    elf.file
+        .write_all_at(&slot.to_bytes()[..want], offset)
+        .map_err(io_err(path))
 }
 
 /// After the store was written (into the output's section when `embedded`, else the side
@@ -133,9 +101,7 @@ pub fn finish(
     digest: &[u8; 32],
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
-    let mapping = place(path, digest, embedded, embedded)?;
-    mix_build_id(path, digest)?;
-    Ok(mapping)
+    finish_in(&mut OpenElf::open(path)?, digest, embedded)
 }
 
 /// [`finish`] of a file already open, its headers as they are in memory: one read of the
@@ -145,14 +111,8 @@ pub fn finish_in(
     digest: &[u8; 32],
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
-    let mapping = if embedded { map_store_in(elf)? } else { None };
-    let location = match (embedded, mapping) {
-        (_, Some(_)) => StoreLocation::Mapped,
-        (true, None) => StoreLocation::Section,
-        (false, None) => StoreLocation::SideFile,
-    };
-    patch_slot_in(elf, digest, mapping, location)?;
-    mix_build_id_in(elf, digest)?;
+    let mapping = place(elf, digest, embedded, embedded)?;
+    mix_build_id(elf, digest)?;
     Ok(mapping)
 }
 
@@ -166,18 +126,18 @@ pub fn append_store_in<T, E: From<OutputError> + From<TransformError>>(
 
 /// Maps the section (when `map` and the output allows it) and patches the slot.
 fn place(
-    path: &Path,
+    elf: &mut OpenElf,
     digest: &[u8; 32],
     map: bool,
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
-    let mapping = if map { map_store(path)? } else { None };
+    let mapping = if map { map_store(elf)? } else { None };
     let location = match (embedded, mapping) {
         (_, Some(_)) => StoreLocation::Mapped,
         (true, None) => StoreLocation::Section,
         (false, None) => StoreLocation::SideFile,
     };
-    patch_slot(path, digest, mapping, location)?;
+    patch_slot_in(elf, digest, mapping, location)?;
     Ok(mapping)
 }
 
@@ -192,7 +152,8 @@ pub fn replace_store<T, E: From<OutputError> + From<TransformError>>(
     was_mapped: bool,
     write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
 ) -> Result<T, E> {
-    let r = append_store(path, write)?;
-    place(path, digest, was_mapped, true)?;
+    let mut elf = OpenElf::open(path)?;
+    let r = append_store_in(&mut elf, write)?;
+    place(&mut elf, digest, was_mapped, true)?;
     Ok(r)
 }
