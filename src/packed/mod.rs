@@ -10,7 +10,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 
 pub use crate::elf::append_section::OffsetWriter;
 pub use crate::elf::store_segment::Mapping;
@@ -216,16 +216,7 @@ pub(crate) fn slot_at(
 /// maps the section's address from (else the runtime would read other bytes than these, and
 /// a damaged header would turn a patch into a write over, say, the ELF header).
 pub fn slot_range(data: &[u8]) -> Option<Result<(u64, u64, u64), String>> {
-    let file = object::File::parse(data).ok()?;
-    let sec = file.section_by_name(DIGEST_SECTION)?;
-    let Some((offset, size)) = sec.file_range() else {
-        return Some(Err(format!("{DIGEST_SECTION} has no file bytes")));
-    };
-    let loads = file.segments().map(|s| {
-        let (so, ss) = s.file_range();
-        (s.address(), so, ss)
-    });
-    Some(slot_where_loaded((offset, size, sec.address()), loads))
+    slot_range_in(&crate::elf::Layout::parse(data).ok()?)
 }
 
 /// [`slot_range`] from headers already read.
