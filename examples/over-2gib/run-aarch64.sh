@@ -21,6 +21,7 @@ OVER2GIB_ARCH=aarch64 ./target/release/examples/over-2gib "$work" "$total" "$obj
     tests/fixtures/nvcc13/big_kernels_all.o tests/fixtures/nvcc13/kernels_all.o tests/fixtures/nvcc13/other.o
 cd "$work"
 ls obj*.s | xargs -P "$(nproc)" -I{} sh -c 'aarch64-linux-gnu-as -o "$(basename {} .s).o" {}'
+rm -f obj*.s obj*.fatbin
 objs="$(ls obj*.o | sort -V | tr '\n' ' ')"
 echo "== plain aarch64-linux-gnu-ld -shared"
 if aarch64-linux-gnu-ld -shared -o libbig_plain.so $objs 2> plain.err; then
@@ -44,6 +45,7 @@ print(f"packed aarch64 library: {len(r['modules'])} modules, {n} entries, "
       f"{r['totals']['raw_size']/2**30:.2f} GiB raw in a {r['packed']['store_size']/2**20:.1f} MiB store")
 PY
 aarch64-linux-gnu-readelf -h libbig_packed.so | grep -m1 Machine
+rm -f libbig_packed.so
 echo "== fatpack ld -shared --fatpack-mode=tail"
 FATPACK_REAL_LD=aarch64-linux-gnu-ld "$root/target/release/fatpack" ld --fatpack-mode=tail -shared -o libbig_tail.so $objs 2> tail.err || { cat tail.err; exit 1; }
 ! grep 'R_AARCH64_PREL32' tail.err

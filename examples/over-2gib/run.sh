@@ -12,11 +12,22 @@ cd "$root"
 cargo build --release --locked -q -p fatpack -p fatpack-rt
 cargo build --release --locked -q --example over-2gib
 mkdir -p "$work"
+# Objects and one output each hold all the device code: refuse up front, naming the folder,
+# rather than fail half-way through a link with a truncated message.
+need_kib=$(( total * 1024 * 5 / 2 ))
+free_kib=$(df -Pk "$work" | awk 'NR==2 {print $4}')
+if [ "$free_kib" -lt "$need_kib" ]; then
+    echo "over-2gib: $work has $((free_kib / 1024)) MiB free; this run needs about $((need_kib / 1024)) MiB" >&2
+    exit 1
+fi
 t() { date +%s.%N; }
 echo "== generating ${total} MiB over ${objects} objects in $work"
 ./target/release/examples/over-2gib "$work" "$total" "$objects" tests/fixtures/nvcc13/big_kernels_all.o tests/fixtures/nvcc13/kernels_all.o tests/fixtures/nvcc13/other.o
 cd "$work"
 ls obj*.s | xargs -P "$(nproc)" -I{} sh -c 'as -o "$(basename {} .s).o" {}'
+# The objects hold the fatbins now: drop the sources so that the workdir never holds more
+# than two copies of the device code (objects + one output).
+rm -f obj*.s obj*.fatbin
 gcc -c main.c -o main.o
 objs="main.o $(ls obj*.o | sort -V | tr '\n' ' ')"
 libs="-L$CUDA_HOME/lib -lcudart_static -ldl -lpthread -lrt"
