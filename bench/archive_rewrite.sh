@@ -10,6 +10,9 @@
 # makes it mostly device code (the copy route's case), 200 mostly host code (the direct
 # route's, as in static CUDA libraries). Each fatpack link's route is printed.
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$1"; shift
 fps=("$@"); [ ${#fps[@]} -gt 0 ] || fps=("$root/target/release/fatpack")

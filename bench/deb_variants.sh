@@ -9,6 +9,9 @@
 # apt-get downloads the packages with a private source list for non-free (the machine's own
 # sources are left as they are).
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-/tmp/fatpack-debs}"
 cd "$root"

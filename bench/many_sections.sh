@@ -5,6 +5,9 @@
 # grow with the section count).
 #   bash bench/many_sections.sh FATPACK [FATPACK...]      (MEMBERS=200 FUNCTIONS=3000)
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/cuda-env.sh"
 members="${MEMBERS:-200}"

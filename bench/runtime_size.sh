@@ -5,6 +5,9 @@
 # sections, from the link map).
 #   bash bench/runtime_size.sh [FATPACK]      (default target/release/fatpack)
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 cd "$(dirname "$0")/.."
 source scripts/cuda-env.sh
 FP="$(realpath "${1:-target/release/fatpack}")"

@@ -3,6 +3,9 @@
 # fatpack ld: median wall ms of RUNS links each (after one warm-up), and output bytes.
 #   bash bench/small_link.sh [RUNS=15]
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/cuda-env.sh"
 cd "$root"

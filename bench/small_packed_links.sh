@@ -7,6 +7,9 @@
 # round's seconds and the ratios to plain.
 #   bash bench/small_packed_links.sh [N] [ROUNDS]
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 cd "$(dirname "$0")/.."
 n=${1:-30} rounds=${2:-3}
 [ -x target/release/fatpack ] || bash scripts/build.sh

@@ -16,6 +16,9 @@
 # wall seconds of each command on this machine. Slow on few cores: level 19 writes a few
 # MB/s per core.
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${1:-/tmp/fatpack-shipped}"
 forms="${2:-level19 release release-arch release-64 release-128}"

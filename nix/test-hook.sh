@@ -10,6 +10,9 @@
 # The cases set the hook's inputs (read by the sourced hook) in subshells, on purpose.
 # shellcheck disable=SC2030,SC2031,SC2034,SC2178
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 hook="$here/setup-hook.sh"

@@ -7,6 +7,9 @@
 # packed and the tail mode, with no FATPACK_RUNTIME, and the outputs must run (host code
 # only: no GPU here) and inspect as packed. Needs the CUDA toolchain (scripts/cuda-env.sh).
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 cd "$(dirname "$0")/.."
 root="$PWD"
 source scripts/cuda-env.sh

@@ -12,10 +12,15 @@ f=tests/fixtures/nvcc13
 out="$PWD/demo-out"
 rm -rf "$out" && mkdir -p "$out"
 mkdir -p "$out/wrap" && ln -sf "$PWD/target/release/fatpack" "$out/wrap/ld"
-echo "== linking $f/{main,kernels,other}.o through fatpack ld (g++ -B$out/wrap)"
-g++ -B"$out/wrap" -Wl,--fatpack-verbose -o "$out/app" $f/main.o $f/kernels.o $f/other.o \
-    -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
 g++ -o "$out/app_plain" $f/main.o $f/kernels.o $f/other.o -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
+echo "== linking $f/{main,kernels,other}.o through fatpack ld (g++ -B$out/wrap), as it comes"
+# Under 512 KiB of device code packing cannot pay: the link is the real linker's, byte for byte.
+g++ -B"$out/wrap" -Wl,--fatpack-verbose -o "$out/app_default" $f/main.o $f/kernels.o $f/other.o \
+    -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
+cmp "$out/app_default" "$out/app_plain" && echo "app_default is the plain link's bytes"
+echo "== the same link packed (-Wl,--fatpack-mode=packed)"
+g++ -B"$out/wrap" -Wl,--fatpack-mode=packed -Wl,--fatpack-verbose -o "$out/app" $f/main.o $f/kernels.o $f/other.o \
+    -L"$CUDA_HOME/lib" -lcudart_static -ldl -lpthread -lrt
 echo "== fatpack inspect $out/app"
 ./target/release/fatpack inspect "$out/app"
 echo "== running it (host code only: this machine may have no GPU)"

@@ -10,6 +10,9 @@
 # the same one (FATPACK_RUNTIME=path/to/libfatpack_rt.a) to compare what the CLI writes.
 # (tests/it/golden.rs checks the linker-independent part of it on every test run.)
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 fatpack="$(realpath "$1")"
 out="$2"
 root="$(cd "$(dirname "$0")/.." && pwd)"

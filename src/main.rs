@@ -217,6 +217,12 @@ enum Command {
     /// Takes ordinary ld arguments; also runs when fatpack is invoked as `ld`, `ld.bfd`,
     /// `ld.gold`, `ld.lld` or `ld.mold`. Its own `--fatpack-*` options, listed below, are
     /// taken from among them and never passed on.
+    ///
+    /// A link with less than 512 KiB of device code in its objects and archives goes to the
+    /// real linker unchanged (the output is the real linker's, byte for byte): packing would
+    /// add the runtime (about 180 KB) and save less (`bench/pack_threshold.sh`: a packed
+    /// program of nvcc 13 `-arch=all` objects is the larger up to about 240 KB of device
+    /// code). `--fatpack-mode=packed` or FATPACK_MODE=packed packs it anyway.
     #[command(after_help = "Examples:\n  \
         g++ -B/path/to/wrap -o app main.o kernels.o -lcudart   # wrap/ld -> fatpack\n  \
         fatpack ld -o app crt1.o main.o kernels.o -lcudart_static --fatpack-verbose")]

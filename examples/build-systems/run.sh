@@ -5,6 +5,9 @@
 #   bash examples/build-systems/run.sh [make] [meson] [cmake-depfile]
 # Environment: FATPACK_BIN (default target/release/fatpack, built if missing).
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 # shellcheck disable=SC1091

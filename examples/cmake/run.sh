@@ -18,6 +18,9 @@
 # nproc), KEEP=1 keeps the build folders (under a temp dir, printed).
 # The executable runs its GPU checks when a GPU is there, its host-only path otherwise.
 set -euo pipefail
+# Its programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): ask for packing, as for any small program.
+export FATPACK_MODE=packed
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cmake="${CMAKE:-cmake}"

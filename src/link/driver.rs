@@ -71,8 +71,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         s.progress.done();
         return super::dry_run::report(&s, &planned);
     }
-    if planned.is_empty() {
-        drop(early);
+    if let Some(why) = super::worth_packing::left_unpacked(&s.opts, &planned) {
+        drop((early, planned));
         // The real linker writes the output itself now: the unlink beside the early link
         // must not race with it.
         s.old_output.settle();
@@ -84,7 +84,12 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
             return Err(real_ld::exec(&s.real, &plain_argv(&s.line)?).into());
         }
         let code = plain_link(&s.real, &s.line)?;
-        say(&s.opts, &s.line, code, "no device code in the objects and archives linked: the line went to the real linker unchanged");
+        say(
+            &s.opts,
+            &s.line,
+            code,
+            &format!("{why}: the line went to the real linker unchanged"),
+        );
         return Ok(code);
     }
     let (mut planned, mut early) = (planned, early);

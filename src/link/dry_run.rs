@@ -64,12 +64,9 @@ pub(super) fn report_unpacked(
 pub(super) fn report(s: &Session, planned: &[Planned]) -> Result<i32, LinkError> {
     let output = s.line.output.display().to_string();
     let mut out = String::new();
-    if planned.is_empty() {
+    if let Some(why) = super::worth_packing::left_unpacked(&s.opts, planned) {
         let argv = s.line.render(&Default::default(), &[], &[])?;
-        out += &format!(
-            "{output}: no device code in the objects and archives linked\nwould run: {}\n",
-            command(&s.real, &argv)
-        );
+        out += &format!("{output}: {why}\nwould run: {}\n", command(&s.real, &argv));
         print(out);
         return Ok(0);
     }

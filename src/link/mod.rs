@@ -29,7 +29,9 @@ mod session;
 mod store_step;
 mod stub_output;
 mod tail;
+mod worth_packing;
 
 pub use driver::run;
 pub use error::LinkError;
 pub use session::mark_process_start;
+pub use worth_packing::PACK_THRESHOLD;

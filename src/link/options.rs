@@ -7,7 +7,10 @@ use crate::ld::LinkLine;
 /// How device code is kept out of the way of the host code's relocations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// The default: a store outside every loaded segment, and the runtime.
+    /// The default: packed where the inputs hold enough device code for packing to pay
+    /// (`super::worth_packing`), else the line goes to the real linker unchanged.
+    Auto,
+    /// A store outside every loaded segment, and the runtime.
     Packed,
     /// No store, no runtime: the fatbin sections move past `.bss` (linker-scripts/).
     Tail,
@@ -49,8 +52,8 @@ pub const OPTIONS: &[FatpackOption] = &[
     },
     FatpackOption {
         name: "mode",
-        value: Some("packed|tail"),
-        help: "tail: no store, no runtime, the fatbin placed after .bss",
+        value: Some("auto|packed|tail"),
+        help: "auto: packed from 512 KiB of device code; packed: always; tail: after .bss",
     },
     FatpackOption {
         name: "save-temps",
@@ -98,7 +101,7 @@ pub fn options_help() -> String {
         }
         out += &format!("      {}\n", o.help);
     }
-    out += "Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS,\n\
+    out += "Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS, FATPACK_MODE,\n\
             FATPACK_VERBOSE=1, FATPACK_RUNTIME (another runtime archive), FATPACK_CACHE_DIR\n\
             (where what the real linker says about itself is kept; empty: nothing kept).\n";
     out
@@ -208,10 +211,15 @@ impl PackOptions {
             None if switch(line, "release")? => RELEASE_LEVEL,
             None => cubin_store::DEFAULT_LEVEL,
         };
-        let mode = choice(
+        let mode = choice_or_env(
             line,
             "mode",
-            &[("packed", Mode::Packed), ("tail", Mode::Tail)],
+            "FATPACK_MODE",
+            &[
+                ("auto", Mode::Auto),
+                ("packed", Mode::Packed),
+                ("tail", Mode::Tail),
+            ],
         )?;
         let route = choice(
             line,
@@ -267,10 +275,32 @@ impl PackOptions {
 /// An option that names one of `values` (the first is the default, when it is not given);
 /// any other value is an error listing them.
 fn choice<T: Copy>(line: &LinkLine, name: &str, values: &[(&str, T)]) -> Result<T, LinkError> {
-    let Some(given) = line.fatpack_value(name) else {
-        return Ok(values[0].1);
-    };
-    let given = given.to_string_lossy();
+    match line.fatpack_value(name) {
+        Some(given) => one_of(
+            &format!("--fatpack-{name}"),
+            &given.to_string_lossy(),
+            values,
+        ),
+        None => Ok(values[0].1),
+    }
+}
+
+/// [`choice`], where the environment variable `var` stands in for an option the line does
+/// not give (a whole build's links, under `fatpack run` or a Nix hook); the line wins.
+fn choice_or_env<T: Copy>(
+    line: &LinkLine,
+    name: &str,
+    var: &str,
+    values: &[(&str, T)],
+) -> Result<T, LinkError> {
+    match (line.fatpack_value(name), std::env::var_os(var)) {
+        (None, Some(v)) if !v.is_empty() => one_of(var, &v.to_string_lossy(), values),
+        _ => choice(line, name, values),
+    }
+}
+
+/// The value of `values` that `given` names, else an error naming `what` and listing them.
+fn one_of<T: Copy>(what: &str, given: &str, values: &[(&str, T)]) -> Result<T, LinkError> {
     match values.iter().find(|(v, _)| *v == given) {
         Some(&(_, t)) => Ok(t),
         None => {
@@ -280,9 +310,7 @@ fn choice<T: Copy>(line: &LinkLine, name: &str, values: &[(&str, T)]) -> Result<
                 [] => last.clone(),
                 _ => format!("{} or {last}", rest.join(", ")),
             };
-            Err(LinkError::Option(format!(
-                "--fatpack-{name}={given}: want {want}"
-            )))
+            Err(LinkError::Option(format!("{what}={given}: want {want}")))
         }
     }
 }
@@ -307,6 +335,18 @@ fn switch(line: &LinkLine, name: &str) -> Result<bool, LinkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mode's help gives the threshold the code uses.
+    #[test]
+    fn the_mode_help_names_the_packing_threshold() {
+        let mode = OPTIONS.iter().find(|o| o.name == "mode").unwrap();
+        let kib = super::super::worth_packing::PACK_THRESHOLD >> 10;
+        assert!(
+            mode.help.contains(&format!("from {kib} KiB")),
+            "{}",
+            mode.help
+        );
+    }
 
     /// No line of the help is wider than clap's 80 columns (wider ones wrap flush left).
     #[test]

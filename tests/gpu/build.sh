@@ -16,6 +16,9 @@
 # A variant that fails to build is reported and skipped; the others are still built.
 # OUTDIR/BUILD_STATUS lists every variant as OK or FAILED (run.sh reads it).
 set -uo pipefail
+# The suite's programs hold less device code than `fatpack ld` packs by default (512 KiB,
+# src/link/worth_packing.rs): its packed variants ask for packing.
+export FATPACK_MODE=packed
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

@@ -71,6 +71,7 @@ fn fresh_nvcc_output_is_read_packed_and_round_tripped() {
                 "arch=compute_90,code=[sm_90,compute_90]",
             ])
             .arg(format!("-Xcompiler=-B{}", w.path().display()))
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .args(extra)
             .arg(format!("-L{}", cuda.display()))
             .arg("-o")

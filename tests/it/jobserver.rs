@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{big_objects, cuda_lib, fixture_objs, inspect_json, run, tool, wrapper_dir};
+use crate::common::{
+    big_objects, cuda_lib, fixture_objs, inspect_json, run, tool, wrapper_dir, PACK_ALWAYS,
+};
 
 /// One job's life and steps, in nanoseconds since the epoch.
 struct Job {
@@ -164,6 +166,7 @@ fn fatpack_threads_one_gives_one_thread_per_link() {
         let _ = std::fs::remove_file(&trace);
         let (code, _, err) = run(Command::new("g++")
             .arg(format!("-B{}", w.path().display()))
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .arg(flag)
             .arg("-o")
             .arg(&exe)

@@ -32,6 +32,7 @@ fn link(w: &Path, route: &str, out: &Path, inputs: &[PathBuf], extra: &[&str]) -
 fn fake_link(w: &Path, out: &Path, inputs: &[PathBuf]) -> Command {
     let mut c = Command::new("g++");
     c.arg(format!("-B{}", w.display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .arg("-Wl,--fatpack-verbose")
         .arg("-o")
         .arg(out)

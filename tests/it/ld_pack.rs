@@ -113,6 +113,125 @@ fn without_device_code_the_output_is_byte_identical_to_plain_ld() {
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 }
 
+/// `--fatpack-mode=auto` (the default): under `PACK_THRESHOLD` of device code the line goes
+/// to the real linker unchanged (the plain link's bytes, which prune still cuts); from it up,
+/// the link packs. `--fatpack-mode=packed` and `FATPACK_MODE=packed` pack a small program;
+/// the line wins over the environment; a value the mode does not know is an error naming
+/// where it came from.
+#[test]
+fn small_programs_are_the_real_linkers_bytes_until_packing_pays() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let link = |out: &str, inputs: &[PathBuf], through: bool, env: Option<&str>, extra: &[&str]| {
+        let mut c = Command::new("g++");
+        if through {
+            c.arg(format!("-B{}", w.path().display()));
+        }
+        c.env_remove("FATPACK_MODE");
+        if let Some(v) = env {
+            c.env("FATPACK_MODE", v);
+        }
+        let (code, stdout, err) = run(c
+            .arg("-o")
+            .arg(d.join(out))
+            .args(inputs)
+            .args(extra)
+            .arg(format!("-L{}", cuda.display()))
+            .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+        (code, stdout + &err)
+    };
+    let packed =
+        |out: &str| d.join(out).exists() && inspect_json(&d.join(out))["packed"].is_object();
+    let mut small = fixture_objs();
+    small.extend(big_objects(d, 1));
+    let device: u64 = small.iter().map(|o| fatbin_bytes(o)).sum();
+    assert!(
+        device > 0 && device < fatpack::link::PACK_THRESHOLD,
+        "{device}"
+    );
+
+    assert_eq!(link("plain", &small, false, None, &[]).0, 0);
+    let (code, err) = link("auto", &small, true, None, &["-Wl,--fatpack-verbose"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("{device} bytes of device code, under the 512 KiB"))
+            && err.contains("the line went to the real linker unchanged"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(d.join("auto")).unwrap(),
+        std::fs::read(d.join("plain")).unwrap()
+    );
+    assert!(!packed("auto"));
+    // Such an output is a plain build to prune: the cut keeps 9.0's code.
+    let (code, err) = prune_with(&["--for", "9.0"], &d.join("auto"), &d.join("auto-sm90"));
+    assert_eq!(code, 0, "{err}");
+    let archs = archs_of(&d.join("auto-sm90"));
+    assert!(
+        archs.contains(&"sm_90".to_string())
+            && !archs.iter().any(|a| a.starts_with("sm_") && a != "sm_90"),
+        "{archs:?}"
+    );
+
+    // Asked for, by the line or the environment, a small program is packed.
+    for (out, env, extra) in [
+        ("line", None, &["-Wl,--fatpack-mode=packed"][..]),
+        ("env", Some("packed"), &[][..]),
+    ] {
+        let (code, err) = link(out, &small, true, env, extra);
+        assert_eq!(code, 0, "{err}");
+        assert!(packed(out), "{out}");
+    }
+    // The line wins over the environment.
+    let (code, err) = link(
+        "line-wins",
+        &small,
+        true,
+        Some("packed"),
+        &["-Wl,--fatpack-mode=auto"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(d.join("line-wins")).unwrap(),
+        std::fs::read(d.join("plain")).unwrap()
+    );
+    let (code, err) = link("bad", &small, true, Some("pakced"), &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("FATPACK_MODE=pakced: want `auto`, `packed` or `tail`"),
+        "{err}"
+    );
+    assert!(!d.join("bad").exists());
+
+    // The dry run says the same.
+    let (code, said) = link("dry", &small, true, None, &["-Wl,--fatpack-dry-run"]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("under the 512 KiB") && said.contains("would run: "),
+        "{said}"
+    );
+    assert!(!d.join("dry").exists());
+
+    // From the threshold up, the default packs.
+    let mut large = fixture_objs();
+    large.extend(big_objects(d, 3));
+    let device: u64 = large.iter().map(|o| fatbin_bytes(o)).sum();
+    assert!(device >= fatpack::link::PACK_THRESHOLD, "{device}");
+    let (code, err) = link("large", &large, true, None, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(packed("large"));
+}
+
+/// The bytes of `.nv_fatbin` in the object `o`.
+fn fatbin_bytes(o: &Path) -> u64 {
+    let data = std::fs::read(o).unwrap();
+    let f = object::File::parse(&*data).unwrap();
+    use object::{Object, ObjectSection};
+    f.section_by_name(".nv_fatbin").map_or(0, |s| s.size())
+}
+
 #[test]
 fn two_links_of_the_same_inputs_give_the_same_bytes() {
     let cuda = cuda_lib();
@@ -350,6 +469,7 @@ fn shared_library_is_packed_and_response_files_work() {
     let so = dir.path().join("libpacked.so");
     let (code, _, err) = run(Command::new("g++")
         .arg(format!("-B{}", w.path().display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .args(["-shared", "-o"])
         .arg(&so)
         .arg(format!("-Wl,@{}", rsp.display()))
@@ -364,6 +484,7 @@ fn shared_library_is_packed_and_response_files_work() {
     let exe = dir.path().join("uses-lib");
     let (code, _, err) = run(Command::new("g++")
         .arg(format!("-B{}", w.path().display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .arg("-o")
         .arg(&exe)
         .arg(fixture("main.o"))
@@ -537,6 +658,7 @@ fn a_runtime_for_another_machine_is_refused_before_the_real_linker_runs() {
     for runtime in [None, Some(&named)] {
         let mut c = Command::new(fatpack_bin());
         c.args(["ld", "-shared", "-o"])
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .arg(&out)
             .arg(&foreign)
             .env("FATPACK_REAL_LD", &ld);
@@ -583,6 +705,7 @@ fn ld_dash_h_is_the_soname_not_help() {
     let lib = dir.path().join("libx.so");
     let (code, out, err) = run(Command::new(fatpack_bin())
         .args(["ld", "-h", "libx.so.1", "-shared", "-o"])
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .arg(&lib)
         .arg(&o));
     assert_eq!(code, 0, "{out}{err}");
@@ -601,6 +724,7 @@ fn unknown_fatpack_options_are_errors() {
     for mode in [&[][..], &["--fatpack-mode=tail"][..], &["-r"][..]] {
         let (code, _, err) = run(Command::new(fatpack_bin())
             .args(["ld", "--fatpack-sidefile", "-shared", "-o"])
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .args(mode)
             .arg(&lib)
             .arg(&o));
@@ -627,6 +751,7 @@ fn verbose_says_what_was_done_in_every_mode() {
         let out = dir.path().join("out");
         let (code, _, err) = run(Command::new(fatpack_bin())
             .args(["ld", "--fatpack-verbose"])
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .args(args)
             .arg("-o")
             .arg(&out)
@@ -747,6 +872,7 @@ fn ld_reports_name_the_users_files() {
     // one line for what the runtime misses.
     let (code, _, err) = run(Command::new("g++")
         .arg(format!("-B{}", w.path().display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .arg("-o")
         .arg(dir.path().join("nocudart"))
         .args(fixture_objs()));
@@ -916,6 +1042,7 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
     let start = |route: &str| {
         Command::new(fatpack_bin())
             .arg("ld")
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .arg(format!("--fatpack-route={route}"))
             .arg("-o")
             .arg(out_dir.join("app"))
@@ -996,6 +1123,7 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
     let w = wrapper_dir();
     let (code, _, err) = run(Command::new("g++")
         .arg(format!("-B{}", w.path().display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .arg("-o")
         .arg(out_dir.join("app"))
         .args(fixture_objs())

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::common::{cuda_lib, fatpack_bin, fixture_objs, inspect_json, run, tool};
+use crate::common::{cuda_lib, fatpack_bin, fixture_objs, inspect_json, run, tool, PACK_ALWAYS};
 
 #[test]
 fn a_make_build_under_fatpack_run_links_through_fatpack() {
@@ -28,9 +28,12 @@ fn a_make_build_under_fatpack_run_links_through_fatpack() {
         ),
     )
     .unwrap();
+    // A whole build asks for packing through the environment, as a user would for small
+    // programs such as the fixtures.
     let (code, _, err) = run(Command::new(fatpack_bin())
         .args(["run", "--", "make", "-s", "-j2"])
         .current_dir(dir.path())
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .env("TMPDIR", tmp.path()));
     assert_eq!(code, 0, "{err}");
     for exe in ["app", "app_mold"] {
@@ -68,6 +71,7 @@ fn fatpack_threads_changes_no_byte_of_a_link() {
         let exe = dir.path().join(format!("app{threads}"));
         let mut c = Command::new("g++");
         c.arg(format!("-B{}", w.path().display()))
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
             .arg("-o")
             .arg(&exe)
             .args(&objs)

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::common::{big_objects, cuda_lib, fatpack_bin, fixture, fixture_objs, gxx, run};
+use crate::common::{
+    big_objects, cuda_lib, fatpack_bin, fixture, fixture_objs, gxx, run, PACK_ALWAYS,
+};
 use crate::rt_harness::{build_app, make_store, StoreAt};
 
 fn os(s: &str) -> &std::ffi::OsStr {
@@ -820,6 +822,7 @@ fn an_input_truncated_during_the_link_is_named_and_nothing_is_left() {
         .env("FATPACK_REAL_LD", &fake)
         .env("TMPDIR", &tmp)
         .arg(format!("-B{}", wrap.path().display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
         .args(["-o", "app", "main.o", "kernels.o", "other.o"])
         .arg(format!("-L{}", cuda_lib().display()))
         .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"])

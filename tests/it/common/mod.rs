@@ -129,7 +129,13 @@ pub fn inspect_json(file: &Path) -> serde_json::Value {
     v[0].clone()
 }
 
-/// `g++ [-B<wrapper>] -o OUT INPUTS -L<cuda> EXTRA -lcudart_static ...`: a CUDA host link.
+/// The fixtures hold less device code than `fatpack ld` packs by default
+/// (`fatpack::link::PACK_THRESHOLD`): a test of packing asks for it, as a user would for a
+/// small program, with this environment (a `--fatpack-mode` on the line wins over it).
+pub const PACK_ALWAYS: (&str, &str) = ("FATPACK_MODE", "packed");
+
+/// `g++ [-B<wrapper>] -o OUT INPUTS -L<cuda> EXTRA -lcudart_static ...`: a CUDA host link,
+/// packed whatever the size of its device code when through the wrapper ([`PACK_ALWAYS`]).
 pub fn gxx(
     wrapper: Option<&Path>,
     out: &Path,
@@ -139,7 +145,8 @@ pub fn gxx(
 ) -> (i32, String, String) {
     let mut c = Command::new("g++");
     if let Some(w) = wrapper {
-        c.arg(format!("-B{}", w.display()));
+        c.arg(format!("-B{}", w.display()))
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1);
     }
     c.arg("-o")
         .arg(out)

@@ -1,0 +1,45 @@
+//! Whether a link is worth packing: packing adds the runtime (about 180 KB of host code, and
+//! a first launch that reads the store) and buys a smaller output, device code out of every
+//! relocation's reach and one store per build. Below [`PACK_THRESHOLD`] of device code none
+//! of that pays (BENCHMARKS.md, "When packing pays": `bench/pack_threshold.sh`), so under
+//! `--fatpack-mode=auto` the line goes to the real linker unchanged and the output is the
+//! plain toolchain's, byte for byte. `fatpack prune`, `split` and `inspect` read such an
+//! output as they read any plain build.
+
+use super::options::{Mode, PackOptions};
+use super::plan::Planned;
+
+/// The least device code (bytes of fatbin sections in the inputs the link reads) that
+/// `--fatpack-mode=auto` packs. Measured (`bench/pack_threshold.sh`, nvcc 13.0 `-arch=all`
+/// objects, g++ with static cudart): with SASS as nvcc leaves it (uncompressed) the packed
+/// program is the larger below about 240 KB of device code and the smaller above it; with
+/// entries nvcc compressed itself (`-Xfatbin=-compress-all`, `--compress-mode=size`) it is
+/// larger by the runtime at every size up to 360 KB measured. Twice the first crossover
+/// leaves room for code that compresses worse than those kernels (5x).
+pub const PACK_THRESHOLD: u64 = 512 << 10;
+
+/// Why this link is not packed, for `--fatpack-verbose` and `--fatpack-dry-run`; `None`
+/// where it is.
+pub(super) fn left_unpacked(opts: &PackOptions, planned: &[Planned]) -> Option<String> {
+    if planned.is_empty() {
+        return Some("no device code in the objects and archives linked".into());
+    }
+    let bytes = device_code_bytes(planned);
+    (opts.mode == Mode::Auto && bytes < PACK_THRESHOLD).then(|| {
+        format!(
+            "{bytes} bytes of device code, under the {} KiB below which packing cannot pay \
+             (--fatpack-mode=packed packs it)",
+            PACK_THRESHOLD >> 10
+        )
+    })
+}
+
+/// The device code the link's inputs hold: the sizes of their fatbin sections (containers
+/// nvcc compressed count as stored).
+fn device_code_bytes(planned: &[Planned]) -> u64 {
+    planned
+        .iter()
+        .flat_map(|p| &p.sections)
+        .map(|s| s.section_size)
+        .sum()
+}
