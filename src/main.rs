@@ -102,7 +102,8 @@ enum Command {
     /// Split a packed output into a host binary and one pack per GPU architecture
     ///
     /// Written into DIR (and one pack for PTX); each machine then needs only its GPUs'
-    /// packs, found next to the binary at run time.
+    /// packs, found next to the binary at run time. A binary that is not packed (a plain
+    /// build, or one `fatpack ld` left to the real linker) is written whole, no packs.
     #[command(after_help = "Example:\n  \
         fatpack split app --into dist && ls dist   # app, app.sm_90.fatpack, ...")]
     Split {
@@ -475,6 +476,15 @@ fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> 
         None => r.host.display().to_string(),
     };
     eprintln!("fatpack split: {host}: {} bytes", r.host_len);
+    if r.unpacked {
+        eprintln!(
+            "fatpack split: {}: not packed (a plain build, or a link fatpack ld left to the real \
+             linker, which it does under {} KiB of device code): written whole, every GPU's \
+             code inside it, no packs; `fatpack prune --for` cuts it to one GPU's code",
+            input.display(),
+            fatpack::link::PACK_THRESHOLD >> 10
+        );
+    }
     for p in &r.packs {
         eprintln!(
             "fatpack split: {}: {} ({} blobs, {} bytes)",

@@ -8,8 +8,9 @@ use crate::packed::OutputError;
 #[derive(Debug, thiserror::Error)]
 pub enum SplitError {
     #[error(
-        "{}: not a packed output (no {} slot): split and join work on what `fatpack ld` \
-         links (prune ordinary files with `fatpack prune --for`)",
+        "{}: not a packed output (no {} slot: a plain build, or a link `fatpack ld` left to \
+         the real linker); join works on what `fatpack split` made of a packed output (prune \
+         ordinary files with `fatpack prune --for`)",
         .0.display(),
         crate::packed::DIGEST_SECTION
     )]

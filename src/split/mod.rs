@@ -54,6 +54,9 @@ pub struct SplitReport {
     /// Per compute capability with SASS in the binary: the packs a GPU of that capability
     /// loads from, as the runtime chooses.
     pub needs: Vec<(u32, Vec<String>)>,
+    /// The input was not packed (a plain build, or a link `fatpack ld` left to the real
+    /// linker): it was written whole, its device code inside it, and no packs.
+    pub unpacked: bool,
 }
 
 /// The pack a blob goes to: that of the first entry using it (a blob shared by two kinds
@@ -82,13 +85,15 @@ pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitErro
         })
 }
 
-/// Splits the packed binary `input` into `into`/<its name> plus its packs.
+/// Splits the packed binary `input` into `into`/<its name> plus its packs. A program or
+/// library that is not packed is written there whole ([`whole`]).
 pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     let mut outs = Outputs::new(&[input]);
     let map = read_file(input)?;
     let data: &[u8] = &map;
-    let located =
-        packed::locate(input, data)?.ok_or_else(|| SplitError::NotPacked(input.to_path_buf()))?;
+    let Some(located) = packed::locate(input, data)? else {
+        return whole(outs, input, data, into);
+    };
     let store_bytes = located.store.bytes();
     if fatpack_format::split::is_manifest(store_bytes) {
         return Err(SplitError::AlreadySplit(input.to_path_buf()));
@@ -105,14 +110,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     // The runtime finds packs next to the file the loader mapped, by its real name (what
     // /proc/self/maps shows), so a library split through its `libfoo.so` link is written
     // under the name the link points at.
-    let real = std::fs::canonicalize(input).map_err(error::io_at(input))?;
-    let name = real
-        .file_name()
-        .ok_or_else(|| SplitError::Bad {
-            path: input.to_path_buf(),
-            message: "has no file name".into(),
-        })?
-        .to_owned();
+    let name = real_name(input)?;
     let host_path = into.join(&name);
     outs.check(&host_path)?;
     outs.folder(into)?;
@@ -184,6 +182,70 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         host_len,
         packs: reports,
         needs,
+        unpacked: false,
+    })
+}
+
+/// The name `input` is written under: the runtime finds packs next to the file the loader
+/// mapped, by its real name (what /proc/self/maps shows), so a library split through its
+/// `libfoo.so` link is written under the name the link points at.
+fn real_name(input: &Path) -> Result<std::ffi::OsString, SplitError> {
+    let real = std::fs::canonicalize(input).map_err(error::io_at(input))?;
+    Ok(real
+        .file_name()
+        .ok_or_else(|| SplitError::Bad {
+            path: input.to_path_buf(),
+            message: "has no file name".into(),
+        })?
+        .to_owned())
+}
+
+/// A program or shared library without a store (a plain build, or a link `fatpack ld` left
+/// to the real linker because its device code was too small for packing to pay): its device
+/// code, every GPU's, is inside it, where the CUDA runtime finds it, and nothing can load it
+/// from packs. It is written to `into` whole, no packs beside it, so that a split of a whole
+/// build covers every file the build made; `fatpack prune --for` cuts such a file to one
+/// GPU's code.
+fn whole(
+    mut outs: Outputs,
+    input: &Path,
+    data: &[u8],
+    into: &Path,
+) -> Result<SplitReport, SplitError> {
+    match crate::inputs::classify(data).0 {
+        crate::inputs::FileKind::Executable | crate::inputs::FileKind::SharedLibrary => {}
+        kind => {
+            return Err(SplitError::Bad {
+                path: input.to_path_buf(),
+                message: format!(
+                "{}, not a program or shared library: split writes a linked binary and its packs",
+                kind.name()
+            ),
+            })
+        }
+    }
+    // Its device code must read as inspect reads it: a damaged file is refused, not copied.
+    crate::inputs::scan_bytes(input, data)?;
+    let host_path = into.join(real_name(input)?);
+    outs.check(&host_path)?;
+    outs.folder(into)?;
+    let tmp = outs.file(&host_path)?;
+    std::fs::write(tmp.path(), data).map_err(error::io_at(&host_path))?;
+    if read_file(tmp.path())?[..] != *data {
+        return Err(SplitError::Bad {
+            path: host_path,
+            message: "written output does not read back as the input".into(),
+        });
+    }
+    let host_len = data.len() as u64;
+    commit(outs, Vec::new(), None, tmp, input)?;
+    Ok(SplitReport {
+        host: host_path,
+        side_file: None,
+        host_len,
+        packs: Vec::new(),
+        needs: Vec::new(),
+        unpacked: true,
     })
 }
 

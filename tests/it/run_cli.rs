@@ -238,7 +238,7 @@ fn exit_codes_and_messages_say_what_is_wrong() {
         (
             vec!["join", lib_s, "-o", out_s],
             1,
-            "split and join work on what",
+            "join works on what `fatpack split` made of a packed output",
         ),
         (
             vec![

@@ -327,20 +327,63 @@ fn join_gives_back_the_original_bytes_wherever_the_store_was() {
     }
 }
 
+/// A binary that is not packed (a plain build, or a link `fatpack ld` left to the real linker,
+/// its device code under the packing threshold) splits into itself, whole, and no packs:
+/// a split of a whole build covers every file, and each keeps running as it did.
+#[test]
+fn a_binary_that_is_not_packed_is_written_whole() {
+    let d = scratch("split-unpacked");
+    let w = crate::common::wrapper_dir();
+    let exe = d.join("small");
+    let (code, _, err) = crate::common::run(
+        Command::new("g++")
+            .arg(format!("-B{}", w.path().display()))
+            .env_remove("FATPACK_MODE")
+            .arg("-o")
+            .arg(&exe)
+            .args(crate::common::fixture_objs())
+            .arg(format!("-L{}", fakes().display()))
+            .arg("-lfakecudart")
+            .arg(format!("-Wl,-rpath,{}", fakes().display())),
+    );
+    assert_eq!(code, 0, "{err}");
+    let into = d.join("out");
+    let (code, _, err) = split(&exe, &into);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("small: not packed") && err.contains("written whole"),
+        "{err}"
+    );
+    assert_eq!(listing(&into), ["small"]);
+    assert_eq!(
+        std::fs::read(into.join("small")).unwrap(),
+        std::fs::read(&exe).unwrap()
+    );
+    let r = run(&into.join("small"), "go", Some("90"), &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
 #[test]
 fn bad_inputs_are_refused_without_leaving_files() {
     let d = scratch("split-errors");
-    // Not packed.
-    let plain = d.join("plain");
-    std::fs::copy("/bin/true", &plain).unwrap();
+    // Not a linked binary: an object is refused.
     let into = d.join("out1");
-    let (code, _, err) = split(&plain, &into);
+    let (code, _, err) = split(&crate::common::fixture("kernels.o"), &into);
     assert_ne!(code, 0);
     assert!(
-        err.contains("plain") && err.contains("not a packed output"),
+        err.contains("kernels.o: object, not a program or shared library"),
         "{err}"
     );
     assert!(!into.exists() || listing(&into).is_empty());
+    // Join of a binary that is not packed.
+    let plain = d.join("plain");
+    std::fs::copy("/bin/true", &plain).unwrap();
+    let (code, _, err) = join(&plain, &d.join("joined-plain"));
+    assert!(
+        code != 0 && err.contains("plain: not a packed output"),
+        "{err}"
+    );
+    assert!(!d.join("joined-plain").exists());
 
     // Already split; and join of a whole binary.
     let (app, host) = split_app(StoreAt::Mapped, "split-twice");
