@@ -27,7 +27,7 @@ use crate::packed::{self, side_path, OutputError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepackError {
-    #[error("{}: not a packed output (no {} slot); repack rewrites what `fatpack ld` linked", .0.display(), packed::DIGEST_SECTION)]
+    #[error("{}: not a packed output (no {} slot: a plain build, or a link `fatpack ld` left to the real linker); repack rewrites the store of what `fatpack ld` packed (`--fatpack-mode=packed` packs any link)", .0.display(), packed::DIGEST_SECTION)]
     NotPacked(PathBuf),
     #[error("{}: is split into packs; repack the packed binary before splitting, or `fatpack join` it first", .0.display())]
     Split(PathBuf),
