@@ -20,8 +20,10 @@ cudaPackages.backendStdenv.mkDerivation {
     "-DCMAKE_CUDA_RUNTIME_LIBRARY=Shared"
   ];
 
-  # Options for `fatpack ld`, as -Wl,<flag> on link lines only:
-  # fatpackFlags = [ "--fatpack-side-file" ];   # then install the .fatpack files too
+  # Options for `fatpack ld`, as -Wl,<flag> on link lines only. The example's kernels are
+  # under the 512 KiB of device code from which `fatpack ld` packs by default: ask for it.
+  fatpackFlags = [ "--fatpack-mode=packed" ];
+  # fatpackFlags = [ "--fatpack-mode=packed" "--fatpack-side-file" ];   # then install the .fatpack files too
   # dontUseFatpack = true;                       # switch it off without editing inputs
 
   # No GPU in the sandbox: the demo takes its host-only path ("ok (no GPU)").
