@@ -71,7 +71,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
         s.progress.done();
         return super::dry_run::report(&s, &planned);
     }
-    if let Some(why) = super::worth_packing::left_unpacked(&s.opts, &planned) {
+    if let Some(why) = super::worth_packing::left_unpacked(&s, &planned) {
         drop((early, planned));
         // The real linker writes the output itself now: the unlink beside the early link
         // must not race with it.

@@ -64,7 +64,7 @@ pub(super) fn report_unpacked(
 pub(super) fn report(s: &Session, planned: &[Planned]) -> Result<i32, LinkError> {
     let output = s.line.output.display().to_string();
     let mut out = String::new();
-    if let Some(why) = super::worth_packing::left_unpacked(&s.opts, planned) {
+    if let Some(why) = super::worth_packing::left_unpacked(s, planned) {
         let argv = s.line.render(&Default::default(), &[], &[])?;
         out += &format!("{output}: {why}\nwould run: {}\n", command(&s.real, &argv));
         print(out);

@@ -9,6 +9,7 @@
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
 mod account;
+mod archive_pull;
 mod cleanup;
 mod driver;
 mod dry_run;

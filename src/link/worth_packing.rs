@@ -6,10 +6,12 @@
 //! plain toolchain's, byte for byte. `fatpack prune`, `split` and `inspect` read such an
 //! output as they read any plain build.
 
-use super::options::{Mode, PackOptions};
+use super::options::Mode;
 use super::plan::Planned;
+use super::session::Session;
 
-/// The least device code (bytes of fatbin sections in the inputs the link reads) that
+/// The least device code (bytes of fatbin sections the link takes in: its objects', and the
+/// archive members it pulls, [`super::archive_pull`]) that
 /// `--fatpack-mode=auto` packs. Measured (`bench/pack_threshold.sh`, nvcc 13.0 `-arch=all`
 /// objects, g++ with static cudart): with SASS as nvcc leaves it (uncompressed) the packed
 /// program is the larger below about 240 KB of device code and the smaller above it; with
@@ -20,26 +22,29 @@ pub const PACK_THRESHOLD: u64 = 512 << 10;
 
 /// Why this link is not packed, for `--fatpack-verbose` and `--fatpack-dry-run`; `None`
 /// where it is.
-pub(super) fn left_unpacked(opts: &PackOptions, planned: &[Planned]) -> Option<String> {
+pub(super) fn left_unpacked(s: &Session, planned: &[Planned]) -> Option<String> {
     if planned.is_empty() {
         return Some("no device code in the objects and archives linked".into());
     }
-    let bytes = device_code_bytes(planned);
-    (opts.mode == Mode::Auto && bytes < PACK_THRESHOLD).then(|| {
+    if s.opts.mode != Mode::Auto {
+        return None;
+    }
+    let bytes = super::archive_pull::device_code_linked(&s.line, planned, &s.maps, PACK_THRESHOLD);
+    (bytes < PACK_THRESHOLD).then(|| {
+        let held: u64 = planned
+            .iter()
+            .flat_map(|p| &p.sections)
+            .map(|s| s.section_size)
+            .sum();
+        let of = if held > bytes {
+            format!(" (of {held} in its inputs: archive members it does not take left out)")
+        } else {
+            String::new()
+        };
         format!(
-            "{bytes} bytes of device code, under the {} KiB below which packing cannot pay \
-             (--fatpack-mode=packed packs it)",
+            "{bytes} bytes of device code linked{of}, under the {} KiB below which packing \
+             cannot pay (--fatpack-mode=packed packs it)",
             PACK_THRESHOLD >> 10
         )
     })
-}
-
-/// The device code the link's inputs hold: the sizes of their fatbin sections (containers
-/// nvcc compressed count as stored).
-fn device_code_bytes(planned: &[Planned]) -> u64 {
-    planned
-        .iter()
-        .flat_map(|p| &p.sections)
-        .map(|s| s.section_size)
-        .sum()
 }
