@@ -219,8 +219,9 @@ enum Command {
     /// `ld.gold`, `ld.lld` or `ld.mold`. Its own `--fatpack-*` options, listed below, are
     /// taken from among them and never passed on.
     ///
-    /// A link with less than 512 KiB of device code in its objects and archives goes to the
-    /// real linker unchanged (the output is the real linker's, byte for byte): packing would
+    /// A link that takes in less than 512 KiB of device code (its objects', and the archive
+    /// members it pulls) goes to the real linker unchanged (the output is the real linker's,
+    /// byte for byte): packing would
     /// add the runtime (about 180 KB) and save less (`bench/pack_threshold.sh`: a packed
     /// program of nvcc 13 `-arch=all` objects is the larger up to about 240 KB of device
     /// code). `--fatpack-mode=packed` or FATPACK_MODE=packed packs it anyway.
