@@ -88,6 +88,14 @@ pub fn parse_count() -> usize {
     PARSES.load(Ordering::Relaxed)
 }
 
+/// The `e_type` of `data` when it is a 64-bit little-endian ELF file (what fatpack reads),
+/// from the header's first bytes alone: no parse (nor one counted in [`parse_count`]).
+pub fn file_type_of(data: &[u8]) -> Option<u16> {
+    let h = data.get(..18)?;
+    (h.starts_with(b"\x7fELF") && h[4] == elf::ELFCLASS64 && h[5] == elf::ELFDATA2LSB)
+        .then(|| u16::from_le_bytes([h[16], h[17]]))
+}
+
 /// A value of a plain-bytes record with every byte zero.
 pub fn zeroed<T: Pod>() -> T {
     let bytes = vec![0u8; std::mem::size_of::<T>()];

@@ -79,9 +79,16 @@ impl Session {
 /// with no device section has no section name `.nv_fatbin` or `__nv_relfatbin` anywhere in
 /// its bytes. A look for them is far quicker than walking the members' headers (libgcc.a
 /// and libc_nonshared.a are in every link); above 16 MiB the walk, which reads less of a
-/// large archive, is left to decide. A thin archive's members are files of their own.
+/// large archive, is left to decide. A thin archive's members are files of their own. A
+/// shared library's device code is its own (its cudart registers it when it is loaded): it
+/// is never looked through (libstdc++.so and libm.so are in every C++ link).
 pub(super) fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) -> bool {
     const LOOK_BELOW: usize = 16 << 20;
+    if kind == Some(InputFileKind::Elf)
+        && crate::elf::file_type_of(data) == Some(object::elf::ET_DYN)
+    {
+        return true;
+    }
     // One pass for what both names hold; a stray `fatbin` only means the walk decides.
     const BOTH: &[u8] = b"fatbin";
     debug_assert!(inputs::DEVICE_SECTIONS
