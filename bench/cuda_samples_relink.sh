@@ -18,7 +18,12 @@ FP="$root/target/release/fatpack"
 [ -x "$FP" ] || bash "$root/scripts/build.sh"
 src="$work/src"; build="$work/build"
 if [ ! -f "$work/built" ]; then
-    rm -rf "$work" && mkdir -p "$src"
+    # WORK is this script's own: a folder it did not make is never emptied.
+    if [ -e "$work" ] && [ ! -f "$work/.cuda-samples-relink" ] && [ -n "$(ls -A "$work")" ]; then
+        echo "cuda_samples_relink: $work exists and is not this script's: give another WORK" >&2
+        exit 1
+    fi
+    rm -rf "$work" && mkdir -p "$src" && touch "$work/.cuda-samples-relink"
     # Only what the chosen folders need (a mirror may lack the repository's large files).
     git -C "$repo" archive HEAD CMakeLists.txt Common cmake $dirs 2> "$work/archive.log" | tar -x -C "$src"
     : > "$src/Samples/CMakeLists.txt"
