@@ -37,6 +37,15 @@ pub struct Member<'a> {
     pub range: (u64, u64),
 }
 
+/// The file of the thin archive `archive`'s member `name`: thin members name their file
+/// relative to the archive's directory.
+pub fn thin_member_path(archive: &Path, name: &[u8]) -> PathBuf {
+    archive
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(std::ffi::OsStr::from_bytes(name))
+}
+
 /// The members of the archive `data` (read from `path`), in order. `shown` names the archive
 /// in origins; thin members' files are mapped through `maps`.
 pub fn members<'a>(
@@ -58,11 +67,7 @@ pub fn members<'a>(
         let name = String::from_utf8_lossy(&raw_name).into_owned();
         let origin = format!("{shown}({name})");
         let (bytes, file, range) = if member.is_thin() {
-            // Thin members name their file relative to the archive's directory.
-            let member_path = path
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join(std::ffi::OsStr::from_bytes(&raw_name));
+            let member_path = thin_member_path(path, &raw_name);
             let map = maps.get(&member_path).map_err(|e| InputError::Malformed {
                 origin: origin.clone(),
                 message: format!("the thin archive's member file: {e}"),

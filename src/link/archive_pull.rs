@@ -11,14 +11,13 @@
 //! members do not read, counts whole.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::PathBuf;
 
 use object::read::archive::{ArchiveFile, ArchiveOffset};
 use object::{Object, ObjectSymbol};
 
 use super::plan::Planned;
+use crate::inputs::archive::thin_member_path;
 use crate::inputs::{FileKind, Maps};
 use crate::ld::{InputFileKind, LinkLine};
 
@@ -33,12 +32,16 @@ impl Resolution {
     /// Takes in the global symbols of the relocatable object `data` (a shared library or
     /// anything else adds nothing); false if it does not read as an object file.
     fn add(&mut self, data: &[u8]) -> bool {
+        // Only relocatable objects' symbols count: a shared library (libstdc++.so is on every
+        // C++ line) is told by its header's first bytes, without a parse.
+        match crate::elf::file_type_of(data) {
+            Some(object::elf::ET_REL) => {}
+            Some(_) => return true,
+            None => return false,
+        }
         let Ok(file) = object::File::parse(data) else {
             return false;
         };
-        if file.kind() != object::ObjectKind::Relocatable {
-            return true;
-        }
         for s in file.symbols() {
             let Ok(name) = s.name_bytes() else { continue };
             if s.is_undefined() {
@@ -127,32 +130,32 @@ impl<'a> Archive<'a> {
     fn open(planned: &'a Planned, maps: &Maps, whole: bool) -> Option<Self> {
         let data = maps.get(&planned.path).ok()?;
         let file = ArchiveFile::parse(&**data).ok()?;
-        let mut device = HashMap::new();
-        // Each device section belongs to the member whose bytes hold it.
-        let mut spans = Vec::new();
+        // Each device section belongs to the member whose bytes hold it: found by its offset
+        // among the members (in file order), or for a thin archive by its member's file.
+        let mut inline: Vec<(u64, u64, u64)> = Vec::new();
+        let mut thin: HashMap<PathBuf, u64> = HashMap::new();
         for m in file.members() {
             let m = m.ok()?;
             let (off, size) = m.file_range();
             let header = off.checked_sub(60)?;
-            let member_file = if m.is_thin() {
-                Some(
-                    planned
-                        .path
-                        .parent()
-                        .unwrap_or(Path::new("."))
-                        .join(OsStr::from_bytes(m.name())),
-                )
+            if m.is_thin() {
+                thin.insert(thin_member_path(&planned.path, m.name()), header);
             } else {
-                None
-            };
-            spans.push((header, off, size, member_file));
+                inline.push((off, size, header));
+            }
         }
+        let mut device = HashMap::new();
         for s in &planned.sections {
-            let member = spans.iter().find(|(_, off, size, thin)| match thin {
-                Some(p) => *p == s.file,
-                None => s.file == planned.path && (*off..off + size).contains(&s.file_offset),
-            })?;
-            *device.entry(member.0).or_insert(0) += s.section_size;
+            let header = if s.file == planned.path {
+                let i = inline
+                    .partition_point(|&(off, _, _)| off <= s.file_offset)
+                    .checked_sub(1)?;
+                let (off, size, header) = inline[i];
+                (s.file_offset < off + size).then_some(header)?
+            } else {
+                *thin.get(&s.file)?
+            };
+            *device.entry(header).or_insert(0) += s.section_size;
         }
         Some(Archive {
             planned,
@@ -186,13 +189,11 @@ impl<'a> Archive<'a> {
         for at in pending {
             let m = file.member(ArchiveOffset(at)).ok()?;
             let read = if m.is_thin() {
-                let p = self
-                    .planned
-                    .path
-                    .parent()
-                    .unwrap_or(Path::new("."))
-                    .join(OsStr::from_bytes(m.name()));
-                res.add(&maps.get(&p).ok()?)
+                res.add(
+                    &maps
+                        .get(&thin_member_path(&self.planned.path, m.name()))
+                        .ok()?,
+                )
             } else {
                 res.add(m.data(&**self.data).ok()?)
             };
