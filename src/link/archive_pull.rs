@@ -62,12 +62,21 @@ impl Resolution {
     }
 }
 
-/// One archive with device code: its members' device bytes, by member header offset.
+/// A member of an archive: by the offset of its header (what the symbol index gives), or
+/// for a thin archive, whose members' bytes are files of their own (object reports no
+/// offset for them), by that file.
+#[derive(PartialEq, Eq, Hash)]
+enum MemberKey {
+    At(u64),
+    File(PathBuf),
+}
+
+/// One archive with device code: its members' device bytes.
 struct Archive<'a> {
     planned: &'a Planned,
     data: std::sync::Arc<memmap2::Mmap>,
-    /// Members holding device code: header offset → bytes of device sections.
-    device: HashMap<u64, u64>,
+    /// Members holding device code, and the bytes of their device sections.
+    device: HashMap<MemberKey, u64>,
     taken: HashSet<u64>,
     whole: bool,
 }
@@ -132,30 +141,25 @@ impl<'a> Archive<'a> {
         let file = ArchiveFile::parse(&**data).ok()?;
         // Each device section belongs to the member whose bytes hold it: found by its offset
         // among the members (in file order), or for a thin archive by its member's file.
-        let mut inline: Vec<(u64, u64, u64)> = Vec::new();
-        let mut thin: HashMap<PathBuf, u64> = HashMap::new();
+        let mut inline: Vec<(u64, u64)> = Vec::new();
         for m in file.members() {
             let m = m.ok()?;
-            let (off, size) = m.file_range();
-            let header = off.checked_sub(60)?;
-            if m.is_thin() {
-                thin.insert(thin_member_path(&planned.path, m.name()), header);
-            } else {
-                inline.push((off, size, header));
+            if !m.is_thin() {
+                inline.push(m.file_range());
             }
         }
         let mut device = HashMap::new();
         for s in &planned.sections {
-            let header = if s.file == planned.path {
+            let key = if s.file == planned.path {
                 let i = inline
-                    .partition_point(|&(off, _, _)| off <= s.file_offset)
+                    .partition_point(|&(off, _)| off <= s.file_offset)
                     .checked_sub(1)?;
-                let (off, size, header) = inline[i];
-                (s.file_offset < off + size).then_some(header)?
+                let (off, size) = inline[i];
+                (s.file_offset < off + size).then_some(MemberKey::At(off.checked_sub(60)?))?
             } else {
-                *thin.get(&s.file)?
+                MemberKey::File(s.file.clone())
             };
-            *device.entry(header).or_insert(0) += s.section_size;
+            *device.entry(key).or_insert(0) += s.section_size;
         }
         Some(Archive {
             planned,
@@ -188,19 +192,16 @@ impl<'a> Archive<'a> {
         let mut took = 0;
         for at in pending {
             let m = file.member(ArchiveOffset(at)).ok()?;
-            let read = if m.is_thin() {
-                res.add(
-                    &maps
-                        .get(&thin_member_path(&self.planned.path, m.name()))
-                        .ok()?,
-                )
+            let (read, key) = if m.is_thin() {
+                let path = thin_member_path(&self.planned.path, m.name());
+                (res.add(&maps.get(&path).ok()?), MemberKey::File(path))
             } else {
-                res.add(m.data(&**self.data).ok()?)
+                (res.add(m.data(&**self.data).ok()?), MemberKey::At(at))
             };
             if !read {
                 return None;
             }
-            took += self.device.remove(&at).unwrap_or(0);
+            took += self.device.remove(&key).unwrap_or(0);
         }
         Some(took)
     }

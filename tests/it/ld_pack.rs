@@ -226,8 +226,8 @@ fn small_programs_are_the_real_linkers_bytes_until_packing_pays() {
 }
 
 /// The threshold counts the device code a link takes in: an archive's members the link does
-/// not pull (as `libcudadevrt.a`'s 1 MB in every `-rdc` link) are left out, unless
-/// `--whole-archive` takes them all.
+/// not pull (as `libcudadevrt.a`'s 1 MB in every `-rdc` link) are left out, in a regular or a
+/// thin archive, unless `--whole-archive` takes them all.
 #[test]
 fn archive_members_the_link_does_not_take_are_not_counted() {
     let cuda = cuda_lib();
@@ -237,54 +237,60 @@ fn archive_members_the_link_does_not_take_are_not_counted() {
     // main.o calls into kernels.o and other.o; the big members define nothing it needs.
     let mut members = vec![fixture("kernels.o"), fixture("other.o")];
     members.extend(big_objects(d, 3));
-    let lib = d.join("libmixed.a");
-    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&lib).args(&members));
-    assert_eq!(code, 0, "{err}");
     let held =
         fatbin_bytes(&fixture("main.o")) + members.iter().map(|o| fatbin_bytes(o)).sum::<u64>();
     assert!(held >= fatpack::link::PACK_THRESHOLD, "{held}");
-    let link = |out: &str, through: bool, whole: bool| {
-        let mut c = Command::new("g++");
-        if through {
-            c.arg(format!("-B{}", w.path().display()))
-                .arg("-Wl,--fatpack-verbose");
-        }
-        c.env_remove("FATPACK_MODE")
-            .arg("-o")
-            .arg(d.join(out))
-            .arg(fixture("main.o"));
-        if whole {
-            c.arg("-Wl,--whole-archive")
-                .arg(&lib)
-                .arg("-Wl,--no-whole-archive");
-        } else {
-            c.arg(&lib);
-        }
-        let (code, _, err) = run(c.arg(format!("-L{}", cuda.display())).args([
-            "-lcudart_static",
-            "-ldl",
-            "-lpthread",
-            "-lrt",
-        ]));
-        assert_eq!(code, 0, "{out}: {err}");
-        err
-    };
-    link("plain", false, false);
-    let err = link("auto", true, false);
     let taken: u64 = fixture_objs().iter().map(|o| fatbin_bytes(o)).sum();
-    assert!(
-        err.contains(&format!(
-            "{taken} bytes of device code linked (of {held} in its inputs"
-        )),
-        "{err}"
-    );
-    assert_eq!(
-        std::fs::read(d.join("auto")).unwrap(),
-        std::fs::read(d.join("plain")).unwrap()
-    );
-    // Every member taken: packed.
-    link("whole", true, true);
-    assert!(inspect_json(&d.join("whole"))["packed"].is_object());
+    for (flags, name) in [("rcs", "libmixed.a"), ("rcsT", "libthin.a")] {
+        let lib = d.join(name);
+        let (code, _, err) = run(Command::new("ar").arg(flags).arg(&lib).args(&members));
+        assert_eq!(code, 0, "{err}");
+        let link = |out: &str, through: bool, whole: bool| {
+            let mut c = Command::new("g++");
+            if through {
+                c.arg(format!("-B{}", w.path().display()))
+                    .arg("-Wl,--fatpack-verbose");
+            }
+            c.env_remove("FATPACK_MODE")
+                .arg("-o")
+                .arg(d.join(out))
+                .arg(fixture("main.o"));
+            if whole {
+                c.arg("-Wl,--whole-archive")
+                    .arg(&lib)
+                    .arg("-Wl,--no-whole-archive");
+            } else {
+                c.arg(&lib);
+            }
+            let (code, _, err) = run(c.arg(format!("-L{}", cuda.display())).args([
+                "-lcudart_static",
+                "-ldl",
+                "-lpthread",
+                "-lrt",
+            ]));
+            assert_eq!(code, 0, "{name} {out}: {err}");
+            err
+        };
+        link("plain", false, false);
+        let err = link("auto", true, false);
+        assert!(
+            err.contains(&format!(
+                "{taken} bytes of device code linked (of {held} in its inputs"
+            )),
+            "{name}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(d.join("auto")).unwrap(),
+            std::fs::read(d.join("plain")).unwrap(),
+            "{name}"
+        );
+        // Every member taken: packed.
+        link("whole", true, true);
+        assert!(
+            inspect_json(&d.join("whole"))["packed"].is_object(),
+            "{name}"
+        );
+    }
 }
 
 /// The bytes of `.nv_fatbin` in the object `o`.
