@@ -6,7 +6,9 @@
 //! are stored once (keyed by blake3). Every blob and the index carry a blake3 digest that the
 //! reader checks.
 //!
-//! - Write with [`StoreWriter`] (streams blobs; [`StoreWriter::create_atomic`] for files).
+//! - Write with [`StoreWriter`] into any `Write + Seek` (streams blobs). Putting a file in place
+//!   is the caller's business: fatpack commits every output through one mechanism, its
+//!   `commit` module.
 //! - Read with [`Store::parse`] over any byte slice, or [`MappedStore`] for a file or a byte
 //!   range of one.
 
@@ -19,8 +21,6 @@
 
 extern crate alloc;
 
-#[cfg(feature = "std")]
-mod atomic;
 mod blockwise;
 mod error;
 mod format;
@@ -45,8 +45,6 @@ mod prelude {
     pub use alloc::vec::Vec;
 }
 
-#[cfg(feature = "std")]
-pub use atomic::AtomicStoreFile;
 pub use error::{Result, StoreError};
 pub use format::{
     ALIGN, FORMAT_MAJOR, FORMAT_MINOR, HEADER_LEN, MAGIC, MAX_ATTRS_LEN, MAX_NAME_LEN,

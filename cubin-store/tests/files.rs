@@ -1,4 +1,4 @@
-//! Atomic file writing and memory-mapped reading.
+//! Stores written to files and read back mapped.
 mod common;
 
 use std::fs;
@@ -6,15 +6,6 @@ use std::io::{self, Seek, SeekFrom, Write};
 
 use common::*;
 use cubin_store::*;
-
-fn dir_entries(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
 
 fn write_spec<W: Write + Seek>(w: &mut StoreWriter<W>, spec: &Spec) {
     for (name, entries) in spec {
@@ -26,17 +17,14 @@ fn write_spec<W: Write + Seek>(w: &mut StoreWriter<W>, spec: &Spec) {
 }
 
 #[test]
-fn atomic_commit_creates_file() {
+fn a_store_written_to_a_file_maps_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.fatpack");
     let spec = sample_spec();
-    let mut w = StoreWriter::create_atomic(&path, WriteOptions::default()).unwrap();
+    let mut w =
+        StoreWriter::new(fs::File::create(&path).unwrap(), WriteOptions::default()).unwrap();
     write_spec(&mut w, &spec);
-    // Nothing at the destination until commit; only the hidden temp file exists.
-    assert!(!path.exists());
-    assert_eq!(dir_entries(dir.path()).len(), 1);
-    let summary = w.commit().unwrap();
-    assert_eq!(dir_entries(dir.path()), vec!["app.fatpack".to_string()]);
+    let (_file, summary) = w.finish().unwrap();
 
     let mapped = MappedStore::open(&path).unwrap();
     assert_eq!(mapped.len(), summary.file_len);
@@ -49,67 +37,6 @@ fn atomic_commit_creates_file() {
         fs::read(&path).unwrap(),
         build_with(&spec, WriteOptions::default()).0
     );
-
-    // Permissions follow the umask like any created file, not tempfile's 0600.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let plain = dir.path().join("plain");
-        fs::File::create(&plain).unwrap();
-        let want = fs::metadata(&plain).unwrap().permissions().mode();
-        assert_eq!(fs::metadata(&path).unwrap().permissions().mode(), want);
-    }
-}
-
-#[test]
-fn atomic_drop_or_error_leaves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("out.fatpack");
-
-    // Dropped mid-write.
-    {
-        let mut w = StoreWriter::create_atomic(&path, WriteOptions::default()).unwrap();
-        write_spec(&mut w, &sample_spec());
-    }
-    assert!(dir_entries(dir.path()).is_empty());
-
-    // An error part-way (the caller bails out with `?`).
-    let r = (|| -> Result<StoreSummary, StoreError> {
-        let mut w = StoreWriter::create_atomic(&path, WriteOptions::default())?;
-        w.add_module("m")?;
-        w.add_module("m")?; // duplicate
-        w.commit()
-    })();
-    assert!(matches!(r, Err(StoreError::DuplicateModule(_))));
-    assert!(dir_entries(dir.path()).is_empty());
-
-    // An existing file is untouched by an abandoned write, replaced by a committed one.
-    fs::write(&path, b"old").unwrap();
-    {
-        let mut w = StoreWriter::create_atomic(&path, WriteOptions::default()).unwrap();
-        write_spec(&mut w, &sample_spec());
-        let _ = w.finish().unwrap(); // finished but never committed
-    }
-    assert_eq!(fs::read(&path).unwrap(), b"old");
-    assert_eq!(dir_entries(dir.path()), vec!["out.fatpack".to_string()]);
-    let mut w = StoreWriter::create_atomic(&path, WriteOptions::default()).unwrap();
-    write_spec(&mut w, &sample_spec());
-    w.commit().unwrap();
-    Store::parse(&fs::read(&path).unwrap())
-        .unwrap()
-        .verify()
-        .unwrap();
-    assert_eq!(dir_entries(dir.path()), vec!["out.fatpack".to_string()]);
-}
-
-#[test]
-fn atomic_create_in_missing_dir_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("no/such/dir/x.fatpack");
-    assert!(matches!(
-        StoreWriter::create_atomic(&path, WriteOptions::default()),
-        Err(StoreError::Io(_))
-    ));
 }
 
 /// A writer that fails after `budget` bytes, to exercise the poisoned path.

@@ -309,7 +309,10 @@ pub fn write_container(entries: &[EntryInput<'_>], headers: &[Vec<u8>], out: &mu
 /// and `entries[i].payload` is read only when the entry has no stored header (`attrs`), for
 /// the minimal header (a PTX one takes its version from the payload); it must then be the
 /// payload.
-pub fn plan_in_place(entries: &[EntryInput<'_>], lens: &[usize]) -> Result<InPlace, EncodeError> {
+pub fn plan_empty_container(
+    entries: &[EntryInput<'_>],
+    lens: &[usize],
+) -> Result<EmptyContainer, EncodeError> {
     let too_big = || EncodeError("fatbin larger than the address space".into());
     let mut headers = Vec::with_capacity(entries.len());
     let mut ranges = Vec::with_capacity(entries.len());
@@ -328,16 +331,17 @@ pub fn plan_in_place(entries: &[EntryInput<'_>], lens: &[usize]) -> Result<InPla
         at = start.checked_add(plen).ok_or_else(too_big)?;
         headers.push(h);
     }
-    Ok(InPlace {
+    Ok(EmptyContainer {
         headers,
         len: at,
         ranges,
     })
 }
 
-/// What [`plan_in_place`] laid out.
+/// A container laid out before its payloads exist ([`plan_empty_container`]): headers and
+/// the place of each payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InPlace {
+pub struct EmptyContainer {
     /// Each entry's header, written just before its payload.
     pub headers: Vec<Vec<u8>>,
     /// The container's length.
@@ -346,7 +350,7 @@ pub struct InPlace {
     pub ranges: Vec<core::ops::Range<usize>>,
 }
 
-impl InPlace {
+impl EmptyContainer {
     /// Writes the container header and the entry headers into `out` (zeroed, exactly `len`
     /// bytes); the payloads go into their ranges separately.
     pub fn write_headers(&self, out: &mut [u8]) {
@@ -439,7 +443,7 @@ mod in_place_tests {
             .collect();
         let whole = encode_container(&entries).unwrap();
         let lens: Vec<usize> = payloads.iter().map(|p| p.len()).collect();
-        let plan = plan_in_place(&entries, &lens).unwrap();
+        let plan = plan_empty_container(&entries, &lens).unwrap();
         let mut out = vec![0u8; plan.len];
         plan.write_headers(&mut out);
         for (r, p) in plan.ranges.iter().zip(payloads) {
@@ -451,12 +455,12 @@ mod in_place_tests {
             payload: &[],
             ..entries[0]
         }];
-        assert!(plan_in_place(&no_attrs, &[13]).is_err());
+        assert!(plan_empty_container(&no_attrs, &[13]).is_err());
         let with_payload = [EntryInput {
             attrs: &[],
             ..entries[1]
         }];
-        let plan = plan_in_place(&with_payload, &[payloads[1].len()]).unwrap();
+        let plan = plan_empty_container(&with_payload, &[payloads[1].len()]).unwrap();
         let mut out = vec![0u8; plan.len];
         plan.write_headers(&mut out);
         out[plan.ranges[0].clone()].copy_from_slice(payloads[1]);

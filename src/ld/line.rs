@@ -162,7 +162,7 @@ pub struct LibraryDir {
 
 /// A `--fatpack-NAME[=VALUE]` option.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FatpackOption {
+pub struct FatpackArg {
     pub name: String,
     pub value: Option<OsString>,
     pub(super) span: Range<usize>,
@@ -222,7 +222,7 @@ pub struct LinkLine {
     pub inputs: Vec<Input>,
     pub rpaths: Vec<OsString>,
     pub nostdlib: bool,
-    pub fatpack_options: Vec<FatpackOption>,
+    pub fatpack_args: Vec<FatpackArg>,
     pub info: Option<InfoRequest>,
     /// Index in the expanded argv of a `--`: ld ignores everything after it.
     pub end_of_options: Option<usize>,
@@ -252,7 +252,7 @@ impl LinkLine {
 
     /// The value of the last `--fatpack-NAME=VALUE`, or `Some("")` for a bare `--fatpack-NAME`.
     pub fn fatpack_value(&self, name: &str) -> Option<&OsStr> {
-        self.fatpack_options
+        self.fatpack_args
             .iter()
             .rev()
             .find(|f| f.name == name)
@@ -261,7 +261,7 @@ impl LinkLine {
 
     /// Whether `--fatpack-NAME` (with or without a value) was given.
     pub fn fatpack_flag(&self, name: &str) -> bool {
-        self.fatpack_options.iter().any(|f| f.name == name)
+        self.fatpack_args.iter().any(|f| f.name == name)
     }
 
     /// The line for the real linker: the original arguments, with each input in `replace`
@@ -289,7 +289,7 @@ impl LinkLine {
                 *a = Action::Drop;
             }
         }
-        for f in &self.fatpack_options {
+        for f in &self.fatpack_args {
             for s in f.span.clone() {
                 action[s] = Action::Drop;
             }

@@ -103,7 +103,7 @@ impl LinkLine {
             inputs: Vec::new(),
             rpaths: Vec::new(),
             nostdlib: false,
-            fatpack_options: Vec::new(),
+            fatpack_args: Vec::new(),
             info: None,
             end_of_options: None,
             diagnostics: Vec::new(),
@@ -158,7 +158,7 @@ impl LinkLine {
             }
             if let Some(rest) = a.strip_prefix(FATPACK_PREFIX.as_bytes()) {
                 let (name, value) = split_eq(rest);
-                self.fatpack_options.push(FatpackOption {
+                self.fatpack_args.push(FatpackArg {
                     name: String::from_utf8_lossy(name).into_owned(),
                     value: value.map(|v| OsString::from_vec(v.to_vec())),
                     span: i..i + 1,

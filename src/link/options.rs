@@ -178,7 +178,7 @@ pub enum Route {
 impl PackOptions {
     pub(super) fn from_line(line: &LinkLine) -> Result<Self, LinkError> {
         // A misspelt option must not be ignored: the link would silently do something else.
-        for f in &line.fatpack_options {
+        for f in &line.fatpack_args {
             if !OPTIONS.iter().any(|o| o.name == f.name) {
                 let known: Vec<String> = OPTIONS
                     .iter()

@@ -3,7 +3,7 @@
 //! `.nv_fatbin` and `__nv_relfatbin` last in the image; then every container in the output
 //! is replaced by the stub of the input module it is, the stubs packed where the device
 //! code began and the file cut short there (prune's cut, made in the file itself:
-//! [`crate::elf::cut::InPlace`]).
+//! [`crate::elf::cut::CutInFile`]).
 //!
 //! Which module a container of the output is: the one with the same bytes, of the
 //! containers the scan found in the inputs (the linker copies a section's bytes as they
@@ -29,7 +29,7 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
 use super::plan::{origin_of, Names, Planned};
 use super::LinkError;
-use crate::elf::cut::{CutDone, InPlace, Refused};
+use crate::elf::cut::{CutDone, CutInFile, Refused};
 use crate::elf::TransformError;
 use crate::elf::{c_str, file_range, records, Sym, LE};
 use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
@@ -371,7 +371,7 @@ pub(super) fn stub_output(
         stub::encode_into(&modules[m].module, flags, &mut stub);
         Ok(stub)
     };
-    let plan = match InPlace::plan(out, &mut stubs) {
+    let plan = match CutInFile::plan(out, &mut stubs) {
         Ok(Ok(plan)) => plan,
         Ok(Err(Refused(why))) => return Ok(Err(NotStubbed::Refused(why))),
         Err(LinkError::ForeignContainer { at, len, .. }) => {

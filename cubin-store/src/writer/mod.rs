@@ -4,9 +4,7 @@ mod groups;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Seek, SeekFrom, Write};
-use std::path::Path;
 
-use crate::atomic::AtomicStoreFile;
 use crate::error::{Result, StoreError};
 use crate::format::*;
 use crate::meta::{kind_to_wire, variant_to_wire, Codec, EntryMeta};
@@ -878,18 +876,4 @@ fn parallel_map_with<T: Sync, R: Send, S>(
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(StoreError::Compression("compression job lost".into()))))
         .collect()
-}
-
-impl StoreWriter<AtomicStoreFile> {
-    /// Starts a store that will atomically replace `path` on [`StoreWriter::commit`].
-    pub fn create_atomic(path: impl AsRef<Path>, opts: WriteOptions) -> Result<Self> {
-        StoreWriter::new(AtomicStoreFile::create(path)?, opts)
-    }
-
-    /// Finishes the store, fsyncs it and renames it into place.
-    pub fn commit(self) -> Result<StoreSummary> {
-        let (file, summary) = self.finish()?;
-        file.commit()?;
-        Ok(summary)
-    }
 }

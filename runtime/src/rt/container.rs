@@ -7,7 +7,7 @@ use core::fmt;
 
 use core::ops::Range;
 
-use fatpack_format::fatbin::{plan_in_place, EncodeError, EntryInput};
+use fatpack_format::fatbin::{plan_empty_container, EncodeError, EntryInput};
 
 /// A byte buffer aligned to 16, so cudart sees the container as nvcc's `.nv_fatbin` would be.
 pub(crate) struct Aligned {
@@ -43,11 +43,11 @@ impl fmt::Debug for Aligned {
 /// One uncompressed container for `entries` (payloads `lens` bytes long, not read), its
 /// headers written: the caller decodes each payload into its range, so a module's code is
 /// written once, where cudart will read it.
-pub(crate) fn in_place(
+pub(crate) fn empty_container(
     entries: &[EntryInput<'_>],
     lens: &[usize],
 ) -> Result<(Aligned, Vec<Range<usize>>), EncodeError> {
-    let plan = plan_in_place(entries, lens)?;
+    let plan = plan_empty_container(entries, lens)?;
     let mut out = Aligned::zeroed(plan.len);
     plan.write_headers(out.as_bytes_mut());
     Ok((out, plan.ranges))

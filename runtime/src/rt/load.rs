@@ -195,8 +195,8 @@ impl Plan {
             .map(|&i| usize::try_from(self.entries[i].raw_len()))
             .collect::<Result<Vec<usize>, _>>()
             .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
-        let (mut buf, ranges) =
-            container::in_place(&inputs, &lens).map_err(|e| format!("module \"{name}\": {e}"))?;
+        let (mut buf, ranges) = container::empty_container(&inputs, &lens)
+            .map_err(|e| format!("module \"{name}\": {e}"))?;
         for ((&i, r), v) in chosen.iter().zip(ranges).zip(&early) {
             let e = &self.entries[i];
             let out = &mut buf.as_bytes_mut()[r];

@@ -28,7 +28,7 @@
 //! in the file itself, and checked ([`verify`]) before it is written or the file truncated.
 //! What becomes of each container is the caller's ([`Replace`]): prune's pruned container,
 //! the link's stub. Two entry points: [`copy`] (a new file, `fatpack prune`) and
-//! [`InPlace`] (the file itself, `fatpack ld`'s direct route).
+//! [`CutInFile`] (the file itself, `fatpack ld`'s direct route).
 
 mod compact;
 mod embedded_move;
@@ -306,7 +306,7 @@ pub fn copy<E: From<TransformError>>(
     }))
 }
 
-/// What [`InPlace::apply`] did to a file, and the file, open, with its new headers.
+/// What [`CutInFile::apply`] did to a file, and the file, open, with its new headers.
 pub struct CutDone {
     /// Containers replaced.
     pub containers: usize,
@@ -318,11 +318,11 @@ pub struct CutDone {
 
 /// A cut of a linked file made in the file itself (`fatpack ld`'s own output, whose device
 /// code its tail script placed last): worked out first, from the file's bytes as they are
-/// ([`InPlace::plan`]), so that the caller can check what it read before anything is
-/// written; then written, and the file truncated ([`InPlace::apply`]). Only a layout with
+/// ([`CutInFile::plan`]), so that the caller can check what it read before anything is
+/// written; then written, and the file truncated ([`CutInFile::apply`]). Only a layout with
 /// nothing after the device code in its segment is cut this way: what follows it in the
 /// file (symbols, debug info, section headers) moves down, nothing that loads does.
-pub struct InPlace {
+pub struct CutInFile {
     path: PathBuf,
     file: std::fs::File,
     map: memmap2::MmapMut,
@@ -331,14 +331,14 @@ pub struct InPlace {
     p: Prepared,
 }
 
-impl InPlace {
+impl CutInFile {
     /// Works out the cut of the file at `path`, each container of `.nv_fatbin` and
     /// `__nv_relfatbin` becoming what `replace` makes of it (given the section and the
     /// container's index in it). `Ok(Err(_))`: the file cannot be cut in place.
     pub fn plan<E: From<TransformError>>(
         path: &Path,
         replace: &mut Replace<'_, E>,
-    ) -> Result<Result<InPlace, Refused>, E> {
+    ) -> Result<Result<CutInFile, Refused>, E> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -364,7 +364,7 @@ impl InPlace {
                 "its device code is not the last thing its segment loads".into(),
             )));
         }
-        Ok(Ok(InPlace {
+        Ok(Ok(CutInFile {
             path: path.to_path_buf(),
             file,
             map,
