@@ -10,6 +10,7 @@ pub use fatpack_format::arch;
 pub mod commit;
 pub mod cubin;
 pub mod elf;
+pub mod environment;
 pub mod error;
 pub mod extract;
 pub mod fatbin;

@@ -18,11 +18,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
                   fatpack prune --for 9.0 build/libfoo.so -o libfoo-sm90.so\n\n\
                   Exit status: 0 on success, 1 on an error (the message names the file and \
                   what is wrong; nothing is written), 2 on a usage error. `fatpack ld` and \
-                  `fatpack run` exit with the real linker's or the command's own status.\n\n\
-                  Programs fatpack linked read, at run time: FATPACK_LOG=info|debug (each \
-                  choice: module, device, arch, bytes, time), FATPACK_ARCH=sm_80 or \
-                  compute_90 (force that entry), FATPACK_EAGER=1 (load every module at \
-                  start-up, not at first use)."
+                  `fatpack run` exit with the real linker's or the command's own status."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -583,7 +579,17 @@ fn ld(argv0: Option<&std::ffi::OsStr>, args: Vec<std::ffi::OsString>) -> ExitCod
 /// The command line as clap knows it, with `fatpack ld`'s own options from their one table
 /// (`fatpack help ld` and the man page print it).
 fn cli() -> clap::Command {
-    Cli::command().mut_subcommand("ld", |c| {
+    use fatpack::environment::{help, Reader};
+    let top = Cli::command();
+    let top_help = top
+        .get_after_help()
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    let top_help = format!(
+        "{top_help}\n\nPrograms fatpack packed read, at run time:\n{}",
+        help(Reader::Program)
+    );
+    top.after_help(top_help).mut_subcommand("ld", |c| {
         let examples = c
             .get_after_help()
             .map(|h| h.to_string())

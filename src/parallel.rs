@@ -43,7 +43,7 @@ pub fn threads() -> usize {
         return given;
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let Some(v) = std::env::var_os("FATPACK_THREADS") else {
+    let Some(v) = std::env::var_os(crate::environment::THREADS) else {
         return cpus;
     };
     match v.to_str().and_then(|s| s.trim().parse::<usize>().ok()) {
@@ -107,7 +107,7 @@ impl Drop for Workers {
     /// With `FATPACK_TRACE_WORKERS=FILE`, appends `pid start_ns end_ns threads` for the
     /// step (how the tests check, across processes, that a jobserver's limit holds).
     fn drop(&mut self) {
-        let Some(path) = std::env::var_os("FATPACK_TRACE_WORKERS") else {
+        let Some(path) = std::env::var_os(crate::environment::TRACE_WORKERS) else {
             return;
         };
         let ns = |t: std::time::SystemTime| {

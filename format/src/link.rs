@@ -256,13 +256,9 @@ pub fn segment_note() -> [u8; 32] {
     .to_bytes()
 }
 
-/// Environment variable: a runtime archive to link instead of the one fatpack carries.
-pub const ENV_RUNTIME: &str = "FATPACK_RUNTIME";
-/// Environment variable: the real linker to run (else the one of fatpack's own name on PATH).
-pub const ENV_REAL_LD: &str = "FATPACK_REAL_LD";
-/// Environment variable: `1` makes `fatpack ld` report what it did (as `--fatpack-verbose`).
-pub const ENV_VERBOSE: &str = "FATPACK_VERBOSE";
-// The runtime reads these with getenv (no allocation, safe before main), hence C strings.
+// The variables a packed program's runtime reads (the CLI's own are in its `environment`
+// table, which documents these too). The runtime reads them with getenv (no allocation,
+// safe before main), hence C strings.
 
 /// Environment variable: `info` or `debug` logs choices to stderr.
 pub const ENV_LOG: &CStr = c"FATPACK_LOG";

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::defaults::LinkerDefaults;
 
 /// The variable that moves the cache (or, empty, turns it off).
-pub const CACHE_DIR_ENV: &str = "FATPACK_CACHE_DIR";
+pub const CACHE_DIR_ENV: &str = crate::environment::CACHE_DIR;
 /// The first line of an entry: what wrote it and in which layout.
 const HEADER: &str = "fatpack linker defaults 1";
 

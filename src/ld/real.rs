@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 
 /// Names the real linker (a path, or a name looked up on PATH); overrides everything else.
-pub const REAL_LD_ENV: &str = fatpack_format::link::ENV_REAL_LD;
+pub const REAL_LD_ENV: &str = crate::environment::REAL_LD;
 /// How many fatpack wrappers are above this process; set on every linker we start.
-pub const DEPTH_ENV: &str = "FATPACK_LD_DEPTH";
+pub const DEPTH_ENV: &str = crate::environment::LD_DEPTH;
 /// A wrapper that finds more than this many wrappers above it refuses to run a linker.
 pub const MAX_DEPTH: u32 = 1;
 

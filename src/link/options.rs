@@ -101,9 +101,8 @@ pub fn options_help() -> String {
         }
         out += &format!("      {}\n", o.help);
     }
-    out += "Environment: FATPACK_REAL_LD (the real linker), FATPACK_THREADS, FATPACK_MODE,\n\
-            FATPACK_VERBOSE=1, FATPACK_RUNTIME (another runtime archive), FATPACK_CACHE_DIR\n\
-            (where what the real linker says about itself is kept; empty: nothing kept).\n";
+    out += "Environment (an option on the line wins over its variable):\n";
+    out += &crate::environment::help(crate::environment::Reader::Link);
     out
 }
 
@@ -192,7 +191,7 @@ impl PackOptions {
             }
         }
         let verbose = switch(line, "verbose")?
-            || std::env::var_os("FATPACK_VERBOSE").is_some_and(|v| v != "0")
+            || std::env::var_os(crate::environment::VERBOSE).is_some_and(|v| v != "0")
             || line
                 .expanded_args()
                 .iter()
@@ -214,7 +213,7 @@ impl PackOptions {
         let mode = choice_or_env(
             line,
             "mode",
-            "FATPACK_MODE",
+            crate::environment::MODE,
             &[
                 ("auto", Mode::Auto),
                 ("packed", Mode::Packed),

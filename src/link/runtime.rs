@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use object::read::archive::ArchiveFile;
 
-use super::abi::{ENV_RUNTIME, RUNTIME_ARCHIVE};
+use super::abi::RUNTIME_ARCHIVE;
+use crate::environment::RUNTIME as ENV_RUNTIME;
 
 /// One runtime archive build.rs made (LTO'd, debug info stripped).
 #[derive(Debug)]

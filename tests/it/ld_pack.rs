@@ -1808,3 +1808,75 @@ fn every_fatpack_option_is_in_the_helps_man_page_completions_and_readme() {
         assert!(readme.contains(&spelled), "README.md lacks {spelled}");
     }
 }
+
+/// Every `FATPACK_*` variable read by code fatpack ships (the CLI, the runtime, the format
+/// and store crates, the build script) is in the one table, `fatpack::environment`; each one
+/// a link reads is in `fatpack help ld` and fatpack-ld(1), each one a packed program reads in
+/// `fatpack --help` and fatpack(1), and each one a user sets in the README.
+#[test]
+fn every_environment_variable_is_in_the_table_the_helps_man_pages_and_readme() {
+    use fatpack::environment::{Reader, VARIABLES};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut read = std::collections::BTreeSet::new();
+    let mut files = vec![root.join("build.rs")];
+    for dir in ["src", "runtime/src", "format/src", "cubin-store/src"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+    }
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("FATPACK_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            // `FATPACK_RT_<TOOL>` in build.rs is a pattern whose names the table lists;
+            // FATPACK_PREFIX is the name of a Rust constant (`--fatpack-`), not a variable.
+            if !name.ends_with('_') && name != "FATPACK_PREFIX" {
+                read.insert((name, f.strip_prefix(root).unwrap().display().to_string()));
+            }
+        }
+    }
+    assert!(read.len() > 10, "the scan found {read:?}");
+    for (name, file) in &read {
+        assert!(
+            VARIABLES.iter().any(|v| v.name == name),
+            "{file} reads {name}, which fatpack::environment::VARIABLES lacks"
+        );
+    }
+    let out = |args: &[&str]| {
+        let (code, text, err) = run(Command::new(fatpack_bin()).args(args));
+        assert_eq!(code, 0, "{args:?}: {err}");
+        // roff escapes each `-` and `_` of a page's text as the helps print it.
+        text.replace("\\-", "-").replace("\\_", "_")
+    };
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let (help_ld, man_ld) = (out(&["help", "ld"]), out(&["man", "ld"]));
+    let (help, man) = (out(&["--help"]), out(&["man"]));
+    for v in VARIABLES {
+        let spelled = format!("{}={}", v.name, v.value);
+        let (in_help, in_man) = match v.reader {
+            Reader::Link => (help_ld.contains(&spelled), man_ld.contains(&spelled)),
+            Reader::Program => (help.contains(&spelled), man.contains(&spelled)),
+            Reader::Build | Reader::Internal => (true, true),
+        };
+        assert!(
+            in_help && in_man,
+            "{spelled}: help {in_help}, man page {in_man}"
+        );
+        if v.reader != Reader::Internal {
+            assert!(readme.contains(v.name), "README.md lacks {}", v.name);
+        }
+    }
+}
