@@ -107,6 +107,12 @@ pub const VARIABLES: &[Variable] = &[
         help: "load every module at start-up, not at first use",
     },
     Variable {
+        name: text(abi::ENV_DECODE),
+        value: "auto|runtime",
+        reader: Reader::Program,
+        help: "runtime: decode every entry here, never handing the driver zstd frames",
+    },
+    Variable {
         name: "FATPACK_RT_EXTRA_TARGETS",
         value: "TRIPLE,...",
         reader: Reader::Build,

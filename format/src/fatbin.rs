@@ -304,28 +304,76 @@ pub fn write_container(entries: &[EntryInput<'_>], headers: &[Vec<u8>], out: &mu
     }
 }
 
-/// A container laid out before its payloads exist, so they can be decoded straight into it
-/// (the runtime: no second copy of a module's code): `lens[i]` is entry i's payload length,
-/// and `entries[i].payload` is read only when the entry has no stored header (`attrs`), for
-/// the minimal header (a PTX one takes its version from the payload); it must then be the
-/// payload.
+/// How an entry's payload goes into a container laid out before it exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadForm {
+    /// The decoded bytes, `len` of them: the entry's header says uncompressed.
+    Plain { len: usize },
+    /// One zstd frame of `frame_len` bytes that decodes to `decoded_len`: the header says so
+    /// as nvcc 13's compressed entries do ([`flags::COMPRESSED_ZSTD`]), for a driver that
+    /// decodes them. Only for an entry with a stored header.
+    Zstd {
+        frame_len: usize,
+        decoded_len: usize,
+    },
+}
+
+impl PayloadForm {
+    /// The bytes the payload takes before padding.
+    pub fn len(&self) -> usize {
+        match *self {
+            PayloadForm::Plain { len } => len,
+            PayloadForm::Zstd { frame_len, .. } => frame_len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A container laid out before its payloads exist, so they can be decoded (or copied)
+/// straight into it (the runtime: no second copy of a module's code): `forms[i]` is entry i's
+/// payload, and `entries[i].payload` is read only when the entry has no stored header
+/// (`attrs`), for the minimal header (a PTX one takes its version from the payload); it must
+/// then be the payload.
 pub fn plan_empty_container(
     entries: &[EntryInput<'_>],
-    lens: &[usize],
+    forms: &[PayloadForm],
 ) -> Result<EmptyContainer, EncodeError> {
     let too_big = || EncodeError("fatbin larger than the address space".into());
     let mut headers = Vec::with_capacity(entries.len());
     let mut ranges = Vec::with_capacity(entries.len());
     let mut at = CONTAINER_HEADER_LEN;
-    for (e, &len) in entries.iter().zip(lens) {
-        if e.attrs.is_empty() && e.payload.len() != len {
+    for (e, form) in entries.iter().zip(forms) {
+        let len = form.len();
+        let plain = matches!(form, PayloadForm::Plain { .. });
+        if e.attrs.is_empty() && (!plain || e.payload.len() != len) {
             return Err(EncodeError(format!(
                 "{}: no stored entry header, and no payload to make one from",
                 e.candidate.name()
             )));
         }
         let plen = padded(len).ok_or_else(too_big)?;
-        let h = entry_header(e, plen)?;
+        let mut h = entry_header(e, plen)?;
+        if let PayloadForm::Zstd {
+            frame_len,
+            decoded_len,
+        } = *form
+        {
+            let big = || {
+                EncodeError(format!(
+                    "{}: a compressed entry of {frame_len} bytes",
+                    e.candidate.name()
+                ))
+            };
+            // entry_header gives at least the fixed 64 bytes.
+            let mut eh = EntryHeader::read(&h).ok_or_else(big)?;
+            eh.flags = (eh.flags & !flags::COMPRESSED) | flags::COMPRESSED_ZSTD;
+            eh.compressed_len = u32::try_from(frame_len).map_err(|_| big())?;
+            eh.uncompressed_len = decoded_len as u64;
+            h[..ENTRY_HEADER_LEN].copy_from_slice(&eh.to_bytes());
+        }
         let start = at.checked_add(h.len()).ok_or_else(too_big)?;
         ranges.push(start..start.checked_add(len).ok_or_else(too_big)?);
         at = start.checked_add(plen).ok_or_else(too_big)?;
@@ -442,8 +490,11 @@ mod in_place_tests {
             })
             .collect();
         let whole = encode_container(&entries).unwrap();
-        let lens: Vec<usize> = payloads.iter().map(|p| p.len()).collect();
-        let plan = plan_empty_container(&entries, &lens).unwrap();
+        let forms: Vec<PayloadForm> = payloads
+            .iter()
+            .map(|p| PayloadForm::Plain { len: p.len() })
+            .collect();
+        let plan = plan_empty_container(&entries, &forms).unwrap();
         let mut out = vec![0u8; plan.len];
         plan.write_headers(&mut out);
         for (r, p) in plan.ranges.iter().zip(payloads) {
@@ -455,12 +506,18 @@ mod in_place_tests {
             payload: &[],
             ..entries[0]
         }];
-        assert!(plan_empty_container(&no_attrs, &[13]).is_err());
+        assert!(plan_empty_container(&no_attrs, &[PayloadForm::Plain { len: 13 }]).is_err());
         let with_payload = [EntryInput {
             attrs: &[],
             ..entries[1]
         }];
-        let plan = plan_empty_container(&with_payload, &[payloads[1].len()]).unwrap();
+        let plan = plan_empty_container(
+            &with_payload,
+            &[PayloadForm::Plain {
+                len: payloads[1].len(),
+            }],
+        )
+        .unwrap();
         let mut out = vec![0u8; plan.len];
         plan.write_headers(&mut out);
         out[plan.ranges[0].clone()].copy_from_slice(payloads[1]);
@@ -646,5 +703,37 @@ mod tests {
         for cut in 0..full.len() {
             assert!(read_container(&full[..cut]).is_none());
         }
+    }
+
+    #[test]
+    fn a_zstd_payload_is_flagged_as_nvcc_flags_its_compressed_entries() {
+        let h = nvcc_header(KIND_ELF, 90, 0x11 | flags::COMPRESSED_LZ4);
+        let e = input("sm_90", &h, b"");
+        let form = PayloadForm::Zstd {
+            frame_len: 13,
+            decoded_len: 4000,
+        };
+        let plan = plan_empty_container(&[e], &[form]).unwrap();
+        let mut out = vec![0u8; plan.len];
+        plan.write_headers(&mut out);
+        let r = plan.ranges[0].clone();
+        assert_eq!(r.len(), 13);
+        let eh = EntryHeader::read(&out[r.start - h.len()..]).unwrap();
+        assert_eq!(
+            (
+                eh.flags,
+                eh.compressed_len,
+                eh.uncompressed_len,
+                eh.payload_len
+            ),
+            (0x11 | flags::COMPRESSED_ZSTD, 13, 4000, 16)
+        );
+        assert_eq!(
+            &out[r.start - h.len() + 64..r.start],
+            &h[64..],
+            "the tail is kept"
+        );
+        let bare = input("sm_90", &[], b"");
+        assert!(plan_empty_container(&[bare], &[form]).is_err());
     }
 }

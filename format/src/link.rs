@@ -267,6 +267,10 @@ pub const ENV_ARCH: &CStr = c"FATPACK_ARCH";
 /// Environment variable: `1` loads each module when its registration ends (at program or
 /// library load) instead of at first use.
 pub const ENV_EAGER: &CStr = c"FATPACK_EAGER";
+/// Environment variable: `runtime` decodes every entry in the runtime, never handing a
+/// driver the stored zstd frames (the default, `auto`, hands them over where the driver
+/// takes them).
+pub const ENV_DECODE: &CStr = c"FATPACK_DECODE";
 
 /// Linker arguments (for `ld` itself; prefix each with `-Wl,` for a compiler driver): one
 /// `--wrap=SYM` per [`WRAPPED_SYMBOLS`], plus `--exclude-libs=libfatpack_rt.a` when the output

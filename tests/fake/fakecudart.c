@@ -4,6 +4,10 @@
  *   FAKE_CUDART_LOG=path    append one line per call (default: stdout)
  *   FAKE_CUDART_DUMP=dir    write each registered container to dir/reg-<id>.bin
  *                           (and prelinked ones to dir/reg-<id>-pre-<k>.bin)
+ *   FAKE_CUDART_ZSTD=1      "the driver decodes" nvcc's zstd-compressed entries; without it a
+ *                           lookup or launch of a function whose container holds one fails
+ *                           with cudaErrorInvalidKernelImage (200), as a driver before 550
+ *                           would, and cudaGetLastError reports it until read
  *
  * Lines containing "BAD" mean the runtime passed something cudart would choke on. */
 #include <pthread.h>
@@ -30,6 +34,10 @@ static struct { const void *host; const char *name; int handle; } vars[MAXN];
 static int nvars;
 static int *handles[MAXN];
 static int nhandles;
+/* Handles whose container holds a zstd-compressed entry (flag 0x8000). */
+static int compressed[MAXN + 1];
+/* cudart's per-thread last error. */
+static __thread int last_error;
 
 static void logline(const char *fmt, ...) {
     static FILE *f;
@@ -89,6 +97,9 @@ static void dump(const unsigned char *d, const char *tag, int id, int k) {
                 tag, id, kind, arch, (unsigned long long)flags, eh, (unsigned long long)psize, csize,
                 (unsigned long long)usize, plen, p);
         if (eh < 64 || psize % 8 != 0) logline("BAD %s %d: malformed entry", tag, id);
+        if ((flags & 0x8000) && id > 0 && id <= MAXN) compressed[id] = 1;
+        if ((flags & 0x8000) && (csize == 0 || csize > psize || usize == 0))
+            logline("BAD %s %d: compressed entry sizes", tag, id);
         at += eh + psize;
         n++;
     }
@@ -123,6 +134,11 @@ void __cudaUnregisterFatBinary(void **h) {
     pthread_mutex_lock(&mu);
     int id = handle_id(h);
     logline(id < 0 ? "BAD unregister: unknown handle" : "unregister %d", id);
+    /* cudart forgets the module's functions and variables: a later lookup is an error. */
+    for (int i = 0; i < nfuncs; i++)
+        if (funcs[i].handle == id) funcs[i].host = NULL;
+    for (int i = 0; i < nvars; i++)
+        if (vars[i].handle == id) vars[i].host = NULL;
     pthread_mutex_unlock(&mu);
 }
 
@@ -236,10 +252,35 @@ static const char *var_name(const void *v) {
     return r;
 }
 
+/* The handle of the last registration of host function f, or -1. */
+static int func_handle(const void *f) {
+    int h = -1;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nfuncs; i++)
+        if (funcs[i].host == f) h = funcs[i].handle;
+    pthread_mutex_unlock(&mu);
+    return h;
+}
+
+/* What loading f's module into the context says: 200 for a compressed container when the
+ * "driver" does not decode them. */
+static int load_of(const char *api, const char *n, const void *f) {
+    int h = func_handle(f);
+    if (h > 0 && h <= MAXN && compressed[h] && !getenv("FAKE_CUDART_ZSTD")) {
+        logline("%s %s refused: compressed entries", api, n);
+        return last_error = 200;
+    }
+    return 0;
+}
+
+int cudaGetLastError(void) { int e = last_error; last_error = 0; return e; }
+int cudaPeekAtLastError(void) { return last_error; }
+
 /* cudaErrorInvalidDeviceFunction / cudaErrorInvalidSymbol, as cudart answers. */
 static int by_func(const char *api, const void *f) {
     const char *n = func_name(f);
     if (!n) { logline("%s unknown-function", api); return 98; }
+    if (load_of(api, n, f)) return 200;
     logline("%s %s", api, n);
     /* A lookup loads the function's module into the context. */
     pthread_mutex_lock(&mu);
@@ -274,6 +315,7 @@ int __cudaPopCallConfiguration(dim3 *g, dim3 *b, size_t *shared, void *stream) {
 int __cudaGetKernel(void **kernel, const void *fun) {
     const char *n = func_name(fun);
     if (!n) { logline("getkernel unknown-function"); return 98; }
+    if (load_of("getkernel", n, fun)) return 200;
     logline("getkernel %s", n);
     *kernel = (void *)n; /* the name doubles as the kernel handle */
     return 0;
@@ -291,6 +333,7 @@ int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **args, size_t shared, 
     (void)args;
     const char *n = func_name(f);
     if (!n) { logline("launch unknown-function"); return 98; }
+    if (load_of("launch", n, f)) return 200;
     logline("launch %s grid=%u,%u,%u block=%u,%u,%u shared=%zu stream=%p", n, g.x, g.y, g.z, b.x,
             b.y, b.z, shared, stream);
     return 0;

@@ -619,3 +619,125 @@ fn archive_defines_exactly_the_wrapped_symbols() {
     }
     assert!(undefined.contains(&"__fatpack_store_digest"));
 }
+
+/// Each entry of registration `id` as cudart was handed it: its payload decoded where it came
+/// as a zstd frame (the compressed size from its header), and whether it did.
+fn handed(r: &Run, id: usize) -> Vec<(Vec<u8>, bool)> {
+    let bytes = std::fs::read(r.dump.join(format!("reg-{id}.bin"))).unwrap();
+    let (_, entries) = parse_container(&bytes).expect("a valid container");
+    entries
+        .iter()
+        .map(|e| {
+            let zstd = e.flags & COMPRESSED_ZSTD != 0;
+            if !zstd {
+                return (e.payload.to_vec(), false);
+            }
+            let csize = u32::from_le_bytes(e.header[16..20].try_into().unwrap()) as usize;
+            let usize_ = u64::from_le_bytes(e.header[56..64].try_into().unwrap()) as usize;
+            let d = zstd::bulk::decompress(&e.payload[..csize], usize_).unwrap();
+            assert_eq!(d.len(), usize_, "the header's decoded size");
+            (d, true)
+        })
+        .collect()
+}
+
+fn starts_with_payload(got: &[u8], module: &str, arch: &str) -> bool {
+    let want = payload(module, arch);
+    got.len() >= want.len() && got[..want.len()] == want[..]
+}
+
+const HANDOFF: (&str, &str) = ("FATPACK_DECODE", "auto");
+
+/// A driver that decodes nvcc's compressed entries is handed the store's frames as they
+/// are (flagged as nvcc flags them), and the module is loaded by a lookup of the function
+/// whose use asked for it, before that use reaches cudart; the check runs beside it.
+#[test]
+fn a_driver_that_decodes_is_handed_the_stored_frames() {
+    let app = std_app();
+    let env = [HANDOFF, ("FAKE_CUDART_ZSTD", "1"), ("FATPACK_LOG", "info")];
+    let r = run(&app.exe, "seq A B", Some("86"), &env);
+    r.assert_clean();
+    assert_eq!(r.out("A").as_deref(), Some("0"), "{}", r.stderr);
+    assert_eq!(r.out("B").as_deref(), Some("0"), "{}", r.stderr);
+    assert_eq!(r.out("lasterror").as_deref(), Some("0"));
+    for (id, module, arch) in [(1, "app#A", "sm_86"), (2, "app#B", "compute_80")] {
+        let got = handed(&r, id);
+        assert_eq!(got.len(), 1, "{}", r.log);
+        assert!(got[0].1, "registration {id} is not compressed:\n{}", r.log);
+        assert!(starts_with_payload(&got[0].0, module, arch), "{}", r.log);
+    }
+    let probe = r.log.find("funcgetattributes kernA").expect("a load by lookup");
+    let launch = r.log.find("launch kernA").expect("the launch");
+    assert!(probe < launch, "{}", r.log);
+    assert!(r.stderr.contains("the driver took"), "{}", r.stderr);
+    assert!(!r.log.contains("unregister 1\nregister"), "{}", r.log);
+
+    // FATPACK_DECODE=runtime, eager loading, and a device-linked module keep the runtime's
+    // own decoding.
+    for env in [
+        vec![("FATPACK_DECODE", "runtime"), ("FAKE_CUDART_ZSTD", "1")],
+        vec![HANDOFF, ("FAKE_CUDART_ZSTD", "1"), ("FATPACK_EAGER", "1")],
+    ] {
+        let r = run(&app.exe, "launchA", Some("86"), &env);
+        r.assert_clean();
+        assert!(!handed(&r, 1)[0].1, "{env:?}: {}", r.log);
+    }
+}
+
+/// The first module handed to a driver that refuses the frames is unregistered and
+/// registered again decoded (cudart's error for it cleared: it is not the program's), and no
+/// later module of the process is offered to the driver again.
+#[test]
+fn a_driver_that_refuses_the_frames_gets_the_module_decoded_here() {
+    let app = std_app();
+    let env = [HANDOFF, ("FATPACK_LOG", "info")];
+    let r = run(&app.exe, "seq A B", Some("86"), &env);
+    r.assert_clean();
+    assert_eq!(r.out("A").as_deref(), Some("0"), "{}\n{}", r.stderr, r.log);
+    assert_eq!(r.out("B").as_deref(), Some("0"), "{}", r.stderr);
+    assert_eq!(r.out("lasterror").as_deref(), Some("0"), "{}", r.log);
+    assert!(handed(&r, 1)[0].1, "{}", r.log);
+    assert!(r.log.contains("refused: compressed entries"), "{}", r.log);
+    let again = handed(&r, 2);
+    assert!(!again[0].1 && starts_with_payload(&again[0].0, "app#A", "sm_86"));
+    let b = handed(&r, 3);
+    assert!(!b[0].1 && starts_with_payload(&b[0].0, "app#B", "compute_80"));
+    assert!(
+        r.log.find("unregister 1").unwrap() < r.log.find("register 2").unwrap(),
+        "{}",
+        r.log
+    );
+    assert_eq!(r.stderr.matches("refused its entries").count(), 1, "{}", r.stderr);
+}
+
+/// A frame that fails its check while the driver holds the module: the module is withdrawn
+/// before the use that asked for it reaches cudart, and the use gets the runtime's own error.
+#[test]
+fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
+    let app = std_app();
+    let exe_bytes = std::fs::read(&app.exe).unwrap();
+    let sec = store_section(&exe_bytes);
+    let store = Store::parse(&exe_bytes[sec.clone()]).unwrap();
+    let blob = store
+        .module_by_name("app#A")
+        .unwrap()
+        .find(
+            cubin_store::EntryKind::Sass,
+            86,
+            cubin_store::ArchVariant::Plain,
+        )
+        .unwrap()
+        .blob();
+    let d = scratch("handoff-damaged");
+    let exe = d.join("app");
+    let mut b = exe_bytes.clone();
+    b[sec.start + blob.offset as usize + blob.stored_len as usize / 2] ^= 0x55;
+    crate::common::write_executable(&exe, b);
+    let r = run(&exe, "launchA", Some("86"), &[HANDOFF, ("FAKE_CUDART_ZSTD", "1")]);
+    r.assert_clean();
+    assert_eq!(r.out("launchA").as_deref(), Some("200"), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot read sm_86"), "{}", r.stderr);
+    assert!(r.log.contains("funcgetattributes kernA"), "{}", r.log);
+    assert!(r.log.contains("unregister 1"), "{}", r.log);
+    assert!(!r.log.contains("launch kernA"), "a kernel ran:\n{}", r.log);
+}

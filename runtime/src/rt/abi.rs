@@ -268,7 +268,7 @@ pub unsafe extern "C" fn __wrap___cudaRegisterManagedVar(
 pub unsafe extern "C" fn __wrap___cudaInitModule(handle: Handle) -> c_char {
     match fake(handle) {
         Some(m) => {
-            if m.ensure().is_err() {
+            if m.ensure(core::ptr::null()).is_err() {
                 return 0;
             }
             match m.real_handle() {
@@ -334,6 +334,35 @@ unsafe fn fill_managed(m: &super::Module) {
             m.display_name()
         );
     }
+}
+
+extern "C" {
+    fn cudaPeekAtLastError() -> CudaError;
+    fn cudaGetLastError() -> CudaError;
+}
+
+/// Has cudart this thread's module loaded that registered host function `f` (what a launch
+/// would do first), and says what loading it returned.
+///
+/// # Safety
+/// `f` must be a host stub registered with cudart under a real handle.
+pub(crate) unsafe fn load_function(f: *const c_char) -> CudaError {
+    let mut attrs = [0u64; 128];
+    // SAFETY: as fill_managed: a registered host stub; the buffer is larger than
+    // cudaFuncAttributes in any CUDA 13.
+    unsafe { __real_cudaFuncGetAttributes(attrs.as_mut_ptr().cast(), f.cast()) }
+}
+
+/// The error cudart holds for this thread, unread.
+pub(crate) fn pending_error() -> CudaError {
+    // SAFETY: no arguments; reads cudart's per-thread state.
+    unsafe { cudaPeekAtLastError() }
+}
+
+/// Reads (and so clears) the error cudart holds for this thread.
+pub(crate) fn clear_error() {
+    // SAFETY: as above.
+    unsafe { cudaGetLastError() };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ use core::fmt;
 
 use core::ops::Range;
 
-use fatpack_format::fatbin::{plan_empty_container, EncodeError, EntryInput};
+use fatpack_format::fatbin::{plan_empty_container, EncodeError, EntryInput, PayloadForm};
 
 /// A byte buffer aligned to 16, so cudart sees the container as nvcc's `.nv_fatbin` would be.
 pub(crate) struct Aligned {
@@ -40,14 +40,14 @@ impl fmt::Debug for Aligned {
     }
 }
 
-/// One uncompressed container for `entries` (payloads `lens` bytes long, not read), its
-/// headers written: the caller decodes each payload into its range, so a module's code is
-/// written once, where cudart will read it.
+/// One container for `entries` (payloads as `forms` say, not read), its headers written: the
+/// caller decodes (or copies) each payload into its range, so a module's code is written
+/// once, where cudart will read it.
 pub(crate) fn empty_container(
     entries: &[EntryInput<'_>],
-    lens: &[usize],
+    forms: &[PayloadForm],
 ) -> Result<(Aligned, Vec<Range<usize>>), EncodeError> {
-    let plan = plan_empty_container(entries, lens)?;
+    let plan = plan_empty_container(entries, forms)?;
     let mut out = Aligned::zeroed(plan.len);
     plan.write_headers(out.as_bytes_mut());
     Ok((out, plan.ranges))

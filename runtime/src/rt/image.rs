@@ -374,24 +374,19 @@ fn load() -> Result<Image, String> {
 }
 
 impl Image {
-    /// Decodes one entry into `out` (exactly its raw length) and checks it against the
-    /// verified index; its stored bytes come from the store itself, or from the pack that
-    /// holds them.
-    pub(crate) fn read_entry_into(
+    /// The stored bytes of one entry, unchecked: from the store itself, or from the pack that
+    /// holds them (mapped and checked against the manifest at its first use), with that
+    /// pack's index.
+    pub(crate) fn stored_entry(
         &self,
         e: &EntryView<'_>,
-        out: &mut [u8],
-    ) -> Result<(), ReadError> {
+    ) -> Result<(&'static [u8], Option<usize>), ReadError> {
         let Some(split) = &self.split else {
             let stored = self
                 .store
                 .stored_bytes(e)
                 .map_err(|err| ReadError::Other(err.to_string()))?;
-            let sink = Overlapped::new(out.len());
-            return self
-                .store
-                .read_entry_from_into(e, stored, out, sink)
-                .map_err(|err| ReadError::Other(err.to_string()));
+            return Ok((stored, None));
         };
         let (pi, range) = split
             .manifest
@@ -414,9 +409,26 @@ impl Image {
         let stored = bytes
             .get(range)
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
+        Ok((stored, Some(pi)))
+    }
+
+    /// Decodes one entry into `out` (exactly its raw length) and checks it against the
+    /// verified index.
+    pub(crate) fn read_entry_into(
+        &self,
+        e: &EntryView<'_>,
+        out: &mut [u8],
+    ) -> Result<(), ReadError> {
+        let (stored, pack) = self.stored_entry(e)?;
         let sink = Overlapped::new(out.len());
         self.store
             .read_entry_from_into(e, stored, out, sink)
-            .map_err(|err| fail(format!("{}: {err}", show(&pack.path))))
+            .map_err(|err| match (pack, &self.split) {
+                (Some(pi), Some(split)) => {
+                    let path = &split.packs[pi].path;
+                    ReadError::Pack(path.clone(), format!("{}: {err}", show(path)))
+                }
+                _ => ReadError::Other(err.to_string()),
+            })
     }
 }

@@ -5,26 +5,27 @@
 use crate::prelude::*;
 use core::ffi::c_void;
 
-use cubin_store::{EntryKind, EntryView, Store};
+use cubin_store::{Codec, EntryKind, EntryView, Store};
 
 use super::container::{self, Aligned};
 use super::driver::{self, Device};
+use super::handoff::{self, Handoff};
 use super::image::{self, Image, ReadError};
 use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
     CUDA_ERROR_INVALID_KERNEL_IMAGE, CUDA_ERROR_NO_KERNEL_IMAGE_FOR_DEVICE, WRAPPER_MAGIC,
 };
 use fatpack_format::arch::EntryId;
-use fatpack_format::fatbin::EntryInput;
+use fatpack_format::fatbin::{EntryInput, PayloadForm};
 use fatpack_format::select::{self, capability_string};
 
 /// What cudart holds for a loaded module: its handle and the memory it points into.
 pub(crate) struct Loaded {
     pub handle: Handle,
-    _wrapper: Box<FatbinWrapper>,
-    _main: Aligned,
-    _prelinked: Vec<Aligned>,
-    _array: Vec<*const c_void>,
+    pub(super) _wrapper: Box<FatbinWrapper>,
+    pub(super) _main: Aligned,
+    pub(super) _prelinked: Vec<Aligned>,
+    pub(super) _array: Vec<*const c_void>,
 }
 
 pub(crate) enum Outcome {
@@ -96,7 +97,7 @@ fn forced_arch() -> Result<Option<EntryId>, String> {
 }
 
 /// One store module and the entry chosen for each distinct capability.
-struct Plan {
+pub(super) struct Plan {
     name: String,
     entries: Vec<EntryView<'static>>,
     cands: Vec<EntryId>,
@@ -145,7 +146,7 @@ impl Plan {
     }
 
     /// The chosen entries for `caps`, each once, in store order.
-    fn chosen(&self, caps: &[u32]) -> Vec<usize> {
+    pub(super) fn chosen(&self, caps: &[u32]) -> Vec<usize> {
         let mut v: Vec<usize> = caps.iter().filter_map(|&c| self.choice(c)).collect();
         super::sys::sort_small(&mut v);
         v.dedup();
@@ -159,7 +160,12 @@ impl Plan {
     /// Decompresses the chosen entries (digest-checked) straight into one container. A
     /// device-linked module with nothing for any device (all JIT) still gets its smallest
     /// entry, so cudart sees a container shaped like nvcc's rather than an empty one.
-    fn build(&self, image: &Image, caps: &[u32], bytes: &mut u64) -> Result<Aligned, String> {
+    pub(super) fn build(
+        &self,
+        image: &Image,
+        caps: &[u32],
+        bytes: &mut u64,
+    ) -> Result<Aligned, String> {
         let mut chosen = self.chosen(caps);
         if chosen.is_empty() {
             chosen.extend((0..self.entries.len()).min_by_key(|&i| self.entries[i].raw_len()));
@@ -190,12 +196,14 @@ impl Plan {
                 payload: v,
             })
             .collect();
-        let lens = chosen
+        let forms = chosen
             .iter()
-            .map(|&i| usize::try_from(self.entries[i].raw_len()))
-            .collect::<Result<Vec<usize>, _>>()
+            .map(|&i| {
+                usize::try_from(self.entries[i].raw_len()).map(|len| PayloadForm::Plain { len })
+            })
+            .collect::<Result<Vec<PayloadForm>, _>>()
             .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
-        let (mut buf, ranges) = container::empty_container(&inputs, &lens)
+        let (mut buf, ranges) = container::empty_container(&inputs, &forms)
             .map_err(|e| format!("module \"{name}\": {e}"))?;
         for ((&i, r), v) in chosen.iter().zip(ranges).zip(&early) {
             let e = &self.entries[i];
@@ -221,6 +229,59 @@ impl Plan {
             *bytes += out.len() as u64;
         }
         Ok(buf)
+    }
+
+    /// The chosen entries as the store keeps them, for a driver that decodes nvcc's
+    /// compressed entries: a zstd frame goes in flagged as nvcc 13 flags its compressed
+    /// entries, stored raw content goes in as it is. None when some chosen entry is kept
+    /// otherwise (with the store's dictionary, in a solid group, or with no stored header to
+    /// flag) or nothing is chosen. Nothing is decoded or checked here: the caller checks the
+    /// same entries ([`Plan::build`]) before any kernel of the module can run.
+    pub(super) fn handoff(
+        &self,
+        image: &Image,
+        caps: &[u32],
+    ) -> Result<Option<(Aligned, u64)>, String> {
+        let chosen = self.chosen(caps);
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        let mut forms = Vec::with_capacity(chosen.len());
+        let mut stored = Vec::with_capacity(chosen.len());
+        for &i in &chosen {
+            let e = &self.entries[i];
+            let (bytes, _) = image
+                .stored_entry(e)
+                .map_err(|err| self.read_error(i, caps, err))?;
+            let decoded_len = usize::try_from(e.raw_len())
+                .map_err(|_| format!("module \"{}\": an entry is larger than memory", self.name))?;
+            forms.push(match e.codec() {
+                _ if e.attrs().is_empty() => return Ok(None),
+                Codec::Zstd => PayloadForm::Zstd {
+                    frame_len: bytes.len(),
+                    decoded_len,
+                },
+                Codec::Raw => PayloadForm::Plain { len: bytes.len() },
+                _ => return Ok(None),
+            });
+            stored.push(bytes);
+        }
+        let inputs: Vec<EntryInput<'_>> = chosen
+            .iter()
+            .map(|&i| EntryInput {
+                candidate: self.cands[i],
+                attrs: self.entries[i].attrs(),
+                payload: &[],
+            })
+            .collect();
+        let (mut buf, ranges) = container::empty_container(&inputs, &forms)
+            .map_err(|e| format!("module \"{}\": {e}", self.name))?;
+        let mut n = 0u64;
+        for (r, bytes) in ranges.into_iter().zip(stored) {
+            buf.as_bytes_mut()[r].copy_from_slice(bytes);
+            n += bytes.len() as u64;
+        }
+        Ok(Some((buf, n)))
     }
 
     /// The message for entry `i` that could not be read.
@@ -263,7 +324,7 @@ enum Prelinked {
     Raw(*const c_void),
 }
 
-fn fail(e: LoadError) -> Outcome {
+pub(super) fn fail(e: LoadError) -> Outcome {
     if let Some(m) = e.message() {
         error!("{m}");
     }
@@ -432,7 +493,28 @@ fn decode(
     Ok((main_buf, bufs, array))
 }
 
-pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
+/// Registers `wrapper` with cudart and replays the module's recorded registrations under
+/// the handle it gives.
+///
+/// # Safety
+/// The wrapper and what it points to must stay while cudart may use them.
+pub(super) unsafe fn register(wrapper: &mut FatbinWrapper, inner: &Inner) -> Handle {
+    let _c = lock(&CUDART_LOCK);
+    // SAFETY: the caller keeps the wrapper alive; the replayed arguments are nvcc's own.
+    unsafe {
+        let h = abi::real_register(wrapper);
+        for r in &inner.regs {
+            abi::replay(h, r);
+        }
+        if inner.ended {
+            abi::real_register_end(h);
+        }
+        h
+    }
+}
+
+/// Loads module `m`, whose use of host address `first_use` (null when none) asks for it.
+pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) -> Outcome {
     let t0 = super::sys::now_us();
     let name = match &m.name {
         Ok(n) => *n,
@@ -487,11 +569,27 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
 
     let mut bytes = 0u64;
     let t_decode = super::sys::now_us();
-    let (main_buf, bufs, mut array) =
-        match decode(&main, &prelinked, image, (&caps, &jit_caps), &mut bytes) {
+    // A driver that decodes nvcc's compressed entries is handed the stored frames, checked
+    // beside it; what it refuses arrives decoded and checked.
+    let decoded_beside = if prelinked.is_empty() {
+        match handoff::hand_to_driver(inner, name, &main, image, &caps, first_use) {
+            Handoff::NotTried => None,
+            Handoff::Done(outcome) => return outcome,
+            Handoff::Refused(buf, n) => {
+                bytes = n;
+                Some(buf)
+            }
+        }
+    } else {
+        None
+    };
+    let (main_buf, bufs, mut array) = match decoded_beside {
+        Some(buf) => (buf, Vec::new(), Vec::new()),
+        None => match decode(&main, &prelinked, image, (&caps, &jit_caps), &mut bytes) {
             Ok(built) => built,
             Err(e) => return fail(e),
-        };
+        },
+    };
     let use_prelinked = !array.is_empty();
     if use_prelinked {
         array.push(core::ptr::null());
@@ -507,21 +605,9 @@ pub(crate) fn load(m: &'static Module, inner: &Inner) -> Outcome {
         },
     });
     let t_cudart = super::sys::now_us();
-    let handle = {
-        let _c = lock(&CUDART_LOCK);
-        // SAFETY: the wrapper and everything it points to live in `Loaded`, which is never
-        // freed while cudart may use it; the replayed arguments are nvcc's own.
-        unsafe {
-            let h = abi::real_register(&mut *wrapper);
-            for r in &inner.regs {
-                abi::replay(h, r);
-            }
-            if inner.ended {
-                abi::real_register_end(h);
-            }
-            h
-        }
-    };
+    // SAFETY: the wrapper and everything it points to live in `Loaded`, which is never freed
+    // while cudart may use it.
+    let handle = unsafe { register(&mut wrapper, inner) };
     let t_end = super::sys::now_us();
     // The split says where a first launch's time goes: finding the store and the devices
     // (once per process), decoding and checking, and cudart taking the container.

@@ -9,6 +9,7 @@ pub(crate) mod log;
 mod abi;
 mod container;
 mod driver;
+mod handoff;
 mod hash;
 mod image;
 mod load;
@@ -242,7 +243,7 @@ pub(crate) fn ensure_host(p: *const c_void) -> Result<(), CudaError> {
     let m = registry_read().hosts.get(&key).copied();
     let ready = match m {
         Some(m) => {
-            m.ensure()?;
+            m.ensure(p)?;
             m.loaded.load(Ordering::Acquire)
         }
         None => true,
@@ -280,7 +281,7 @@ impl Module {
         }
         drop(g);
         if matches!(log::env(fatpack_format::link::ENV_EAGER), Some(b"1")) {
-            let _ = self.ensure();
+            let _ = self.ensure(core::ptr::null());
         }
     }
 
@@ -302,8 +303,9 @@ impl Module {
         }
     }
 
-    /// Loads the module once; later calls return the cached outcome.
-    pub(crate) fn ensure(&'static self) -> Result<(), CudaError> {
+    /// Loads the module once; later calls return the cached outcome. `first_use`: the host
+    /// address whose use asks for the load (null when none, as in eager mode).
+    pub(crate) fn ensure(&'static self, first_use: *const c_void) -> Result<(), CudaError> {
         if self.loaded.load(Ordering::Acquire) {
             return Ok(());
         }
@@ -314,7 +316,7 @@ impl Module {
             State::Pending => {}
         }
         IN_LOAD.set(1);
-        let outcome = load::load(self, &g);
+        let outcome = load::load(self, &g, first_use);
         IN_LOAD.set(0);
         match outcome {
             load::Outcome::Loaded(l) => {

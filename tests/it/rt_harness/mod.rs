@@ -472,6 +472,9 @@ pub fn run_via(
         .env_remove("FATPACK_LOG")
         .env_remove("FATPACK_ARCH")
         .env_remove("FATPACK_EAGER")
+        // The runtime's own decoding unless a test asks for the driver's (runtime_fake's
+        // handoff tests): a refusing fake driver would add a registration to every log.
+        .env("FATPACK_DECODE", "runtime")
         .env("FAKE_CUDART_LOG", &log)
         .env("FAKE_CUDA_LOG", &cuda_log)
         .env("FAKE_CUDART_DUMP", &dump);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ON THE GPU MACHINE: a packed program's first launch with its stored frames handed to the
+# driver (the default, FATPACK_DECODE=auto) against the runtime's own decoding
+# (FATPACK_DECODE=runtime), nvcc's --compress-mode=size and the plain build, all in one run,
+# interleaved. Uses tests/gpu/build.sh's first_kernel variants (OUT is its output folder or
+# its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
+# first kernel done over RUNS runs, each as a ratio to size mode's and plain's medians, and
+# one runtime log line of each packed variant (which path it took, where its time went).
+#   bash bench/h200/first_launch_handoff.sh OUT [RUNS=15]
+set -euo pipefail
+arg="$1"; runs="${2:-15}"
+T="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-handoff.XXXXXX")"
+trap 'rm -rf "$T"' EXIT
+if [ -f "$arg" ]; then
+    tar -xf "$arg" -C "$T"
+    B="$(dirname "$(find "$T" -path '*/bench/plain/first_kernel' | head -1)")"
+else
+    B="$arg/bench"
+fi
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+# name:dir:environment (one VAR=VALUE or -)
+variants="plain:plain:- size:plain_size:- packed:packed:- packed_runtime:packed:FATPACK_DECODE=runtime"
+variants+=" release19:packed_release:- solid:packed_solid:-"
+declare -A fl mk
+for r in $(seq "$runs"); do
+    for v in $variants; do
+        IFS=: read -r name dir env <<<"$v"
+        exe="$B/$dir/first_kernel"
+        [ -x "$exe" ] || continue
+        if [ "$env" = - ]; then line=$("$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""
+        else line=$(env "$env" "$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""; fi
+        grep -q check=PASS <<<"$line" || { echo "$name: run $r failed or wrong: $line"; exit 1; }
+        fl[$name]+="$(sed 's/.*first_launch_ms=\([0-9.]*\).*/\1/' <<<"$line") "
+        mk[$name]+="$(sed 's/.*main_to_first_kernel_ms=\([0-9.]*\).*/\1/' <<<"$line") "
+    done
+done
+stats() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {printf "%s %s %s", a[int((NR+1)/2)], a[1], a[NR]}'; }
+read -r fl_size _ _ <<<"$(stats <<<"${fl[size]}")"
+read -r fl_plain _ _ <<<"$(stats <<<"${fl[plain]}")"
+read -r mk_plain _ _ <<<"$(stats <<<"${mk[plain]}")"
+printf '%-15s %24s %9s %9s %26s %9s\n' variant "1st launch ms (min-max)" "/ size" "/ plain" "main->1st kernel ms" "/ plain"
+for v in $variants; do
+    IFS=: read -r name _ _ <<<"$v"
+    [ -n "${fl[$name]:-}" ] || continue
+    read -r m lo hi <<<"$(stats <<<"${fl[$name]}")"
+    read -r k klo khi <<<"$(stats <<<"${mk[$name]}")"
+    printf '%-15s %8s (%6s-%6s) %9s %9s %10s (%6s-%6s) %9s\n' "$name" "$m" "$lo" "$hi" \
+        "$(awk -v a="$m" -v b="$fl_size" 'BEGIN{printf "%.3f", a/b}')" \
+        "$(awk -v a="$m" -v b="$fl_plain" 'BEGIN{printf "%.3f", a/b}')" \
+        "$k" "$klo" "$khi" "$(awk -v a="$k" -v b="$mk_plain" 'BEGIN{printf "%.3f", a/b}')"
+done
+echo "medians of $runs interleaved runs"
+for v in $variants; do
+    IFS=: read -r name dir env <<<"$v"
+    case $name in plain|size) continue ;; esac
+    exe="$B/$dir/first_kernel"
+    [ -x "$exe" ] || continue
+    [ "$env" = - ] && env="FATPACK_DECODE=auto"
+    echo "$name: $(env "$env" FATPACK_LOG=info "$exe" 2>&1 >/dev/null | grep -m1 'the driver\|registered' || true)"
+done
