@@ -13,7 +13,7 @@ T="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-handoff.XXXXXX")"
 trap 'rm -rf "$T"' EXIT
 if [ -f "$arg" ]; then
     tar -xf "$arg" -C "$T"
-    B="$(dirname "$(find "$T" -path '*/bench/plain/first_kernel' | head -1)")"
+    B="$(dirname "$(dirname "$(find "$T" -path '*/bench/plain/first_kernel' | head -1)")")"
 else
     B="$arg/bench"
 fi
