@@ -666,7 +666,10 @@ fn a_driver_that_decodes_is_handed_the_stored_frames() {
         assert!(got[0].1, "registration {id} is not compressed:\n{}", r.log);
         assert!(starts_with_payload(&got[0].0, module, arch), "{}", r.log);
     }
-    let probe = r.log.find("funcgetattributes kernA").expect("a load by lookup");
+    let probe = r
+        .log
+        .find("funcgetattributes kernA")
+        .expect("a load by lookup");
     let launch = r.log.find("launch kernA").expect("the launch");
     assert!(probe < launch, "{}", r.log);
     assert!(r.stderr.contains("the driver took"), "{}", r.stderr);
@@ -707,7 +710,12 @@ fn a_driver_that_refuses_the_frames_gets_the_module_decoded_here() {
         "{}",
         r.log
     );
-    assert_eq!(r.stderr.matches("refused its entries").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("refused its entries").count(),
+        1,
+        "{}",
+        r.stderr
+    );
 }
 
 /// A frame that fails its check while the driver holds the module: the module is withdrawn
@@ -733,7 +741,12 @@ fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
     let mut b = exe_bytes.clone();
     b[sec.start + blob.offset as usize + blob.stored_len as usize / 2] ^= 0x55;
     crate::common::write_executable(&exe, b);
-    let r = run(&exe, "launchA", Some("86"), &[HANDOFF, ("FAKE_CUDART_ZSTD", "1")]);
+    let r = run(
+        &exe,
+        "launchA",
+        Some("86"),
+        &[HANDOFF, ("FAKE_CUDART_ZSTD", "1")],
+    );
     r.assert_clean();
     assert_eq!(r.out("launchA").as_deref(), Some("200"), "{}", r.stderr);
     assert!(r.stderr.contains("cannot read sm_86"), "{}", r.stderr);

@@ -29,6 +29,10 @@ impl Aligned {
         unsafe { core::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.words.as_ptr().cast()
     }

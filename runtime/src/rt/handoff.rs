@@ -54,6 +54,8 @@ struct Check {
     plan: *const Plan,
     image: *const Image,
     caps: *const [u32],
+    /// The stored bytes as copied into the container the driver is handed.
+    given: *const [&'static [u8]],
     out: Option<Result<Aligned, String>>,
     bytes: u64,
 }
@@ -63,9 +65,9 @@ extern "C" fn check_beside(p: *mut c_void) -> *mut c_void {
     // joining this thread; the plan, image and capabilities it points to outlive the join.
     let c = unsafe { &mut *p.cast::<Check>() };
     // SAFETY: as above; all three are only read, here and on the calling thread.
-    let (plan, image, caps) = unsafe { (&*c.plan, &*c.image, &*c.caps) };
+    let (plan, image, caps, given) = unsafe { (&*c.plan, &*c.image, &*c.caps, &*c.given) };
     let mut bytes = 0;
-    c.out = Some(plan.build(image, caps, &mut bytes));
+    c.out = Some(plan.build(image, caps, Some(given), &mut bytes));
     c.bytes = bytes;
     core::ptr::null_mut()
 }
@@ -95,15 +97,23 @@ pub(super) fn hand_to_driver(
         return Handoff::NotTried;
     }
     let t0 = now_us();
-    let (buf, stored) = match main.handoff(image, caps) {
+    let (buf, ranges) = match main.handoff(image, caps) {
         Ok(Some(b)) => b,
         Ok(None) => return Handoff::NotTried,
         Err(e) => return Handoff::Done(fail(LoadError::Module(e))),
     };
+    let stored: usize = ranges.iter().map(|r| r.len()).sum();
+    // The check reads the frames where the driver reads them, in memory of the runtime's own:
+    // a store file rewritten in place meanwhile changes neither.
+    // SAFETY: `buf` is not written again, and outlives the thread (joined below) and the
+    // registration (kept in `Loaded`, or left to cudart).
+    let whole: &'static [u8] = unsafe { core::slice::from_raw_parts(buf.as_ptr(), buf.len()) };
+    let given: Vec<&'static [u8]> = ranges.iter().map(|r| &whole[r.clone()]).collect();
     let mut check = Box::new(Check {
         plan: main,
         image,
         caps,
+        given: &given[..],
         out: None,
         bytes: 0,
     });

@@ -413,13 +413,18 @@ impl Image {
     }
 
     /// Decodes one entry into `out` (exactly its raw length) and checks it against the
-    /// verified index.
+    /// verified index. `given`: its stored bytes as the caller already copied them (the
+    /// bytes a driver was handed), else they are read where they are kept.
     pub(crate) fn read_entry_into(
         &self,
         e: &EntryView<'_>,
+        given: Option<&[u8]>,
         out: &mut [u8],
     ) -> Result<(), ReadError> {
-        let (stored, pack) = self.stored_entry(e)?;
+        let (stored, pack) = match given {
+            Some(g) => (g, None),
+            None => self.stored_entry(e)?,
+        };
         let sink = Overlapped::new(out.len());
         self.store
             .read_entry_from_into(e, stored, out, sink)

@@ -96,6 +96,9 @@ fn forced_arch() -> Result<Option<EntryId>, String> {
     })
 }
 
+/// A container of stored frames ([`Plan::handoff`]) and where each entry's lie in it.
+pub(super) type Handed = (Aligned, Vec<core::ops::Range<usize>>);
+
 /// One store module and the entry chosen for each distinct capability.
 pub(super) struct Plan {
     name: String,
@@ -160,10 +163,14 @@ impl Plan {
     /// Decompresses the chosen entries (digest-checked) straight into one container. A
     /// device-linked module with nothing for any device (all JIT) still gets its smallest
     /// entry, so cudart sees a container shaped like nvcc's rather than an empty one.
+    /// `given`: each chosen entry's stored bytes as already copied (what [`Plan::handoff`]
+    /// handed the driver: those bytes are the ones checked), else they are read from the
+    /// store or its packs.
     pub(super) fn build(
         &self,
         image: &Image,
         caps: &[u32],
+        given: Option<&[&[u8]]>,
         bytes: &mut u64,
     ) -> Result<Aligned, String> {
         let mut chosen = self.chosen(caps);
@@ -174,7 +181,8 @@ impl Plan {
         // An entry without its original header (not what fatpack ld writes) needs its payload
         // to make one: read it first, into memory of its own.
         let mut early: Vec<Vec<u8>> = Vec::new();
-        for &i in &chosen {
+        let given_at = |k: usize| given.and_then(|g| g.get(k).copied());
+        for (k, &i) in chosen.iter().enumerate() {
             let e = &self.entries[i];
             let mut v = Vec::new();
             if e.attrs().is_empty() {
@@ -182,7 +190,7 @@ impl Plan {
                     .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
                 v.resize(n, 0);
                 image
-                    .read_entry_into(e, &mut v)
+                    .read_entry_into(e, given_at(k), &mut v)
                     .map_err(|err| self.read_error(i, caps, err))?;
             }
             early.push(v);
@@ -205,14 +213,14 @@ impl Plan {
             .map_err(|_| format!("module \"{name}\": an entry is larger than memory"))?;
         let (mut buf, ranges) = container::empty_container(&inputs, &forms)
             .map_err(|e| format!("module \"{name}\": {e}"))?;
-        for ((&i, r), v) in chosen.iter().zip(ranges).zip(&early) {
+        for (k, ((&i, r), v)) in chosen.iter().zip(ranges).zip(&early).enumerate() {
             let e = &self.entries[i];
             let out = &mut buf.as_bytes_mut()[r];
             if e.attrs().is_empty() {
                 out.copy_from_slice(v);
             } else {
                 image
-                    .read_entry_into(e, out)
+                    .read_entry_into(e, given_at(k), out)
                     .map_err(|err| self.read_error(i, caps, err))?;
             }
             // The label decides which GPU gets these bytes: a cubin must say the same.
@@ -235,13 +243,14 @@ impl Plan {
     /// compressed entries: a zstd frame goes in flagged as nvcc 13 flags its compressed
     /// entries, stored raw content goes in as it is. None when some chosen entry is kept
     /// otherwise (with the store's dictionary, in a solid group, or with no stored header to
-    /// flag) or nothing is chosen. Nothing is decoded or checked here: the caller checks the
-    /// same entries ([`Plan::build`]) before any kernel of the module can run.
+    /// flag) or nothing is chosen; else the container and where each entry's stored bytes lie
+    /// in it. Nothing is decoded or checked here: the caller checks those very bytes
+    /// ([`Plan::build`]) before any kernel of the module can run.
     pub(super) fn handoff(
         &self,
         image: &Image,
         caps: &[u32],
-    ) -> Result<Option<(Aligned, u64)>, String> {
+    ) -> Result<Option<Handed>, String> {
         let chosen = self.chosen(caps);
         if chosen.is_empty() {
             return Ok(None);
@@ -276,12 +285,10 @@ impl Plan {
             .collect();
         let (mut buf, ranges) = container::empty_container(&inputs, &forms)
             .map_err(|e| format!("module \"{}\": {e}", self.name))?;
-        let mut n = 0u64;
-        for (r, bytes) in ranges.into_iter().zip(stored) {
-            buf.as_bytes_mut()[r].copy_from_slice(bytes);
-            n += bytes.len() as u64;
+        for (r, bytes) in ranges.iter().zip(stored) {
+            buf.as_bytes_mut()[r.clone()].copy_from_slice(bytes);
         }
-        Ok(Some((buf, n)))
+        Ok(Some((buf, ranges)))
     }
 
     /// The message for entry `i` that could not be read.
@@ -475,7 +482,9 @@ fn decode(
     (caps, jit_caps): (&[u32], &[u32]),
     bytes: &mut u64,
 ) -> Result<(Aligned, Vec<Aligned>, Vec<*const c_void>), LoadError> {
-    let main_buf = main.build(image, caps, bytes).map_err(LoadError::Module)?;
+    let main_buf = main
+        .build(image, caps, None, bytes)
+        .map_err(LoadError::Module)?;
     let mut bufs = Vec::new();
     let mut array: Vec<*const c_void> = Vec::new();
     for p in prelinked {
@@ -483,7 +492,7 @@ fn decode(
             Prelinked::Raw(ptr) => array.push(*ptr),
             Prelinked::Plan(plan) => {
                 let b = plan
-                    .build(image, jit_caps, bytes)
+                    .build(image, jit_caps, None, bytes)
                     .map_err(LoadError::Module)?;
                 array.push(b.as_ptr().cast());
                 bufs.push(b);
