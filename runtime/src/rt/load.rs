@@ -246,11 +246,7 @@ impl Plan {
     /// flag) or nothing is chosen; else the container and where each entry's stored bytes lie
     /// in it. Nothing is decoded or checked here: the caller checks those very bytes
     /// ([`Plan::build`]) before any kernel of the module can run.
-    pub(super) fn handoff(
-        &self,
-        image: &Image,
-        caps: &[u32],
-    ) -> Result<Option<Handed>, String> {
+    pub(super) fn handoff(&self, image: &Image, caps: &[u32]) -> Result<Option<Handed>, String> {
         let chosen = self.chosen(caps);
         if chosen.is_empty() {
             return Ok(None);
