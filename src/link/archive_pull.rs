@@ -1,5 +1,9 @@
 //! The device code a link takes in: every object's, and of each archive only the members ld
-//! would pull in, found through the archives' symbol indexes. An archive can hold far more
+//! would pull in, found through the archives' symbol indexes. Every archive on the line takes
+//! part, with device code or not, and a member taken for what another member needs counts as
+//! ld counts it: static cuBLAS's API entry points hold no device code and call launchers in
+//! other members (counting only the first round of members once took its 186 MB for
+//! 1,696 bytes). An archive can hold far more
 //! than a link takes from it: nvcc's `libcudadevrt.a` brings 1 MB of device code to every
 //! `-rdc` link (CMake's CUDA_SEPARABLE_COMPILATION), of which NVIDIA's samples take none.
 //!
@@ -11,14 +15,14 @@
 //! members do not read, counts whole.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use object::read::archive::{ArchiveFile, ArchiveOffset};
 use object::{Object, ObjectSymbol};
 
 use super::plan::Planned;
 use crate::inputs::archive::thin_member_path;
-use crate::inputs::{FileKind, Maps};
+use crate::inputs::{DeviceSection, FileKind, Maps};
 use crate::ld::{InputFileKind, LinkLine};
 
 /// Symbols, by name: what the link defines so far and what it still looks for.
@@ -71,9 +75,10 @@ enum MemberKey {
     File(PathBuf),
 }
 
-/// One archive with device code: its members' device bytes.
+/// One archive of the line (with device code or not: a member without any may pull members
+/// of another archive that have some): its members' device bytes.
 struct Archive<'a> {
-    planned: &'a Planned,
+    path: &'a Path,
     data: std::sync::Arc<memmap2::Mmap>,
     /// Members holding device code, and the bytes of their device sections.
     device: HashMap<MemberKey, u64>,
@@ -105,12 +110,18 @@ pub(super) fn device_code_linked(
         }
     }
     let mut archives = Vec::new();
-    for p in planned.iter().filter(|p| is_archive(p)) {
-        let whole = line.inputs.iter().any(|i| i.id == p.id && i.whole_archive);
-        match Archive::open(p, maps, whole) {
+    for input in &line.inputs {
+        let (Some(path), Some(InputFileKind::Archive | InputFileKind::ThinArchive)) =
+            (&input.resolved, input.file_kind)
+        else {
+            continue;
+        };
+        let p = planned.iter().find(|p| p.id == input.id);
+        let sections = p.map_or(&[][..], |p| &p.sections[..]);
+        match Archive::open(path, sections, maps, input.whole_archive) {
             Some(a) => archives.push(a),
-            // Unreadable here (the scan read it): count it whole.
-            None => total += bytes(p),
+            // Unreadable here: one with device code (which the scan read) counts whole.
+            None => total += p.map_or(0, bytes),
         }
     }
     // Take members until nothing more is needed; whole archives first.
@@ -118,17 +129,17 @@ pub(super) fn device_code_linked(
     while changed && total < enough {
         changed = false;
         for a in &mut archives {
-            let took = match a.take_needed(&mut res, maps) {
-                Some(took) => took,
+            let (members, took) = match a.take_needed(&mut res, maps) {
+                Some(taken) => taken,
                 // An index or member that does not read: the archive counts whole.
-                None => std::mem::take(&mut a.device).into_values().sum(),
+                None => (0, std::mem::take(&mut a.device).into_values().sum()),
             };
-            if took > 0 {
-                changed = true;
-                total += took;
-                if total >= enough {
-                    break;
-                }
+            // A member without device code counts too: what it needs may pull in members
+            // that have some (cuBLAS's API entry points call kernels' launchers elsewhere).
+            changed |= members > 0;
+            total += took;
+            if total >= enough {
+                break;
             }
         }
     }
@@ -136,8 +147,8 @@ pub(super) fn device_code_linked(
 }
 
 impl<'a> Archive<'a> {
-    fn open(planned: &'a Planned, maps: &Maps, whole: bool) -> Option<Self> {
-        let data = maps.get(&planned.path).ok()?;
+    fn open(path: &'a Path, sections: &[DeviceSection], maps: &Maps, whole: bool) -> Option<Self> {
+        let data = maps.get(path).ok()?;
         let file = ArchiveFile::parse(&**data).ok()?;
         // Each device section belongs to the member whose bytes hold it: found by its offset
         // among the members (in file order), or for a thin archive by its member's file.
@@ -149,8 +160,8 @@ impl<'a> Archive<'a> {
             }
         }
         let mut device = HashMap::new();
-        for s in &planned.sections {
-            let key = if s.file == planned.path {
+        for s in sections {
+            let key = if s.file == path {
                 let i = inline
                     .partition_point(|&(off, _)| off <= s.file_offset)
                     .checked_sub(1)?;
@@ -162,7 +173,7 @@ impl<'a> Archive<'a> {
             *device.entry(key).or_insert(0) += s.section_size;
         }
         Some(Archive {
-            planned,
+            path,
             data,
             device,
             taken: HashSet::new(),
@@ -171,15 +182,25 @@ impl<'a> Archive<'a> {
     }
 
     /// Takes in the members that define a symbol the link needs (all of them, for a
-    /// `--whole-archive` one); returns the device bytes they hold, None where the archive's
-    /// index or a member does not read.
-    fn take_needed(&mut self, res: &mut Resolution, maps: &Maps) -> Option<u64> {
+    /// `--whole-archive` one); returns how many it took and the device bytes they hold, None
+    /// where the archive's index or a member does not read.
+    fn take_needed(&mut self, res: &mut Resolution, maps: &Maps) -> Option<(usize, u64)> {
+        let file = ArchiveFile::parse(&**self.data).ok()?;
         if self.whole {
+            // Every member is taken, and what each needs may pull members of other archives.
+            self.whole = false;
+            let mut members = 0;
+            for m in file.members() {
+                let m = m.ok()?;
+                if !self.read_member(&m, res, maps)? {
+                    return None;
+                }
+                members += 1;
+            }
             let all: u64 = self.device.values().sum();
             self.device.clear();
-            return Some(all);
+            return Some((members, all));
         }
-        let file = ArchiveFile::parse(&**self.data).ok()?;
         let mut pending: Vec<u64> = Vec::new();
         for sym in file.symbols().ok()?? {
             let sym = sym.ok()?;
@@ -189,20 +210,35 @@ impl<'a> Archive<'a> {
                 pending.push(at);
             }
         }
-        let mut took = 0;
+        let (mut took, members) = (0, pending.len());
         for at in pending {
             let m = file.member(ArchiveOffset(at)).ok()?;
-            let (read, key) = if m.is_thin() {
-                let path = thin_member_path(&self.planned.path, m.name());
-                (res.add(&maps.get(&path).ok()?), MemberKey::File(path))
-            } else {
-                (res.add(m.data(&**self.data).ok()?), MemberKey::At(at))
-            };
-            if !read {
+            if !self.read_member(&m, res, maps)? {
                 return None;
             }
+            let key = if m.is_thin() {
+                MemberKey::File(thin_member_path(self.path, m.name()))
+            } else {
+                MemberKey::At(at)
+            };
             took += self.device.remove(&key).unwrap_or(0);
         }
-        Some(took)
+        Some((members, took))
+    }
+
+    /// Adds member `m`'s symbols to `res`: whether it reads as an object (None: its bytes do
+    /// not read at all).
+    fn read_member(
+        &self,
+        m: &object::read::archive::ArchiveMember<'_>,
+        res: &mut Resolution,
+        maps: &Maps,
+    ) -> Option<bool> {
+        if m.is_thin() {
+            let path = thin_member_path(self.path, m.name());
+            Some(res.add(&maps.get(&path).ok()?))
+        } else {
+            Some(res.add(m.data(&**self.data).ok()?))
+        }
     }
 }

@@ -293,6 +293,79 @@ fn archive_members_the_link_does_not_take_are_not_counted() {
     }
 }
 
+/// A member the link pulls for what another member needs counts too, as ld pulls it: an
+/// API entry point without device code that calls a kernel's launcher in another member is
+/// how static cuBLAS is built (its 186 MB were counted as 1,696 bytes before, and its link
+/// was left unpacked). A `--whole-archive` archive's members pull from the archives after it.
+#[test]
+fn members_pulled_by_other_members_are_counted() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let big = &big_objects(d, 4);
+    // big0 defines `launch_big`, what bridge.o calls; the others define nothing anyone needs
+    // (they make the inputs hold enough device code for the estimate to be asked).
+    let (code, _, err) = run(Command::new("objcopy")
+        .arg("--add-symbol=launch_big=.text:0,global,function")
+        .arg(&big[0]));
+    assert_eq!(code, 0, "{err}");
+    let bridge = c_object(
+        d,
+        "bridge",
+        "extern void launch_big(void);\nvoid api(void) { launch_big(); }\n",
+    );
+    let main = c_object(
+        d,
+        "main_api",
+        "extern void api(void);\nint main(void) { api(); return 0; }\n",
+    );
+    let big0 = fatbin_bytes(&big[0]);
+    let held: u64 = big.iter().map(|o| fatbin_bytes(o)).sum();
+    assert!(held >= fatpack::link::PACK_THRESHOLD, "{held}");
+    let dry_run = |libs: &[&[&str]]| {
+        let mut c = Command::new("g++");
+        c.env_remove("FATPACK_MODE")
+            .arg(format!("-B{}", w.path().display()))
+            .args(["-Wl,--fatpack-verbose", "-Wl,--fatpack-dry-run", "-o"])
+            .arg(d.join("out"))
+            .arg(&main);
+        for l in libs {
+            c.args(*l);
+        }
+        let (code, out, err) = run(c.arg(format!("-L{}", cuda.display())).args([
+            "-lcudart_static",
+            "-ldl",
+            "-lpthread",
+            "-lrt",
+        ]));
+        assert_eq!(code, 0, "{err}");
+        out + &err
+    };
+    let ar = |name: &str, members: &[&Path]| {
+        let lib = d.join(name);
+        let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&lib).args(members));
+        assert_eq!(code, 0, "{err}");
+        lib.display().to_string()
+    };
+    // One archive: main pulls bridge.o, bridge.o pulls big0.o.
+    let mut members: Vec<&Path> = vec![&bridge];
+    members.extend(big.iter().map(PathBuf::as_path));
+    let one = ar("libone.a", &members);
+    let err = dry_run(&[&[&one]]);
+    let linked = |n: u64| format!("{n} bytes of device code linked (of {held} in its inputs");
+    assert!(big0 < fatpack::link::PACK_THRESHOLD, "{big0}");
+    assert!(err.contains(&linked(big0)), "{err}");
+    // bridge.o taken whole by --whole-archive pulls big0.o from the archive after it.
+    let api = ar("libapi.a", &[&bridge]);
+    let kernels = ar("libkernels.a", &members[1..]);
+    let err = dry_run(&[
+        &["-Wl,--whole-archive", &api, "-Wl,--no-whole-archive"],
+        &[&kernels],
+    ]);
+    assert!(err.contains(&linked(big0)), "{err}");
+}
+
 /// The bytes of `.nv_fatbin` in the object `o`.
 fn fatbin_bytes(o: &Path) -> u64 {
     let data = std::fs::read(o).unwrap();
