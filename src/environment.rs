@@ -86,7 +86,7 @@ pub const VARIABLES: &[Variable] = &[
         name: CACHE_DIR,
         value: "DIR",
         reader: Reader::Link,
-        help: "where what the real linker says of itself is kept (empty: not kept)",
+        help: "where what links learn of the linker and of inputs is kept (empty: none)",
     },
     Variable {
         name: text(abi::ENV_LOG),

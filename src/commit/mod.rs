@@ -240,9 +240,10 @@ pub struct Outputs {
 }
 
 impl Outputs {
-    /// For a command that reads `inputs` (their side files and packs included).
+    /// For a command that reads `inputs` (their side files and packs included). The thread
+    /// that cleans up on a signal starts with the first temp registered (or child started),
+    /// not here: a link left to the real linker never needs it.
     pub fn new(inputs: &[&Path]) -> Outputs {
-        signals::install();
         Outputs {
             reads: alias::Reads::of(inputs),
             swept: Default::default(),

@@ -89,7 +89,7 @@ impl Kept {
 }
 
 /// The cache folder, or `None` when it is off or there is no home to put it in.
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os(CACHE_DIR_ENV) {
         return (!d.is_empty()).then(|| PathBuf::from(d));
     }

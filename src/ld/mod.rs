@@ -7,7 +7,7 @@
 //! inputs, and renders the same line back for the real linker.
 
 mod defaults;
-mod defaults_cache;
+pub(crate) mod defaults_cache;
 mod getopt;
 mod line;
 mod options;

@@ -11,6 +11,7 @@ pub use fatpack_format::link as abi;
 mod account;
 mod archive_pull;
 mod cleanup;
+mod device_free;
 mod driver;
 mod dry_run;
 mod error;

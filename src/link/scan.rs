@@ -25,6 +25,7 @@ impl Session {
         let mut planned = Vec::new();
         // A library named twice (`-lgcc ... -lgcc`) is looked at once.
         let mut device_free: std::collections::HashSet<PathBuf> = Default::default();
+        let known = super::device_free::DeviceFree::new();
         for input in &self.line.inputs {
             if input.binary {
                 continue;
@@ -41,8 +42,13 @@ impl Session {
             if device_free.contains(path) {
                 continue;
             }
+            if input.file_kind != Some(InputFileKind::ThinArchive) && known.known(path) {
+                device_free.insert(path.clone());
+                continue;
+            }
             let map = self.maps.get(path)?;
             if cannot_hold_device_code(input.file_kind, &map) {
+                known.remember(path);
                 device_free.insert(path.clone());
                 continue;
             }
@@ -62,6 +68,11 @@ impl Session {
                 .filter(|s| !s.spans.is_empty())
                 .collect();
             if sections.is_empty() {
+                // A thin archive's members are files of their own, which its identity does
+                // not follow.
+                if input.file_kind != Some(InputFileKind::ThinArchive) {
+                    known.remember(path);
+                }
                 continue;
             }
             planned.push(Planned {
@@ -94,9 +105,16 @@ pub(super) fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) 
     debug_assert!(inputs::DEVICE_SECTIONS
         .iter()
         .all(|n| memchr::memmem::find(n.as_bytes(), BOTH).is_some()));
+    // Below 64 KiB (crt1.o, a user's small object) a plain loop: memchr's SIMD search first
+    // asks the CPU what it has, and in a VM that probe costs more than the search.
+    let found = if data.len() < 64 << 10 {
+        data.windows(BOTH.len()).any(|w| w == BOTH)
+    } else {
+        memchr::memmem::find(data, BOTH).is_some()
+    };
     matches!(kind, Some(InputFileKind::Elf | InputFileKind::Archive))
         && data.len() < LOOK_BELOW
-        && memchr::memmem::find(data, BOTH).is_none()
+        && !found
 }
 
 /// An ELF input of a type that is neither an object, a shared library nor an executable

@@ -366,6 +366,76 @@ fn members_pulled_by_other_members_are_counted() {
     assert!(err.contains(&linked(big0)), "{err}");
 }
 
+/// An input a link found free of device code is remembered between links (libgcc.a and the
+/// like are on every line), and an input rewritten in place since is read again: the entry
+/// is named by the file's identity, its change time included.
+#[test]
+fn inputs_found_free_of_device_code_are_remembered_until_they_change() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cache = d.join("cache");
+    let main = c_object(
+        d,
+        "main_table",
+        "extern int from_table(void);\nint main(void) { return from_table(); }\n",
+    );
+    let host = c_object(
+        d,
+        "table",
+        "const char table[100000] = {1};\nint from_table(void) { return table[7]; }\n",
+    );
+    let lib = d.join("libtable.a");
+    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&lib).arg(&host));
+    assert_eq!(code, 0, "{err}");
+    let link = |out: &str| {
+        let mut c = Command::new("g++");
+        c.arg(format!("-B{}", w.path().display()))
+            .env("FATPACK_CACHE_DIR", &cache)
+            .env("FATPACK_MODE", "packed")
+            .arg("-o")
+            .arg(d.join(out))
+            .arg(&main)
+            .arg(&lib)
+            .arg(format!("-L{}", cuda.display()))
+            .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 0, "{out}: {err}");
+    };
+    link("host_only");
+    let entries = || {
+        std::fs::read_dir(cache.join("no-device-code"))
+            .map(|r| r.count())
+            .unwrap_or(0)
+    };
+    let before = entries();
+    assert!(before >= 1, "libtable.a is not remembered");
+    // The same archive rewritten in place: its member now holds device code, and defines
+    // what main calls.
+    let dev = d.join("table_dev.o");
+    let (code, _, err) = run(Command::new("objcopy")
+        .args(["--wildcard", "--localize-symbol=_Z*"])
+        .arg("--add-symbol=from_table=.text:0,global,function")
+        .arg(fixture("big_kernels_all.o"))
+        .arg(&dev));
+    assert_eq!(code, 0, "objcopy: {err}");
+    let rebuilt = d.join("rebuilt.a");
+    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&rebuilt).arg(&dev));
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(&lib, std::fs::read(&rebuilt).unwrap()).unwrap();
+    link("with_device_code");
+    assert!(
+        inspect_json(&d.join("with_device_code"))["packed"].is_object(),
+        "the rewritten archive's device code was not packed: a stale entry was believed"
+    );
+    assert_eq!(
+        entries(),
+        before,
+        "an archive with device code is not remembered"
+    );
+}
+
 /// The bytes of `.nv_fatbin` in the object `o`.
 fn fatbin_bytes(o: &Path) -> u64 {
     let data = std::fs::read(o).unwrap();
