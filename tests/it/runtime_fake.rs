@@ -461,11 +461,9 @@ fn store_section(bytes: &[u8]) -> std::ops::Range<usize> {
     find_section(bytes, ".fatpack").expect("a .fatpack section")
 }
 
-#[test]
-fn damaged_or_foreign_stores_fail_cleanly() {
-    let app = std_app();
-    let exe_bytes = std::fs::read(&app.exe).unwrap();
-    let sec = store_section(&exe_bytes);
+/// The std app's store section, the store's length, and the blob of app#A's sm_86 entry.
+fn sm86_blob_of_a(exe_bytes: &[u8]) -> (std::ops::Range<usize>, usize, cubin_store::BlobView) {
+    let sec = store_section(exe_bytes);
     let store = Store::parse(&exe_bytes[sec.clone()]).unwrap();
     let blob = store
         .module_by_name("app#A")
@@ -477,7 +475,15 @@ fn damaged_or_foreign_stores_fail_cleanly() {
         )
         .unwrap()
         .blob();
-    let index_at = sec.start + store.stats().file_len as usize - 8;
+    (sec, store.stats().file_len as usize, blob)
+}
+
+#[test]
+fn damaged_or_foreign_stores_fail_cleanly() {
+    let app = std_app();
+    let exe_bytes = std::fs::read(&app.exe).unwrap();
+    let (sec, store_len, blob) = sm86_blob_of_a(&exe_bytes);
+    let index_at = sec.start + store_len - 8;
     let variant = |name: &str, at: usize| {
         let d = scratch(name);
         let exe = d.join("app");
@@ -724,18 +730,7 @@ fn a_driver_that_refuses_the_frames_gets_the_module_decoded_here() {
 fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
     let app = std_app();
     let exe_bytes = std::fs::read(&app.exe).unwrap();
-    let sec = store_section(&exe_bytes);
-    let store = Store::parse(&exe_bytes[sec.clone()]).unwrap();
-    let blob = store
-        .module_by_name("app#A")
-        .unwrap()
-        .find(
-            cubin_store::EntryKind::Sass,
-            86,
-            cubin_store::ArchVariant::Plain,
-        )
-        .unwrap()
-        .blob();
+    let (sec, _, blob) = sm86_blob_of_a(&exe_bytes);
     let d = scratch("handoff-damaged");
     let exe = d.join("app");
     let mut b = exe_bytes.clone();
