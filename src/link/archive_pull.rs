@@ -95,8 +95,11 @@ pub(super) fn device_code_linked(
     enough: u64,
 ) -> u64 {
     let is_archive = |p: &Planned| matches!(p.kind, FileKind::Archive | FileKind::ThinArchive);
-    let bytes = |p: &Planned| p.sections.iter().map(|s| s.section_size).sum::<u64>();
-    let mut total: u64 = planned.iter().filter(|p| !is_archive(p)).map(bytes).sum();
+    let mut total: u64 = planned
+        .iter()
+        .filter(|p| !is_archive(p))
+        .map(Planned::device_bytes)
+        .sum();
     if total >= enough || !planned.iter().any(is_archive) {
         return total;
     }
@@ -121,7 +124,7 @@ pub(super) fn device_code_linked(
         match Archive::open(path, sections, maps, input.whole_archive) {
             Some(a) => archives.push(a),
             // Unreadable here: one with device code (which the scan read) counts whole.
-            None => total += p.map_or(0, bytes),
+            None => total += p.map_or(0, Planned::device_bytes),
         }
     }
     // Take members until nothing more is needed; whole archives first.
@@ -153,7 +156,7 @@ impl<'a> Archive<'a> {
         // Each device section belongs to the member whose bytes hold it: found by its offset
         // among the members (in file order), or for a thin archive by its member's file.
         let mut inline: Vec<(u64, u64)> = Vec::new();
-        for m in file.members() {
+        for m in file.members().filter(|_| !sections.is_empty()) {
             let m = m.ok()?;
             if !m.is_thin() {
                 inline.push(m.file_range());

@@ -18,6 +18,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::ld::InputFileKind;
+
 /// Below this an input is searched rather than looked up.
 pub(super) const MIN_LEN: u64 = 64 << 10;
 
@@ -33,9 +35,14 @@ impl DeviceFree {
         }
     }
 
-    /// The entry `path` would have, if the cache is on and the input large enough.
-    fn entry(&self, path: &Path) -> Option<PathBuf> {
+    /// The entry `path` would have, if the cache is on, the input large enough, and not a
+    /// thin archive (its members are files of their own, which its identity does not
+    /// follow).
+    fn entry(&self, path: &Path, kind: Option<InputFileKind>) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
+        if kind == Some(InputFileKind::ThinArchive) {
+            return None;
+        }
         let m = std::fs::metadata(path).ok()?;
         if m.len() < MIN_LEN {
             return None;
@@ -56,14 +63,14 @@ impl DeviceFree {
     }
 
     /// Whether an earlier link found `path`, as it is now, free of device code.
-    pub(super) fn known(&self, path: &Path) -> bool {
-        self.entry(path)
+    pub(super) fn known(&self, path: &Path, kind: Option<InputFileKind>) -> bool {
+        self.entry(path, kind)
             .is_some_and(|e| std::fs::symlink_metadata(e).is_ok())
     }
 
     /// Notes that `path`, as it is now, holds no device code.
-    pub(super) fn remember(&self, path: &Path) {
-        let (Some(dir), Some(e)) = (&self.dir, self.entry(path)) else {
+    pub(super) fn remember(&self, path: &Path, kind: Option<InputFileKind>) {
+        let (Some(dir), Some(e)) = (&self.dir, self.entry(path, kind)) else {
             return;
         };
         let _ = std::fs::create_dir_all(dir);

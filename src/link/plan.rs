@@ -24,6 +24,11 @@ pub(super) struct Planned {
 }
 
 impl Planned {
+    /// The bytes of its device sections (containers nvcc compressed count as stored).
+    pub(super) fn device_bytes(&self) -> u64 {
+        self.sections.iter().map(|s| s.section_size).sum()
+    }
+
     /// The input's ELF machine: the object's own, or that of its first member with device
     /// code, from the headers the scan read.
     pub(super) fn machine(&self) -> Option<u16> {

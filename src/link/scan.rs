@@ -42,13 +42,13 @@ impl Session {
             if device_free.contains(path) {
                 continue;
             }
-            if input.file_kind != Some(InputFileKind::ThinArchive) && known.known(path) {
+            if known.known(path, input.file_kind) {
                 device_free.insert(path.clone());
                 continue;
             }
             let map = self.maps.get(path)?;
             if cannot_hold_device_code(input.file_kind, &map) {
-                known.remember(path);
+                known.remember(path, input.file_kind);
                 device_free.insert(path.clone());
                 continue;
             }
@@ -68,11 +68,7 @@ impl Session {
                 .filter(|s| !s.spans.is_empty())
                 .collect();
             if sections.is_empty() {
-                // A thin archive's members are files of their own, which its identity does
-                // not follow.
-                if input.file_kind != Some(InputFileKind::ThinArchive) {
-                    known.remember(path);
-                }
+                known.remember(path, input.file_kind);
                 continue;
             }
             planned.push(Planned {

@@ -32,11 +32,7 @@ pub(super) fn left_unpacked(s: &Session, planned: &[Planned]) -> Option<String> 
     if planned.is_empty() {
         return Some("no device code in the objects and archives linked".into());
     }
-    let held: u64 = planned
-        .iter()
-        .flat_map(|p| &p.sections)
-        .map(|s| s.section_size)
-        .sum();
+    let held: u64 = planned.iter().map(Planned::device_bytes).sum();
     decide(s.opts.mode, held, || {
         super::archive_pull::device_code_linked(&s.line, planned, &s.maps, PACK_THRESHOLD)
     })
