@@ -306,10 +306,7 @@ fn members_pulled_by_other_members_are_counted() {
     let big = &big_objects(d, 4);
     // big0 defines `launch_big`, what bridge.o calls; the others define nothing anyone needs
     // (they make the inputs hold enough device code for the estimate to be asked).
-    let (code, _, err) = run(Command::new("objcopy")
-        .arg("--add-symbol=launch_big=.text:0,global,function")
-        .arg(&big[0]));
-    assert_eq!(code, 0, "{err}");
+    define_symbol(&big[0], "launch_big");
     let bridge = c_object(
         d,
         "bridge",
@@ -344,8 +341,7 @@ fn members_pulled_by_other_members_are_counted() {
     };
     let ar = |name: &str, members: &[&Path]| {
         let lib = d.join(name);
-        let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&lib).args(members));
-        assert_eq!(code, 0, "{err}");
+        ar_rcs(&lib, members);
         lib.display().to_string()
     };
     // One archive: main pulls bridge.o, bridge.o pulls big0.o.
@@ -387,8 +383,7 @@ fn inputs_found_free_of_device_code_are_remembered_until_they_change() {
         "const char table[100000] = {1};\nint from_table(void) { return table[7]; }\n",
     );
     let lib = d.join("libtable.a");
-    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&lib).arg(&host));
-    assert_eq!(code, 0, "{err}");
+    ar_rcs(&lib, &[&host]);
     let link = |out: &str| {
         let mut c = Command::new("g++");
         c.arg(format!("-B{}", w.path().display()))
@@ -413,16 +408,10 @@ fn inputs_found_free_of_device_code_are_remembered_until_they_change() {
     assert!(before >= 1, "libtable.a is not remembered");
     // The same archive rewritten in place: its member now holds device code, and defines
     // what main calls.
-    let dev = d.join("table_dev.o");
-    let (code, _, err) = run(Command::new("objcopy")
-        .args(["--wildcard", "--localize-symbol=_Z*"])
-        .arg("--add-symbol=from_table=.text:0,global,function")
-        .arg(fixture("big_kernels_all.o"))
-        .arg(&dev));
-    assert_eq!(code, 0, "objcopy: {err}");
+    let dev = big_objects(d, 1).remove(0);
+    define_symbol(&dev, "from_table");
     let rebuilt = d.join("rebuilt.a");
-    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(&rebuilt).arg(&dev));
-    assert_eq!(code, 0, "{err}");
+    ar_rcs(&rebuilt, &[&dev]);
     std::fs::write(&lib, std::fs::read(&rebuilt).unwrap()).unwrap();
     link("with_device_code");
     assert!(

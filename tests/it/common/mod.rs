@@ -227,6 +227,21 @@ pub fn big_objects(dir: &Path, n: usize) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `o` made to define the global function `symbol` (at the start of its `.text`), in place:
+/// what another object or archive member can then call into.
+pub fn define_symbol(o: &Path, symbol: &str) {
+    let (code, _, err) = run(Command::new("objcopy")
+        .arg(format!("--add-symbol={symbol}=.text:0,global,function"))
+        .arg(o));
+    assert_eq!(code, 0, "objcopy: {err}");
+}
+
+/// The archive `lib` (`ar rcs`) of `members`.
+pub fn ar_rcs(lib: &Path, members: &[&Path]) {
+    let (code, _, err) = run(Command::new("ar").arg("rcs").arg(lib).args(members));
+    assert_eq!(code, 0, "ar: {err}");
+}
+
 /// `DIR/NAME.o` compiled by gcc from the C `source` (written to `DIR/NAME.c`).
 pub fn c_object(dir: &Path, name: &str, source: &str) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
