@@ -64,6 +64,25 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
     "cudaGraphAddNode",
     "cudaGraphNodeSetParams",
     "cudaGraphExecNodeSetParams",
+    // Calls after which the driver is initialised: the first that succeeds starts decoding
+    // ahead (the runtime's ahead.rs); each is otherwise passed straight through.
+    "cudaGetDeviceCount",
+    "cudaSetDevice",
+    "cudaInitDevice",
+    "cudaMalloc",
+    "cudaMallocHost",
+    "cudaHostAlloc",
+    "cudaMallocManaged",
+    "cudaMallocAsync",
+    "cudaMallocAsync_ptsz",
+    "cudaFree",
+    "cudaStreamCreate",
+    "cudaStreamCreateWithFlags",
+    "cudaDeviceSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy_ptds",
+    "cudaMemcpyAsync",
+    "cudaMemcpyAsync_ptsz",
 ];
 
 /// Libraries to add after `libfatpack_rt.a` (what Rust's std needs on glibc; on glibc >= 2.34
@@ -271,6 +290,12 @@ pub const ENV_EAGER: &CStr = c"FATPACK_EAGER";
 /// driver the stored zstd frames (the default, `auto`, hands them over where the driver
 /// takes them).
 pub const ENV_DECODE: &CStr = c"FATPACK_DECODE";
+/// Environment variable: at most this many MiB of device code decoded ahead, on a helper
+/// thread, once the program's first CUDA call has initialised the driver (default
+/// [`AHEAD_DEFAULT_MIB`]; `0` decodes nothing ahead).
+pub const ENV_AHEAD: &CStr = c"FATPACK_AHEAD";
+/// [`ENV_AHEAD`] when unset.
+pub const AHEAD_DEFAULT_MIB: u64 = 32;
 
 /// Linker arguments (for `ld` itself; prefix each with `-Wl,` for a compiler driver): one
 /// `--wrap=SYM` per [`WRAPPED_SYMBOLS`], plus `--exclude-libs=libfatpack_rt.a` when the output

@@ -35,6 +35,7 @@ extern void __cudaRegisterManagedVar(void **h, void **hostVarPtrAddress, char *d
                                      const char *deviceName, int ext, size_t size, int constant,
                                      int global);
 extern int cudaFree(void *p);
+extern int cudaMalloc(void **p, size_t n);
 extern int cudaGetLastError(void);
 extern char __cudaInitModule(void **h);
 extern int __cudaGetKernel(void **kernel, const void *fun);
@@ -170,6 +171,32 @@ int main(int argc, char **argv) {
             fflush(stdout);
             _exit(0);
         }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        printf("child_exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        launch("parent_B", kernB);
+    } else if (!strcmp(mode, "ahead")) {
+        /* What a program does before its first kernel: allocate (the driver is initialised
+         * now), set up for a while, then launch. */
+        void *p = 0;
+        printf("malloc=%d\n", cudaMalloc(&p, 64));
+        usleep(300000);
+        launch("A", kernA);
+        launch("B", kernB);
+    } else if (!strcmp(mode, "aheadfork")) {
+        /* Fork at once after the call that starts decoding ahead: the child must neither
+         * wait for the parent's helper nor find anything half-held. */
+        void *p = 0;
+        printf("malloc=%d\n", cudaMalloc(&p, 64));
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            launch("child_A", kernA);
+            launch("child_B", kernB);
+            fflush(stdout);
+            _exit(0);
+        }
+        launch("parent_A", kernA);
         int st = 0;
         waitpid(pid, &st, 0);
         printf("child_exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));

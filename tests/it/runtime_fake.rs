@@ -749,3 +749,66 @@ fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
     assert!(r.log.contains("unregister 1"), "{}", r.log);
     assert!(!r.log.contains("launch kernA"), "a kernel ran:\n{}", r.log);
 }
+
+const AHEAD: (&str, &str) = ("FATPACK_AHEAD", "32");
+
+/// Once a call has initialised the driver, a helper decodes the pending modules (checked as a
+/// load checks them), and their first launches register what it decoded: nothing is decoded
+/// or handed to the driver at the launch. `FATPACK_AHEAD=0` turns it off.
+#[test]
+fn modules_are_decoded_ahead_once_the_driver_is_initialised() {
+    let app = std_app();
+    let env = [AHEAD, HANDOFF, ("FAKE_CUDART_ZSTD", "1"), ("FATPACK_LOG", "info")];
+    let r = run(&app.exe, "ahead", Some("86"), &env);
+    r.assert_clean();
+    for k in ["malloc", "A", "B"] {
+        assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}", r.stderr);
+    }
+    assert_eq!(r.stderr.matches("bytes decoded ahead").count(), 2, "{}", r.stderr);
+    assert!(!r.stderr.contains("the driver took"), "{}", r.stderr);
+    for (id, module, arch) in [(1, "app#A", "sm_86"), (2, "app#B", "compute_80")] {
+        let got = handed(&r, id);
+        assert_eq!(got.len(), 1, "{}", r.log);
+        assert!(!got[0].1, "registration {id} is compressed:\n{}", r.log);
+        assert!(starts_with_payload(&got[0].0, module, arch), "{}", r.log);
+    }
+    let r = run(&app.exe, "ahead", Some("86"), &[("FATPACK_AHEAD", "0"), ("FATPACK_LOG", "info")]);
+    r.assert_clean();
+    assert_eq!(r.out("A").as_deref(), Some("0"), "{}", r.stderr);
+    assert!(!r.stderr.contains("decoded ahead"), "{}", r.stderr);
+}
+
+/// A blob that fails its digest ahead is not reported ahead: the module's own load decodes
+/// it, fails closed with the load's message, and registers nothing; the other module loads.
+#[test]
+fn a_damaged_blob_decoded_ahead_fails_closed_at_its_load() {
+    let app = std_app();
+    let exe_bytes = std::fs::read(&app.exe).unwrap();
+    let (sec, _, blob) = sm86_blob_of_a(&exe_bytes);
+    let d = scratch("ahead-damaged");
+    let exe = d.join("app");
+    let mut b = exe_bytes.clone();
+    b[sec.start + blob.offset as usize + blob.stored_len as usize / 2] ^= 0x55;
+    crate::common::write_executable(&exe, b);
+    let r = run(&exe, "ahead", Some("86"), &[AHEAD, ("FATPACK_LOG", "info")]);
+    r.assert_clean();
+    assert_eq!(r.out("A").as_deref(), Some("200"), "{}", r.stderr);
+    assert_eq!(r.out("B").as_deref(), Some("0"), "{}", r.stderr);
+    assert_eq!(r.stderr.matches("cannot read sm_86").count(), 1, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("bytes decoded ahead").count(), 1, "{}", r.stderr);
+    assert!(!r.log.contains("launch kernA"), "a kernel ran:\n{}", r.log);
+}
+
+/// A fork just after decoding ahead started: the child loads both modules itself (a module
+/// the parent's helper was on is not waited for), and the parent goes on as before.
+#[test]
+fn fork_while_decoding_ahead_is_safe() {
+    let app = std_app();
+    for _ in 0..5 {
+        let r = run(&app.exe, "aheadfork", Some("86"), &[AHEAD]);
+        r.assert_clean();
+        for k in ["malloc", "child_A", "child_B", "parent_A", "child_exit", "parent_B"] {
+            assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}\n{}", r.stderr, r.log);
+        }
+    }
+}

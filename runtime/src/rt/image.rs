@@ -412,6 +412,18 @@ impl Image {
         Ok((stored, Some(pi)))
     }
 
+    /// Whether an entry's stored bytes are in memory already: always in a store, for a split
+    /// binary once its pack was mapped.
+    pub(crate) fn is_mapped(&self, e: &EntryView<'_>) -> bool {
+        let Some(split) = &self.split else {
+            return true;
+        };
+        split
+            .manifest
+            .blob_range(e.blob_id(), e.stored_len())
+            .is_some_and(|(pi, _)| split.packs[pi].bytes.get().is_some())
+    }
+
     /// Decodes one entry into `out` (exactly its raw length) and checks it against the
     /// verified index. `given`: its stored bytes as the caller already copied them (the
     /// bytes a driver was handed), else they are read where they are kept.

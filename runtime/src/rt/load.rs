@@ -81,7 +81,7 @@ impl LoadError {
 const MAX_PRELINKED: usize = 1 << 20;
 
 /// `FATPACK_ARCH`, parsed. Err: the value is not an arch name.
-fn forced_arch() -> Result<Option<EntryId>, String> {
+pub(super) fn forced_arch() -> Result<Option<EntryId>, String> {
     let Some(v) = super::log::env(fatpack_format::link::ENV_ARCH) else {
         return Ok(None);
     };
@@ -109,7 +109,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    fn new(
+    pub(super) fn new(
         store: &'static Store<'static>,
         origin: &str,
         name: &str,
@@ -143,9 +143,19 @@ impl Plan {
             .and_then(|(_, i)| *i)
     }
 
-    fn is_sass(&self, cap: u32) -> bool {
+    pub(super) fn is_sass(&self, cap: u32) -> bool {
         self.choice(cap)
             .is_some_and(|i| self.cands[i].kind == EntryKind::Sass)
+    }
+
+    /// Entry `i`'s decoded length.
+    pub(super) fn raw_len(&self, i: usize) -> u64 {
+        self.entries[i].raw_len()
+    }
+
+    /// Whether entry `i`'s stored bytes can be read without a one-time set-up first.
+    pub(super) fn mapped(&self, image: &Image, i: usize) -> bool {
+        image.is_mapped(&self.entries[i])
     }
 
     /// The chosen entries for `caps`, each once, in store order.
@@ -574,9 +584,19 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
 
     let mut bytes = 0u64;
     let t_decode = super::sys::now_us();
+    // Decoded ahead (ahead.rs) for the same choice: nothing left to decode. Taken (or the
+    // helper kept off the module) in every case, so the module is decoded once.
+    let ahead = m
+        .ahead
+        .take()
+        .filter(|d| prelinked.is_empty() && d.chosen == main.chosen(&caps));
+    let how = if ahead.is_some() { "decoded ahead" } else { "decompressed" };
     // A driver that decodes nvcc's compressed entries is handed the stored frames, checked
     // beside it; what it refuses arrives decoded and checked.
-    let decoded_beside = if prelinked.is_empty() {
+    let decoded_beside = if let Some(d) = ahead {
+        bytes = d.bytes;
+        Some(d.buf)
+    } else if prelinked.is_empty() {
         match handoff::hand_to_driver(inner, name, &main, image, &caps, first_use) {
             Handoff::NotTried => None,
             Handoff::Done(outcome) => return outcome,
@@ -617,7 +637,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
     // The split says where a first launch's time goes: finding the store and the devices
     // (once per process), decoding and checking, and cudart taking the container.
     info!(
-        "module {name}: registered {} entr{} ({} bytes decompressed) in {} ms (set-up {}, \
+        "module {name}: registered {} entr{} ({} bytes {how}) in {} ms (set-up {}, \
          decode and check {}, cudart {})",
         main.chosen(&caps).len(),
         if main.chosen(&caps).len() == 1 {

@@ -7,6 +7,7 @@
 #[macro_use]
 pub(crate) mod log;
 mod abi;
+mod ahead;
 mod container;
 mod driver;
 mod handoff;
@@ -111,6 +112,8 @@ pub(crate) struct Module {
     pub wrapper: *const FatbinWrapper,
     loaded: AtomicBool,
     inner: Mutex<Inner>,
+    /// Its container, when decoded ahead of its first use.
+    ahead: ahead::Slot,
 }
 
 // SAFETY: the raw pointers are addresses of static data in the binary (wrapper, strings,
@@ -124,11 +127,14 @@ struct Registry {
     handles: BTreeMap<usize, &'static Module>,
     /// Host function / variable address -> module that registered it.
     hosts: BTreeMap<usize, &'static Module>,
+    /// Every module, in the order of registration (the order decoding ahead takes them in).
+    order: Vec<&'static Module>,
 }
 
 static REGISTRY: RwLock<Registry> = RwLock::new(Registry {
     handles: BTreeMap::new(),
     hosts: BTreeMap::new(),
+    order: Vec::new(),
 });
 
 /// Modules neither loaded nor unregistered (failed ones included): when 0, API calls skip
@@ -208,6 +214,7 @@ fn register_module(
             ended: false,
             state: State::Pending,
         }),
+        ahead: ahead::Slot::new(),
     }));
     match &m.name {
         Ok(n) => debug!("module {n}: registration recorded (loads at first use)"),
@@ -216,10 +223,20 @@ fn register_module(
     NOT_LOADED.fetch_add(1, Ordering::AcqRel);
     // A store in a file is opened now, while the file is the one this image came from.
     image::prepare();
-    registry_write()
-        .handles
-        .insert(m as *const Module as usize, m);
+    let mut r = registry_write();
+    r.handles.insert(m as *const Module as usize, m);
+    r.order.push(m);
     m
+}
+
+/// The modules not loaded yet, in the order they registered.
+fn pending_in_order() -> Vec<&'static Module> {
+    let r = registry_read();
+    r.order
+        .iter()
+        .copied()
+        .filter(|m| !m.loaded.load(Ordering::Acquire))
+        .collect()
 }
 
 /// The module behind a fake handle; None for cudart's own handles.
@@ -286,6 +303,9 @@ impl Module {
     }
 
     fn unregister(&'static self) {
+        // Before this runtime copy can be unmapped (a library's destructors run this).
+        ahead::stop();
+        self.ahead.retire();
         let mut g = lock(&self.inner);
         match core::mem::replace(&mut g.state, State::Unregistered) {
             State::Loaded(l) => {

@@ -473,6 +473,40 @@ pub(crate) fn yield_now() {
     unsafe { libc::sched_yield() };
 }
 
+/// Sleeps while `word` holds `expected` (until a [`wake_all`] on it, or a spurious wake-up:
+/// callers re-check). A futex holds no lock, so a fork can leave nothing half-held.
+pub(crate) fn wait_while(word: &core::sync::atomic::AtomicU32, expected: u32) {
+    // SAFETY: FUTEX_WAIT on a live, aligned 32-bit word, no timeout; the kernel only reads it.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            core::ptr::null::<libc::timespec>(),
+        )
+    };
+}
+
+/// Wakes every thread in [`wait_while`] on `word`.
+pub(crate) fn wake_all(word: &core::sync::atomic::AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a live, aligned 32-bit word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        )
+    };
+}
+
+/// This process's id (a fork's child has its own).
+pub(crate) fn pid() -> i32 {
+    // SAFETY: no arguments; cannot fail.
+    unsafe { libc::getpid() }
+}
+
 /// A thread started on a C entry point, joined once.
 pub(crate) struct Thread(libc::pthread_t);
 

@@ -475,6 +475,9 @@ pub fn run_via(
         // The runtime's own decoding unless a test asks for the driver's (runtime_fake's
         // handoff tests): a refusing fake driver would add a registration to every log.
         .env("FATPACK_DECODE", "runtime")
+        // Nothing decoded ahead unless a test asks (runtime_fake's ahead tests): a helper
+        // thread racing the first launch would make every log's order a matter of timing.
+        .env("FATPACK_AHEAD", "0")
         .env("FAKE_CUDART_LOG", &log)
         .env("FAKE_CUDA_LOG", &cuda_log)
         .env("FAKE_CUDART_DUMP", &dump);
