@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# ON THE GPU MACHINE: a packed program's first launch with its stored frames handed to the
-# driver (the default, FATPACK_DECODE=auto) against the runtime's own decoding
-# (FATPACK_DECODE=runtime), nvcc's --compress-mode=size and the plain build, all in one run,
-# interleaved. Uses tests/gpu/build.sh's first_kernel variants (OUT is its output folder or
+# ON THE GPU MACHINE: a packed program's first launch as shipped (its modules decoded ahead
+# once the program's first CUDA call initialised the driver; FATPACK_AHEAD), with decoding
+# ahead off (its stored frames handed to the driver, FATPACK_AHEAD=0), on the runtime's own
+# decoding alone (FATPACK_AHEAD=0 and FATPACK_DECODE=runtime), eager, and in tail mode,
+# against nvcc's --compress-mode=size and the plain build, all in one run, interleaved. Uses tests/gpu/build.sh's first_kernel variants (OUT is its output folder or
 # its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
 # first kernel done over RUNS runs, each as a ratio to size mode's and plain's medians, and
 # one runtime log line of each packed variant (which path it took, where its time went).
-#   bash bench/h200/first_launch_handoff.sh OUT [RUNS=15]
+#   bash bench/h200/first_launch.sh OUT [RUNS=15]
 set -euo pipefail
 arg="$1"; runs="${2:-15}"
 T="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-handoff.XXXXXX")"
@@ -18,9 +19,10 @@ else
     B="$arg/bench"
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-# name:dir:environment (one VAR=VALUE or -)
-variants="plain:plain:- size:plain_size:- packed:packed:- packed_runtime:packed:FATPACK_DECODE=runtime"
-variants+=" release19:packed_release:- solid:packed_solid:-"
+# name:dir:environment (VAR=VALUE,... or -)
+variants="plain:plain:- size:plain_size:- packed:packed:- handoff:packed:FATPACK_AHEAD=0"
+variants+=" runtime_own:packed:FATPACK_AHEAD=0,FATPACK_DECODE=runtime eager:packed:FATPACK_EAGER=1"
+variants+=" release19:packed_release:- solid:packed_solid:- tail:tail:-"
 declare -A fl mk
 for r in $(seq "$runs"); do
     for v in $variants; do
@@ -28,7 +30,7 @@ for r in $(seq "$runs"); do
         exe="$B/$dir/first_kernel"
         [ -x "$exe" ] || continue
         if [ "$env" = - ]; then line=$("$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""
-        else line=$(env "$env" "$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""; fi
+        else line=$(env ${env//,/ } "$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""; fi
         grep -q check=PASS <<<"$line" || { echo "$name: run $r failed or wrong: $line"; exit 1; }
         fl[$name]+="$(sed 's/.*first_launch_ms=\([0-9.]*\).*/\1/' <<<"$line") "
         mk[$name]+="$(sed 's/.*main_to_first_kernel_ms=\([0-9.]*\).*/\1/' <<<"$line") "
@@ -56,5 +58,5 @@ for v in $variants; do
     exe="$B/$dir/first_kernel"
     [ -x "$exe" ] || continue
     [ "$env" = - ] && env="FATPACK_DECODE=auto"
-    echo "$name: $(env "$env" FATPACK_LOG=info "$exe" 2>&1 >/dev/null | grep -m1 'the driver\|registered' || true)"
+    echo "$name: $(env ${env//,/ } FATPACK_LOG=info "$exe" 2>&1 >/dev/null | grep -m1 'the driver\|registered' || true)"
 done
