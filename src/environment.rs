@@ -107,6 +107,12 @@ pub const VARIABLES: &[Variable] = &[
         help: "load every module at start-up, not at first use",
     },
     Variable {
+        name: text(abi::ENV_AHEAD),
+        value: "MIB",
+        reader: Reader::Program,
+        help: "decode at most MIB MiB of device code ahead, once the driver is up (default 32; 0: none)",
+    },
+    Variable {
         name: text(abi::ENV_DECODE),
         value: "auto|runtime",
         reader: Reader::Program,

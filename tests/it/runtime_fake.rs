@@ -758,13 +758,23 @@ const AHEAD: (&str, &str) = ("FATPACK_AHEAD", "32");
 #[test]
 fn modules_are_decoded_ahead_once_the_driver_is_initialised() {
     let app = std_app();
-    let env = [AHEAD, HANDOFF, ("FAKE_CUDART_ZSTD", "1"), ("FATPACK_LOG", "info")];
+    let env = [
+        AHEAD,
+        HANDOFF,
+        ("FAKE_CUDART_ZSTD", "1"),
+        ("FATPACK_LOG", "info"),
+    ];
     let r = run(&app.exe, "ahead", Some("86"), &env);
     r.assert_clean();
     for k in ["malloc", "A", "B"] {
         assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}", r.stderr);
     }
-    assert_eq!(r.stderr.matches("bytes decoded ahead").count(), 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("bytes decoded ahead").count(),
+        2,
+        "{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("the driver took"), "{}", r.stderr);
     for (id, module, arch) in [(1, "app#A", "sm_86"), (2, "app#B", "compute_80")] {
         let got = handed(&r, id);
@@ -772,7 +782,12 @@ fn modules_are_decoded_ahead_once_the_driver_is_initialised() {
         assert!(!got[0].1, "registration {id} is compressed:\n{}", r.log);
         assert!(starts_with_payload(&got[0].0, module, arch), "{}", r.log);
     }
-    let r = run(&app.exe, "ahead", Some("86"), &[("FATPACK_AHEAD", "0"), ("FATPACK_LOG", "info")]);
+    let r = run(
+        &app.exe,
+        "ahead",
+        Some("86"),
+        &[("FATPACK_AHEAD", "0"), ("FATPACK_LOG", "info")],
+    );
     r.assert_clean();
     assert_eq!(r.out("A").as_deref(), Some("0"), "{}", r.stderr);
     assert!(!r.stderr.contains("decoded ahead"), "{}", r.stderr);
@@ -794,8 +809,18 @@ fn a_damaged_blob_decoded_ahead_fails_closed_at_its_load() {
     r.assert_clean();
     assert_eq!(r.out("A").as_deref(), Some("200"), "{}", r.stderr);
     assert_eq!(r.out("B").as_deref(), Some("0"), "{}", r.stderr);
-    assert_eq!(r.stderr.matches("cannot read sm_86").count(), 1, "{}", r.stderr);
-    assert_eq!(r.stderr.matches("bytes decoded ahead").count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.matches("cannot read sm_86").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("bytes decoded ahead").count(),
+        1,
+        "{}",
+        r.stderr
+    );
     assert!(!r.log.contains("launch kernA"), "a kernel ran:\n{}", r.log);
 }
 
@@ -807,8 +832,21 @@ fn fork_while_decoding_ahead_is_safe() {
     for _ in 0..5 {
         let r = run(&app.exe, "aheadfork", Some("86"), &[AHEAD]);
         r.assert_clean();
-        for k in ["malloc", "child_A", "child_B", "parent_A", "child_exit", "parent_B"] {
-            assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}\n{}", r.stderr, r.log);
+        for k in [
+            "malloc",
+            "child_A",
+            "child_B",
+            "parent_A",
+            "child_exit",
+            "parent_B",
+        ] {
+            assert_eq!(
+                r.out(k).as_deref(),
+                Some("0"),
+                "{k}: {}\n{}",
+                r.stderr,
+                r.log
+            );
         }
     }
 }

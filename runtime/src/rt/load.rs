@@ -590,7 +590,11 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
         .ahead
         .take()
         .filter(|d| prelinked.is_empty() && d.chosen == main.chosen(&caps));
-    let how = if ahead.is_some() { "decoded ahead" } else { "decompressed" };
+    let how = if ahead.is_some() {
+        "decoded ahead"
+    } else {
+        "decompressed"
+    };
     // A driver that decodes nvcc's compressed entries is handed the stored frames, checked
     // beside it; what it refuses arrives decoded and checked.
     let decoded_beside = if let Some(d) = ahead {
