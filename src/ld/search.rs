@@ -9,6 +9,7 @@
 //! (dynamic state, not `-r`) then `libNAME.a`; a file for another machine or ELF class is
 //! skipped as ld skips it ("skipping incompatible").
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{self};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -231,11 +232,20 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
     };
 
     let mut notes = Vec::new();
+    // gcc names its support libraries twice (`-lgcc -lgcc_s -lc -lgcc -lgcc_s`): each search
+    // and each file's kind is found once per line (the files do not change meanwhile).
+    let mut searched: HashMap<(OsString, bool, bool), Option<PathBuf>> = HashMap::new();
+    let mut kinds: HashMap<PathBuf, InputFileKind> = HashMap::new();
     for input in &mut line.inputs {
         input.resolved = match input.kind {
             InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
             InputKind::Library { verbatim, .. } => {
-                let found = search.find_library(&input.name, verbatim, input.static_search);
+                let found = searched
+                    .entry((input.name.clone(), verbatim, input.static_search))
+                    .or_insert_with(|| {
+                        search.find_library(&input.name, verbatim, input.static_search)
+                    })
+                    .clone();
                 if found.is_none() {
                     let colon = if verbatim { ":" } else { "" };
                     notes.push(format!(
@@ -250,7 +260,7 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
             (None, _) => InputFileKind::Missing,
             (Some(p), true) if p.exists() => InputFileKind::Binary,
             (Some(_), true) => InputFileKind::Missing,
-            (Some(p), false) => sniff(p),
+            (Some(p), false) => *kinds.entry(p.clone()).or_insert_with(|| sniff(p)),
         });
         if input.file_kind == Some(InputFileKind::Script) {
             if let Some(p) = input.resolved.clone() {
