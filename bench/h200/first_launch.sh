@@ -7,7 +7,9 @@
 # its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
 # first kernel done over RUNS runs, each as a ratio to size mode's and plain's medians, and
 # one runtime log line of each packed variant (which path it took, where its time went).
-#   bash bench/h200/first_launch.sh OUT [RUNS=15]
+# HOST_MS=N: first_kernel --host-ms N, N ms of host work between its allocations and its
+# launch (a program that sets up before its first kernel; default 0, the launch right after).
+#   [HOST_MS=N] bash bench/h200/first_launch.sh OUT [RUNS=15]
 set -euo pipefail
 arg="$1"; runs="${2:-15}"
 T="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-handoff.XXXXXX")"
@@ -23,14 +25,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 variants="plain:plain:- size:plain_size:- packed:packed:- handoff:packed:FATPACK_AHEAD=0"
 variants+=" runtime_own:packed:FATPACK_AHEAD=0,FATPACK_DECODE=runtime eager:packed:FATPACK_EAGER=1"
 variants+=" release19:packed_release:- solid:packed_solid:- tail:tail:-"
+args=()
+[ "${HOST_MS:-0}" != 0 ] && args=(--host-ms "$HOST_MS")
+echo "first_kernel ${args[*]:-(no arguments)}"
 declare -A fl mk
 for r in $(seq "$runs"); do
     for v in $variants; do
         IFS=: read -r name dir env <<<"$v"
         exe="$B/$dir/first_kernel"
         [ -x "$exe" ] || continue
-        if [ "$env" = - ]; then line=$("$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""
-        else line=$(env ${env//,/ } "$exe" 2>/dev/null | grep main_to_first_kernel_ms) || line=""; fi
+        if [ "$env" = - ]; then line=$("$exe" "${args[@]}" 2>/dev/null | grep main_to_first_kernel_ms) || line=""
+        else line=$(env ${env//,/ } "$exe" "${args[@]}" 2>/dev/null | grep main_to_first_kernel_ms) || line=""; fi
         grep -q check=PASS <<<"$line" || { echo "$name: run $r failed or wrong: $line"; exit 1; }
         fl[$name]+="$(sed 's/.*first_launch_ms=\([0-9.]*\).*/\1/' <<<"$line") "
         mk[$name]+="$(sed 's/.*main_to_first_kernel_ms=\([0-9.]*\).*/\1/' <<<"$line") "
@@ -58,5 +63,9 @@ for v in $variants; do
     exe="$B/$dir/first_kernel"
     [ -x "$exe" ] || continue
     [ "$env" = - ] && env="FATPACK_DECODE=auto"
-    echo "$name: $(env ${env//,/ } FATPACK_LOG=info "$exe" 2>&1 >/dev/null | grep -m1 'the driver\|registered' || true)"
+    echo "$name: $(env ${env//,/ } FATPACK_LOG=info "$exe" "${args[@]}" 2>&1 >/dev/null | grep -m1 'the driver\|registered' || true)"
 done
+# Decoding ahead, as the default packed program went: when it started, what it did, and when.
+exe="$B/packed/first_kernel"
+[ -x "$exe" ] && FATPACK_LOG=debug "$exe" "${args[@]}" 2>&1 >/dev/null | grep 'decoding ahead' | sed 's/^/packed: /'
+true

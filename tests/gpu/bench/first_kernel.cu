@@ -2,6 +2,8 @@
 // is used. Launches heavy_0 once, synchronises, checks the result, and prints one line:
 //   first_kernel: main_to_first_kernel_ms=... first_launch_ms=... rss_kb=... dev_used_mb=... dev_total_mb=... check=PASS
 //   first_kernel --baseline   only cudaFree(0): the device memory of a bare context.
+//   first_kernel --host-ms N  N ms of host work (a sleep) between the allocations and the
+//                             launch: a program that sets up before its first kernel.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 extern "C" cudaError_t heavy_launch_0(const float* in, float* out, int n, cudaStream_t s);
@@ -43,6 +46,7 @@ static long rss_kb() {
 int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const bool baseline = argc > 1 && std::strcmp(argv[1], "--baseline") == 0;
+    const double host_ms = argc > 2 && std::strcmp(argv[1], "--host-ms") == 0 ? std::atof(argv[2]) : 0.0;
     const int n = 1 << 16;
     bool ok = true;
     if (baseline) {
@@ -56,6 +60,7 @@ int main(int argc, char** argv) {
         CKF(cudaMemcpy(din, in.data(), n * sizeof(float), cudaMemcpyHostToDevice));
         CKF(cudaMemset(dout, 0xFF, n * sizeof(float)));
         CKF(cudaDeviceSynchronize());
+        if (host_ms > 0) std::this_thread::sleep_for(std::chrono::microseconds((long)(host_ms * 1000)));
         // The context exists now: from here on it is loading the module (fatpack: decompress +
         // register; cudart/driver: load the cubin) plus a very short kernel.
         const auto tl = std::chrono::steady_clock::now();
