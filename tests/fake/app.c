@@ -118,6 +118,20 @@ static void *racer(void *arg) {
     return NULL;
 }
 
+/* Forks a child that launches kernA and kernB (printing child_A=, child_B=) and exits;
+ * returns its pid to the parent. */
+static pid_t fork_child_launching_both(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        launch("child_A", kernA);
+        launch("child_B", kernB);
+        fflush(stdout);
+        _exit(0);
+    }
+    return pid;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "host";
     if (!strcmp(mode, "host")) {
@@ -163,14 +177,7 @@ int main(int argc, char **argv) {
         /* Fork after a module is loaded: the child uses the loaded module and loads another
          * (no lock may be left held, no state half-made); so does the parent afterwards. */
         launch("parent_before", kernA);
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            launch("child_A", kernA);
-            launch("child_B", kernB);
-            fflush(stdout);
-            _exit(0);
-        }
+        pid_t pid = fork_child_launching_both();
         int st = 0;
         waitpid(pid, &st, 0);
         printf("child_exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
@@ -188,14 +195,7 @@ int main(int argc, char **argv) {
          * wait for the parent's helper nor find anything half-held. */
         void *p = 0;
         printf("malloc=%d\n", cudaMalloc(&p, 64));
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid == 0) {
-            launch("child_A", kernA);
-            launch("child_B", kernB);
-            fflush(stdout);
-            _exit(0);
-        }
+        pid_t pid = fork_child_launching_both();
         launch("parent_A", kernA);
         int st = 0;
         waitpid(pid, &st, 0);

@@ -726,16 +726,21 @@ fn a_driver_that_refuses_the_frames_gets_the_module_decoded_here() {
 
 /// A frame that fails its check while the driver holds the module: the module is withdrawn
 /// before the use that asked for it reaches cudart, and the use gets the runtime's own error.
-#[test]
-fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
+/// The std app with one byte flipped in the middle of app#A's sm_86 blob, in scratch `name`.
+fn app_with_a_damaged_sm86_blob(name: &str) -> std::path::PathBuf {
     let app = std_app();
     let exe_bytes = std::fs::read(&app.exe).unwrap();
     let (sec, _, blob) = sm86_blob_of_a(&exe_bytes);
-    let d = scratch("handoff-damaged");
-    let exe = d.join("app");
-    let mut b = exe_bytes.clone();
+    let exe = scratch(name).join("app");
+    let mut b = exe_bytes;
     b[sec.start + blob.offset as usize + blob.stored_len as usize / 2] ^= 0x55;
     crate::common::write_executable(&exe, b);
+    exe
+}
+
+#[test]
+fn a_damaged_frame_fails_closed_while_the_driver_holds_it() {
+    let exe = app_with_a_damaged_sm86_blob("handoff-damaged");
     let r = run(
         &exe,
         "launchA",
@@ -797,14 +802,7 @@ fn modules_are_decoded_ahead_once_the_driver_is_initialised() {
 /// it, fails closed with the load's message, and registers nothing; the other module loads.
 #[test]
 fn a_damaged_blob_decoded_ahead_fails_closed_at_its_load() {
-    let app = std_app();
-    let exe_bytes = std::fs::read(&app.exe).unwrap();
-    let (sec, _, blob) = sm86_blob_of_a(&exe_bytes);
-    let d = scratch("ahead-damaged");
-    let exe = d.join("app");
-    let mut b = exe_bytes.clone();
-    b[sec.start + blob.offset as usize + blob.stored_len as usize / 2] ^= 0x55;
-    crate::common::write_executable(&exe, b);
+    let exe = app_with_a_damaged_sm86_blob("ahead-damaged");
     let r = run(&exe, "ahead", Some("86"), &[AHEAD, ("FATPACK_LOG", "info")]);
     r.assert_clean();
     assert_eq!(r.out("A").as_deref(), Some("200"), "{}", r.stderr);
