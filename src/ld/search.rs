@@ -231,12 +231,20 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
         relocatable: line.kind == super::line::OutputKind::Relocatable,
     };
 
+    let notes = resolve_inputs(&mut line.inputs, &search);
+    line.diagnostics.extend(notes);
+    search
+}
+
+/// Finds each input as ld would on `search`, with its kind (and a script's own entries);
+/// returns a note for each library not found.
+fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec<String> {
     let mut notes = Vec::new();
     // gcc names its support libraries twice (`-lgcc -lgcc_s -lc -lgcc -lgcc_s`): each search
     // and each file's kind is found once per line (the files do not change meanwhile).
     let mut searched: HashMap<(OsString, bool, bool), Option<PathBuf>> = HashMap::new();
     let mut kinds: HashMap<PathBuf, InputFileKind> = HashMap::new();
-    for input in &mut line.inputs {
+    for input in inputs.iter_mut() {
         input.resolved = match input.kind {
             InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
             InputKind::Library { verbatim, .. } => {
@@ -266,15 +274,14 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
             if let Some(p) = input.resolved.clone() {
                 input.script = read_script(&p).map(|mut info| {
                     for e in &mut info.entries {
-                        e.resolved = resolve_entry(e, &p, &search, input.static_search);
+                        e.resolved = resolve_entry(e, &p, search, input.static_search);
                     }
                     info
                 });
             }
         }
     }
-    line.diagnostics.extend(notes);
-    search
+    notes
 }
 
 /// [`resolve`] with the defaults of the linker at `ld` (asked once per run through `cache`).

@@ -528,6 +528,25 @@ pub(super) unsafe fn register(wrapper: &mut FatbinWrapper, inner: &Inner) -> Han
     }
 }
 
+/// The wrapper cudart is given for `main` and the prelinked containers in `array` (none:
+/// version 1; some: version 2, the array null-terminated here).
+fn wrapper_for(main: &Aligned, array: &mut Vec<*const c_void>) -> Box<FatbinWrapper> {
+    let use_prelinked = !array.is_empty();
+    if use_prelinked {
+        array.push(core::ptr::null());
+    }
+    Box::new(FatbinWrapper {
+        magic: WRAPPER_MAGIC,
+        version: if use_prelinked { 2 } else { 1 },
+        data: main.as_ptr().cast(),
+        filename_or_fatbins: if use_prelinked {
+            array.as_mut_ptr().cast()
+        } else {
+            core::ptr::null_mut()
+        },
+    })
+}
+
 /// Loads module `m`, whose use of host address `first_use` (null when none) asks for it.
 pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) -> Outcome {
     let t0 = super::sys::now_us();
@@ -590,11 +609,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
         .ahead
         .take()
         .filter(|d| prelinked.is_empty() && d.chosen == main.chosen(&caps));
-    let how = if ahead.is_some() {
-        "decoded ahead"
-    } else {
-        "decompressed"
-    };
+    let how = ahead.as_ref().map_or("decompressed", |_| "decoded ahead");
     // A driver that decodes nvcc's compressed entries is handed the stored frames, checked
     // beside it; what it refuses arrives decoded and checked.
     let decoded_beside = if let Some(d) = ahead {
@@ -619,20 +634,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
             Err(e) => return fail(e),
         },
     };
-    let use_prelinked = !array.is_empty();
-    if use_prelinked {
-        array.push(core::ptr::null());
-    }
-    let mut wrapper = Box::new(FatbinWrapper {
-        magic: WRAPPER_MAGIC,
-        version: if use_prelinked { 2 } else { 1 },
-        data: main_buf.as_ptr().cast(),
-        filename_or_fatbins: if use_prelinked {
-            array.as_mut_ptr().cast()
-        } else {
-            core::ptr::null_mut()
-        },
-    });
+    let mut wrapper = wrapper_for(&main_buf, &mut array);
     let t_cudart = super::sys::now_us();
     // SAFETY: the wrapper and everything it points to live in `Loaded`, which is never freed
     // while cudart may use it.
