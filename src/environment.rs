@@ -110,7 +110,7 @@ pub const VARIABLES: &[Variable] = &[
         name: text(abi::ENV_AHEAD),
         value: "MIB",
         reader: Reader::Program,
-        help: "decode at most MIB MiB of device code ahead, once the driver is up (default 32; 0: none)",
+        help: "decode ahead of first use, once the driver is up: MIB MiB (32; 0: none)",
     },
     Variable {
         name: text(abi::ENV_DECODE),
