@@ -330,10 +330,12 @@ impl Outputs {
             use std::os::unix::fs::PermissionsExt;
             b.permissions(std::fs::Permissions::from_mode(0o666));
         }
-        let f = b.tempfile_in(dir).map_err(io_at(dir))?;
+        let (f, path) = signals::register_made(|| {
+            let f = b.tempfile_in(dir).map_err(io_at(dir))?;
+            let path = f.path().to_path_buf();
+            Ok::<_, CommitError>((f, path))
+        })?;
         signals::hold(f.as_file());
-        let path = f.path().to_path_buf();
-        signals::register(&path);
         remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::File(f)),
@@ -363,14 +365,16 @@ impl Outputs {
     }
 
     fn temp_dir_in(&self, dir: &Path, prefix: &str, dest: &Path) -> Result<Staged, CommitError> {
-        let t = tempfile::Builder::new()
-            .prefix(prefix)
-            .tempdir_in(dir)
-            .map_err(io_at(dir))?;
-        let path = t.path().to_path_buf();
+        let (t, path) = signals::register_made(|| {
+            let t = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in(dir)
+                .map_err(io_at(dir))?;
+            let path = t.path().to_path_buf();
+            Ok::<_, CommitError>((t, path))
+        })?;
         let held = std::fs::File::open(&path).map_err(io_at(dir))?;
         signals::hold(&held);
-        signals::register(&path);
         remember(&path, dest);
         Ok(Staged {
             temp: Some(Temp::Dir(t)),

@@ -69,10 +69,18 @@ fn remove(p: &Path) {
     }
 }
 
-/// Removes `path` if a signal ends the process before [`forget`] is called for it.
-pub fn register(path: &Path) {
+/// Makes a temp with `make` (which returns it and its path) and has it removed if a signal
+/// ends the process before [`forget`] is called for its path. Nothing is left between the two
+/// for a signal to slip into: the handler is installed before the temp exists, and it waits
+/// for the list of paths, held here until this one is on it.
+pub fn register_made<T, E>(
+    make: impl FnOnce() -> Result<(T, PathBuf), E>,
+) -> Result<(T, PathBuf), E> {
     install();
-    paths().push(path.to_path_buf());
+    let mut v = paths();
+    let (t, path) = make()?;
+    v.push(path.clone());
+    Ok((t, path))
 }
 
 /// `path` was removed or put in place: a signal no longer concerns it.
@@ -199,12 +207,15 @@ pub struct TempFolder {
 impl TempFolder {
     pub fn new(prefix: &str, dir: &Path) -> std::io::Result<TempFolder> {
         sweep(prefix, dir);
-        let t = tempfile::Builder::new()
-            .prefix(&format!("{prefix}{}-", std::process::id()))
-            .tempdir_in(dir)?;
-        let f = std::fs::File::open(t.path())?;
+        let (t, path) = register_made(|| {
+            let t = tempfile::Builder::new()
+                .prefix(&format!("{prefix}{}-", std::process::id()))
+                .tempdir_in(dir)?;
+            let path = t.path().to_path_buf();
+            Ok::<_, std::io::Error>((t, path))
+        })?;
+        let f = std::fs::File::open(&path)?;
         hold(&f);
-        register(t.path());
         Ok(TempFolder { dir: t, _held: f })
     }
 
