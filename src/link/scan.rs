@@ -101,6 +101,11 @@ pub(super) fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) 
     debug_assert!(inputs::DEVICE_SECTIONS
         .iter()
         .all(|n| memchr::memmem::find(n.as_bytes(), BOTH).is_some()));
+    if !matches!(kind, Some(InputFileKind::Elf | InputFileKind::Archive))
+        || data.len() >= LOOK_BELOW
+    {
+        return false;
+    }
     // Below 64 KiB (crt1.o, a user's small object) a plain loop: memchr's SIMD search first
     // asks the CPU what it has, and in a VM that probe costs more than the search.
     let found = if data.len() < 64 << 10 {
@@ -108,9 +113,7 @@ pub(super) fn cannot_hold_device_code(kind: Option<InputFileKind>, data: &[u8]) 
     } else {
         memchr::memmem::find(data, BOTH).is_some()
     };
-    matches!(kind, Some(InputFileKind::Elf | InputFileKind::Archive))
-        && data.len() < LOOK_BELOW
-        && !found
+    !found
 }
 
 /// An ELF input of a type that is neither an object, a shared library nor an executable
