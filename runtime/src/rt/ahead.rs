@@ -180,9 +180,7 @@ fn job() -> Option<Job> {
     let devices = driver::devices().as_ref().ok().filter(|d| !d.is_empty())?;
     let forced = forced_arch().ok()?;
     let image = image::get().ok()?;
-    let mut caps: Vec<u32> = devices.iter().map(|d| d.cap).collect();
-    sys::sort_small(&mut caps);
-    caps.dedup();
+    let caps = driver::distinct_caps(devices);
     let modules = super::pending_in_order();
     if modules.is_empty() {
         return None;

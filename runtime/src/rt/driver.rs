@@ -44,6 +44,14 @@ pub(crate) fn devices() -> &'static Result<Vec<Device>, String> {
     })
 }
 
+/// The distinct compute capabilities of `devices`, in order: one choice of entries each.
+pub(crate) fn distinct_caps(devices: &[Device]) -> Vec<u32> {
+    let mut caps: Vec<u32> = devices.iter().map(|d| d.cap).collect();
+    super::sys::sort_small(&mut caps);
+    caps.dedup();
+    caps
+}
+
 unsafe fn sym(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
     // SAFETY: lib is a live dlopen handle.
     let p = unsafe { super::sys::dlsym(lib, name) };

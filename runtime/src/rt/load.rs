@@ -578,9 +578,7 @@ pub(crate) fn load(m: &'static Module, inner: &Inner, first_use: *const c_void) 
         }
     };
     let store: &'static Store<'static> = &image.store;
-    let mut caps: Vec<u32> = devices.iter().map(|d| d.cap).collect();
-    super::sys::sort_small(&mut caps);
-    caps.dedup();
+    let caps = driver::distinct_caps(devices);
 
     let main = match Plan::new(store, &image.origin, name, &caps, forced.as_ref()) {
         Ok(p) => p,
