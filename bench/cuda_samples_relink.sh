@@ -6,13 +6,20 @@
 # compile). Prints the times, the outputs' total size per way, and how many outputs were
 # the plain link's bytes or packed.
 #   bash bench/cuda_samples_relink.sh REPO [WORK=/tmp/cuda-samples-relink] [ROUNDS=3] [DIRS=Samples/0_Introduction]
-# REPO: a clone (a git directory or a work tree). Samples that need what the PyPI CUDA
-# toolkit lacks (nvrtc, the driver stub libcuda.so, OpenMP) are left out when CMake cannot
-# configure them; the script says which.
+# REPO: a clone (a git directory or a work tree), or a folder holding its CMakeLists.txt,
+# Common, cmake and the chosen folders (what travels to the GPU machine). Samples that need
+# what the PyPI CUDA toolkit lacks (nvrtc, the driver stub libcuda.so, OpenMP) are left out
+# when CMake cannot configure them; the script says which. With CUDA_HOME set to an
+# installed toolkit (the GPU machine's /usr/local/cuda), that toolkit is used instead of
+# the PyPI one.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 repo="$1"; work="${2:-/tmp/cuda-samples-relink}"; rounds="${3:-3}"; dirs="${4:-Samples/0_Introduction}"
-source "$root/scripts/cuda-env.sh"
+if [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+    export PATH="$CUDA_HOME/bin:$PATH"
+else
+    source "$root/scripts/cuda-env.sh"
+fi
 [ -d "$root/.tools/bin" ] && export PATH="$root/.tools/bin:$PATH"
 FP="$root/target/release/fatpack"
 [ -x "$FP" ] || bash "$root/scripts/build.sh"
@@ -25,7 +32,11 @@ if [ ! -f "$work/built" ]; then
     fi
     rm -rf "$work" && mkdir -p "$src" && touch "$work/.cuda-samples-relink"
     # Only what the chosen folders need (a mirror may lack the repository's large files).
-    git -C "$repo" archive HEAD CMakeLists.txt Common cmake $dirs 2> "$work/archive.log" | tar -x -C "$src"
+    if git -C "$repo" rev-parse --git-dir > /dev/null 2>&1; then
+        git -C "$repo" archive HEAD CMakeLists.txt Common cmake $dirs 2> "$work/archive.log" | tar -x -C "$src"
+    else
+        (cd "$repo" && cp -r CMakeLists.txt Common cmake --parents $dirs "$src/")
+    fi
     : > "$src/Samples/CMakeLists.txt"
     for d in $dirs; do echo "add_subdirectory(${d#Samples/})" >> "$src/Samples/CMakeLists.txt"; done
     for attempt in 1 2; do
@@ -67,7 +78,7 @@ relink() {  # relink WAY: delete every output, relink through WAY, print the sec
         packed) FATPACK_MODE=packed "$FP" run -- cmake --build "$build" -j "$(nproc)" > "$work/relink.log" 2>&1 ;;
     esac || { tail -20 "$work/relink.log"; exit 1; }
     t1=$(date +%s%N)
-    echo "scale=3; ($t1 - $t0) / 1000000000" | bc
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1e9 }'
 }
 declare -A times
 for r in $(seq "$rounds"); do

@@ -190,6 +190,19 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, InputError> {
     Ok(map)
 }
 
+/// Read a small file whole (a map of its own costs more than reading a few KiB).
+pub fn read_small(path: &Path) -> Result<Vec<u8>, InputError> {
+    use std::io::Read;
+    let (mut file, meta) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)
+        .map_err(|source| InputError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(bytes)
+}
+
 /// The error to give if an input changed while it was mapped ([`guard`]).
 pub fn changed_input() -> Option<InputError> {
     guard::changed().map(|path| InputError::Changed { path })

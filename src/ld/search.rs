@@ -15,7 +15,7 @@ use std::fs::{self};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use super::line::{InputFileKind, InputKind, LinkLine, ScriptEntry};
+use super::line::{InputFileKind, InputKind, LinkLine, ScriptEntry, ScriptInfo};
 use super::real::RealLdError;
 
 use super::defaults::*;
@@ -90,10 +90,24 @@ impl SearchPath {
 
     /// The file ld takes for `-lNAME`, if any.
     pub fn find_library(&self, name: &OsStr, verbatim: bool, static_only: bool) -> Option<PathBuf> {
+        self.find_library_in(name, verbatim, static_only, &mut Probes::default())
+    }
+
+    /// [`Self::find_library`], each file found opened once per line (`probes`).
+    fn find_library_in(
+        &self,
+        name: &OsStr,
+        verbatim: bool,
+        static_only: bool,
+        probes: &mut Probes,
+    ) -> Option<PathBuf> {
+        let target = self.target.as_ref();
         self.library_candidates(name, verbatim, static_only)
             .into_iter()
             .find(|c| {
-                fs::metadata(c).is_ok_and(|m| m.is_file()) && compatible(c, self.target.as_ref())
+                // A candidate that is not there is not remembered: most are not.
+                let p = probes.get(c);
+                p.regular && p.compatible(target)
             })
     }
 
@@ -125,9 +139,10 @@ pub(super) fn resolve_entry(
     script: &Path,
     search: &SearchPath,
     static_only: bool,
+    probes: &mut Probes,
 ) -> Option<PathBuf> {
     if entry.library {
-        return search.find_library(&entry.name, entry.verbatim, static_only);
+        return search.find_library_in(&entry.name, entry.verbatim, static_only, probes);
     }
     let b = entry.name.as_bytes();
     if b.starts_with(b"=") || b.starts_with(b"$SYSROOT") {
@@ -240,10 +255,12 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
 /// returns a note for each library not found.
 fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec<String> {
     let mut notes = Vec::new();
-    // gcc names its support libraries twice (`-lgcc -lgcc_s -lc -lgcc -lgcc_s`): each search
-    // and each file's kind is found once per line (the files do not change meanwhile).
+    // gcc names its support libraries twice (`-lgcc -lgcc_s -lc -lgcc -lgcc_s`): each search,
+    // each file's first bytes and each script are read once per line (the files do not
+    // change meanwhile).
     let mut searched: HashMap<(OsString, bool, bool), Option<PathBuf>> = HashMap::new();
-    let mut kinds: HashMap<PathBuf, InputFileKind> = HashMap::new();
+    let mut probes = Probes::default();
+    let mut scripts: HashMap<PathBuf, Option<ScriptInfo>> = HashMap::new();
     for input in inputs.iter_mut() {
         input.resolved = match input.kind {
             InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
@@ -251,7 +268,12 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
                 let found = searched
                     .entry((input.name.clone(), verbatim, input.static_search))
                     .or_insert_with(|| {
-                        search.find_library(&input.name, verbatim, input.static_search)
+                        search.find_library_in(
+                            &input.name,
+                            verbatim,
+                            input.static_search,
+                            &mut probes,
+                        )
                     })
                     .clone();
                 if found.is_none() {
@@ -268,13 +290,20 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
             (None, _) => InputFileKind::Missing,
             (Some(p), true) if p.exists() => InputFileKind::Binary,
             (Some(_), true) => InputFileKind::Missing,
-            (Some(p), false) => *kinds.entry(p.clone()).or_insert_with(|| sniff(p)),
+            (Some(p), false) => probes.get(p).kind,
         });
         if input.file_kind == Some(InputFileKind::Script) {
             if let Some(p) = input.resolved.clone() {
-                input.script = read_script(&p).map(|mut info| {
+                let info = scripts
+                    .entry(p.clone())
+                    .or_insert_with(|| match &probes.get(&p).small_script {
+                        Some(text) => Some(parse_script(text)),
+                        None => read_script(&p),
+                    })
+                    .clone();
+                input.script = info.map(|mut info| {
                     for e in &mut info.entries {
-                        e.resolved = resolve_entry(e, &p, search, input.static_search);
+                        e.resolved = resolve_entry(e, &p, search, input.static_search, &mut probes);
                     }
                     info
                 });
@@ -282,6 +311,24 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
         }
     }
     notes
+}
+
+/// Each file's [`Probe`], once per line. Only files that are there are kept.
+#[derive(Default)]
+pub(super) struct Probes(HashMap<PathBuf, Probe>);
+
+impl Probes {
+    fn get(&mut self, path: &Path) -> std::borrow::Cow<'_, Probe> {
+        use std::borrow::Cow;
+        if self.0.contains_key(path) {
+            return Cow::Borrowed(&self.0[path]);
+        }
+        let p = Probe::of(path);
+        if p.kind == InputFileKind::Missing {
+            return Cow::Owned(p);
+        }
+        Cow::Borrowed(self.0.entry(path.to_path_buf()).or_insert(p))
+    }
 }
 
 /// [`resolve`] with the defaults of the linker at `ld` (asked once per run through `cache`).

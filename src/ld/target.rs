@@ -75,7 +75,7 @@ impl Target {
     }
 }
 
-pub(super) fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match f.read(&mut buf[n..])? {
@@ -86,34 +86,96 @@ pub(super) fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-/// What `path` holds, by its first bytes. An empty or text file is a script, as ld takes it.
-pub fn sniff(path: &Path) -> InputFileKind {
-    // Opening a FIFO or a device could block; ld has no use for them either.
-    match fs::metadata(path) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return InputFileKind::Other,
-        Err(_) => return InputFileKind::Missing,
+/// What one open of a file tells ld's search: whether it is a regular file, its kind by its
+/// first bytes, the ELF header that decides whether ld takes it for a target (an archive's:
+/// its first object member's), and the whole file when it is a small script. A search that
+/// tries a library and then takes its kind, or names a script twice (gcc names
+/// `-lgcc_s` twice), reads each file once this way.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub kind: InputFileKind,
+    /// A regular file (ld takes it, whatever its bytes, unless it is ELF for another target).
+    pub regular: bool,
+    elf_header: Option<[u8; 20]>,
+    /// The whole file, when it is text of at most [`SMALL_SCRIPT`] bytes.
+    pub small_script: Option<Box<[u8]>>,
+}
+
+/// The bytes a probe reads: enough for every magic, and the whole of most implicit scripts
+/// (`libc.so`, `libgcc_s.so`).
+const SMALL_SCRIPT: usize = 512;
+
+impl Probe {
+    fn not_found(kind: InputFileKind) -> Probe {
+        Probe {
+            kind,
+            regular: false,
+            elf_header: None,
+            small_script: None,
+        }
     }
-    let Ok(mut f) = File::open(path) else {
-        return InputFileKind::Missing;
-    };
-    let mut buf = [0u8; 512];
-    let Ok(n) = read_prefix(&mut f, &mut buf) else {
-        return InputFileKind::Missing;
-    };
-    match magic(&buf[..n]) {
-        Magic::Elf => InputFileKind::Elf,
-        Magic::Archive => InputFileKind::Archive,
-        Magic::ThinArchive => InputFileKind::ThinArchive,
-        Magic::Bitcode => InputFileKind::Bitcode,
-        Magic::Text => InputFileKind::Script,
-        Magic::Fatbin | Magic::Store | Magic::Other => InputFileKind::Other,
+
+    /// Opens `path` once. O_NONBLOCK: opening a FIFO or a device must not wait (ld has no use
+    /// for them); only a regular file is read.
+    pub fn of(path: &Path) -> Probe {
+        use std::os::unix::fs::OpenOptionsExt;
+        let Ok(mut f) = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        else {
+            return Probe::not_found(InputFileKind::Missing);
+        };
+        let Ok(meta) = f.metadata() else {
+            return Probe::not_found(InputFileKind::Missing);
+        };
+        if !meta.is_file() {
+            return Probe::not_found(InputFileKind::Other);
+        }
+        let mut buf = [0u8; SMALL_SCRIPT];
+        let Ok(n) = read_prefix(&mut f, &mut buf) else {
+            return Probe::not_found(InputFileKind::Missing);
+        };
+        let head = &buf[..n];
+        let kind = match magic(head) {
+            Magic::Elf => InputFileKind::Elf,
+            Magic::Archive => InputFileKind::Archive,
+            Magic::ThinArchive => InputFileKind::ThinArchive,
+            Magic::Bitcode => InputFileKind::Bitcode,
+            Magic::Text => InputFileKind::Script,
+            Magic::Fatbin | Magic::Store | Magic::Other => InputFileKind::Other,
+        };
+        let elf_header = match kind {
+            InputFileKind::Elf if n >= 20 => head[..20].try_into().ok(),
+            InputFileKind::Archive => first_member_header(&mut f, meta.len()).ok().flatten(),
+            _ => None,
+        };
+        let whole = meta.len() <= n as u64;
+        Probe {
+            kind,
+            regular: true,
+            elf_header,
+            small_script: (kind == InputFileKind::Script && whole).then(|| head.into()),
+        }
+    }
+
+    /// Whether ld would take the file for this target (an unknown target takes everything;
+    /// so does ld a file that is neither ELF nor an archive with an ELF member).
+    pub fn compatible(&self, target: Option<&Target>) -> bool {
+        match (target, &self.elf_header) {
+            (Some(t), Some(h)) => t.accepts(h),
+            _ => true,
+        }
     }
 }
 
+/// What `path` holds, by its first bytes. An empty or text file is a script, as ld takes it.
+pub fn sniff(path: &Path) -> InputFileKind {
+    Probe::of(path).kind
+}
+
 /// The first 20 bytes of the first ELF member of a regular archive.
-pub(super) fn first_member_header(f: &mut File) -> io::Result<Option<[u8; 20]>> {
-    let len = f.metadata()?.len();
+fn first_member_header(f: &mut File, len: u64) -> io::Result<Option<[u8; 20]>> {
     let mut pos = 8u64;
     let mut hdr = [0u8; 60];
     while pos + 60 <= len {
@@ -142,24 +204,6 @@ pub(super) fn first_member_header(f: &mut File) -> io::Result<Option<[u8; 20]>> 
 
 /// Whether ld would take `path` for this target (an unknown target takes everything).
 pub fn compatible(path: &Path, target: Option<&Target>) -> bool {
-    let Some(target) = target else {
-        return true;
-    };
-    let Ok(mut f) = File::open(path) else {
-        return false;
-    };
-    let mut buf = [0u8; 20];
-    let Ok(n) = read_prefix(&mut f, &mut buf) else {
-        return false;
-    };
-    if buf[..n].starts_with(b"\x7fELF") {
-        return target.accepts(&buf[..n]);
-    }
-    if buf[..n].starts_with(b"!<arch>\n") {
-        return match first_member_header(&mut f) {
-            Ok(Some(h)) => target.accepts(&h),
-            _ => true,
-        };
-    }
-    true
+    let p = Probe::of(path);
+    p.regular && p.compatible(target)
 }

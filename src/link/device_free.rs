@@ -13,6 +13,7 @@
 //! Nothing here is ever an error: a cache that is off, unreadable or read-only only means
 //! the search runs.
 
+use std::fs::Metadata;
 use std::hash::{Hash, Hasher};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -38,12 +39,11 @@ impl DeviceFree {
     /// The entry `path` would have, if the cache is on, the input large enough, and not a
     /// thin archive (its members are files of their own, which its identity does not
     /// follow).
-    fn entry(&self, path: &Path, kind: Option<InputFileKind>) -> Option<PathBuf> {
+    fn entry(&self, path: &Path, m: &Metadata, kind: Option<InputFileKind>) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         if kind == Some(InputFileKind::ThinArchive) {
             return None;
         }
-        let m = std::fs::metadata(path).ok()?;
         if m.len() < MIN_LEN {
             return None;
         }
@@ -62,15 +62,16 @@ impl DeviceFree {
         Some(dir.join(format!("{:016x}{:016x}", digest(0), digest(1))))
     }
 
-    /// Whether an earlier link found `path`, as it is now, free of device code.
-    pub(super) fn known(&self, path: &Path, kind: Option<InputFileKind>) -> bool {
-        self.entry(path, kind)
+    /// Whether an earlier link found `path`, as it is now (`m`, its metadata), free of device
+    /// code.
+    pub(super) fn known(&self, path: &Path, m: &Metadata, kind: Option<InputFileKind>) -> bool {
+        self.entry(path, m, kind)
             .is_some_and(|e| std::fs::symlink_metadata(e).is_ok())
     }
 
-    /// Notes that `path`, as it is now, holds no device code.
-    pub(super) fn remember(&self, path: &Path, kind: Option<InputFileKind>) {
-        let (Some(dir), Some(e)) = (&self.dir, self.entry(path, kind)) else {
+    /// Notes that `path`, as it was when read (`m`), holds no device code.
+    pub(super) fn remember(&self, path: &Path, m: &Metadata, kind: Option<InputFileKind>) {
+        let (Some(dir), Some(e)) = (&self.dir, self.entry(path, m, kind)) else {
             return;
         };
         let _ = std::fs::create_dir_all(dir);

@@ -42,13 +42,27 @@ impl Session {
             if device_free.contains(path) {
                 continue;
             }
-            if known.known(path, input.file_kind) {
-                device_free.insert(path.clone());
-                continue;
+            // What is not a regular file is refused by the map below, naming it.
+            let meta = std::fs::metadata(path).ok().filter(|m| m.is_file());
+            if let Some(m) = &meta {
+                let free = if m.len() < super::device_free::MIN_LEN {
+                    // crt1.o, a user's small object: read and searched whole (a map of its
+                    // own costs more than the read); one with device code is mapped below.
+                    inputs::read_small(path)
+                        .is_ok_and(|bytes| cannot_hold_device_code(input.file_kind, &bytes))
+                } else {
+                    known.known(path, m, input.file_kind)
+                };
+                if free {
+                    device_free.insert(path.clone());
+                    continue;
+                }
             }
             let map = self.maps.get(path)?;
             if cannot_hold_device_code(input.file_kind, &map) {
-                known.remember(path, input.file_kind);
+                if let Some(m) = &meta {
+                    known.remember(path, m, input.file_kind);
+                }
                 device_free.insert(path.clone());
                 continue;
             }
@@ -68,7 +82,9 @@ impl Session {
                 .filter(|s| !s.spans.is_empty())
                 .collect();
             if sections.is_empty() {
-                known.remember(path, input.file_kind);
+                if let Some(m) = &meta {
+                    known.remember(path, m, input.file_kind);
+                }
                 continue;
             }
             planned.push(Planned {
