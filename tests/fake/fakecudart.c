@@ -8,6 +8,8 @@
  *                           lookup or launch of a function whose container holds one fails
  *                           with cudaErrorInvalidKernelImage (200), as a driver before 550
  *                           would, and cudaGetLastError reports it until read
+ *   FAKE_CUDART_CONTEXT_MS=N the first call that needs the driver takes N ms more (a real
+ *                           driver's initialisation and context: 100 ms and more)
  *
  * Lines containing "BAD" mean the runtime passed something cudart would choke on. */
 #include <pthread.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct { unsigned x, y, z; } dim3;
 typedef struct {
@@ -195,7 +198,11 @@ static void fill_managed(int handle) { /* -1: every module; call with mu held */
             *managed[i].ptr = calloc(1, managed[i].size ? managed[i].size : 1);
 }
 static void create_context(void) { /* call with mu held */
-    if (!context) { context = 1; fill_managed(-1); logline("context"); }
+    if (!context) {
+        const char *ms = getenv("FAKE_CUDART_CONTEXT_MS");
+        if (ms) usleep(1000 * (useconds_t)atoi(ms));
+        context = 1; fill_managed(-1); logline("context");
+    }
 }
 int cudaFree(void *p) {
     (void)p;

@@ -798,6 +798,49 @@ fn modules_are_decoded_ahead_once_the_driver_is_initialised() {
     assert!(!r.stderr.contains("decoded ahead"), "{}", r.stderr);
 }
 
+/// The helper starts with the program's first call that needs the driver, not after it: it
+/// reads the devices once the call has initialised the driver and decodes while the call
+/// creates its context (the fake's takes 300 ms), so a kernel launched right after that call
+/// finds its module decoded. Started after the call, as before, the helper would still be
+/// starting when the launch came.
+#[test]
+fn decoding_ahead_runs_while_the_first_call_initialises_the_driver() {
+    let app = std_app();
+    let env = [
+        AHEAD,
+        HANDOFF,
+        ("FAKE_CUDART_ZSTD", "1"),
+        ("FAKE_CUDART_CONTEXT_MS", "300"),
+        ("FATPACK_LOG", "debug"),
+    ];
+    let r = run(&app.exe, "aheadnow", Some("86"), &env);
+    r.assert_clean();
+    for k in ["malloc", "A", "B"] {
+        assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}", r.stderr);
+    }
+    // The helper's last line: "decoding ahead: N modules, B bytes, in T ms".
+    let done = r
+        .stderr
+        .lines()
+        .position(|l| l.contains("decoding ahead: ") && l.contains(" bytes, in "));
+    let returned = r
+        .stderr
+        .lines()
+        .position(|l| l == "app: the first call returned");
+    assert!(
+        matches!((done, returned), (Some(d), Some(c)) if d < c),
+        "the modules were not decoded during the first call:\n{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("bytes decoded ahead").count(),
+        2,
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("the driver took"), "{}", r.stderr);
+}
+
 /// A blob that fails its digest ahead is not reported ahead: the module's own load decodes
 /// it, fails closed with the load's message, and registers nothing; the other module loads.
 #[test]

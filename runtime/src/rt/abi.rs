@@ -551,8 +551,9 @@ wrap_host!(__wrap_cudaGraphExecNodeSetParams => __real_cudaGraphExecNodeSetParam
     // SAFETY: the caller passes cudart a valid cudaGraphNodeParams (or null) for the call.
     key unsafe { node_params_func(node_params) });
 
-/// Defines `__wrap_X` calling `__real_X` and, when it succeeded, telling decoding ahead that
-/// the driver is initialised (ahead.rs): calls a program makes before its first kernel.
+/// Defines `__wrap_X` telling decoding ahead (ahead.rs) that the driver is being used, then
+/// calling `__real_X`: calls a program makes before its first kernel, the first of which
+/// initialises the driver.
 macro_rules! wrap_hint {
     ($wrap:ident => $real:ident ($($a:ident: $t:ty),* $(,)?)) => {
         extern "C" {
@@ -561,12 +562,11 @@ macro_rules! wrap_hint {
 
         #[no_mangle]
         pub unsafe extern "C" fn $wrap($($a: $t),*) -> CudaError {
+            // Before the call: the helper reads the devices once this call has initialised
+            // the driver, and decodes while the call creates its context.
+            super::ahead::hint();
             // SAFETY: forwarded unchanged to the function this wraps.
-            let r = unsafe { $real($($a),*) };
-            if r == 0 {
-                super::ahead::hint();
-            }
-            r
+            unsafe { $real($($a),*) }
         }
     };
 }

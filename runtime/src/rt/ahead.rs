@@ -1,27 +1,29 @@
 //! Decoding ahead: a module's code decoded and checked before its first use asks for it.
 //!
 //! The first launch of a module otherwise pays for decoding (the runtime's own path) or for
-//! the driver decoding (the handoff). Most programs make CUDA calls that need no module well
-//! before their first kernel: they pick a device, allocate, copy. The first of those that
-//! succeeds has initialised the driver, so the GPUs are known without the runtime starting
-//! the driver itself (which a process that never uses the GPU must not pay for, and which
-//! would break a fork before the program's own first CUDA call). At that point ([`hint`],
-//! from the wrapped calls in abi.rs) one helper thread starts decoding the modules not yet
-//! loaded, in registration order, each exactly as its load would ([`Plan::build`]: the
-//! store's digests checked), until `FATPACK_AHEAD` MiB of decoded code (default 32; 0: none).
-//! A load then takes the decoded container if it is ready, waits for it if the helper is on
-//! that module, and otherwise claims the module and decodes it itself as before. A check
-//! that fails ahead is not reported ahead: the load runs its own path and fails closed there,
-//! with the same message.
+//! the driver decoding (the handoff). Every program makes a CUDA call that needs the driver
+//! before its first kernel (it picks a device, allocates, copies), and the first such call
+//! initialises the driver and creates the device's context: a hundred milliseconds and more.
+//! As that call starts ([`hint`], from the wrapped calls in abi.rs) one helper thread starts
+//! too. It asks the driver for the devices itself (`cuInit` returns once the call beside it
+//! has initialised the driver), then decodes the modules not yet loaded, in registration
+//! order, each exactly as its load would ([`Plan::build`]: the store's digests checked),
+//! until `FATPACK_AHEAD` MiB of decoded code (default 32; 0: none), while the program's call
+//! is still creating its context. The runtime never initialises the driver on its own: only
+//! beside a call of the program's that does. A load then takes the decoded container if it
+//! is ready, waits for it if the helper is on that module, and otherwise claims the module
+//! and decodes it itself as before. A check that fails ahead is not reported ahead: the load
+//! runs its own path and fails closed there, with the same message.
 //!
 //! Costs, and why they are bounded: one thread per runtime copy, for as long as its list
 //! takes; memory for containers decoded but not used yet (at most the budget; a used one is
 //! what cudart would hold anyway). Fork: the helper never takes a lock an application thread
-//! needs (modules are handed over through one atomic word each, and the one-time set-up it
-//! needs is done before it starts); a child of a fork treats a module the parent's helper
-//! was on as not started. Unloading: the first unregistration (a library's destructors, or
-//! the process exiting) stops the helper and joins it, so no thread runs the runtime's code
-//! after its library is gone.
+//! needs (modules are handed over through one atomic word each; the store, the list and the
+//! driver's entry points are found on the application's thread before it starts, so it
+//! neither maps, locks nor loads a library); a child of a fork treats a module the parent's
+//! helper was on as not started. Unloading: the first unregistration (a library's
+//! destructors, or the process exiting) stops the helper and joins it, so no thread runs the
+//! runtime's code after its library is gone.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
@@ -142,12 +144,13 @@ static HELPER: Mutex<Option<Thread>> = Mutex::new(None);
 struct Job {
     modules: Vec<&'static Module>,
     image: &'static Image,
-    caps: Vec<u32>,
+    /// The driver's entry points, to read the devices with.
+    api: driver::Api,
     forced: Option<EntryId>,
     budget: u64,
 }
 
-/// A wrapped call that needs the driver has just succeeded: start decoding ahead, once.
+/// A wrapped call that needs the driver is about to run: start decoding ahead, once.
 pub(crate) fn hint() {
     if HINTED.load(Ordering::Relaxed) || super::IN_LOAD.get() != 0 {
         return;
@@ -170,17 +173,17 @@ fn budget() -> u64 {
 }
 
 /// The helper's list, with everything it needs found on this (the application's) thread:
-/// the one-time set-up (devices, the store) is never left half-done in a fork's child.
+/// the one-time set-up (the store, the driver's library) is never left half-done in a
+/// fork's child. Only the devices are read on the helper, once the driver is initialised.
 fn job() -> Option<Job> {
     let budget = budget();
     if budget == 0 || STOP.load(Ordering::Acquire) || super::NOT_LOADED.load(Ordering::Acquire) == 0
     {
         return None;
     }
-    let devices = driver::devices().as_ref().ok().filter(|d| !d.is_empty())?;
     let forced = forced_arch().ok()?;
     let image = image::get().ok()?;
-    let caps = driver::distinct_caps(devices);
+    let api = driver::Api::open().ok()?;
     let modules = super::pending_in_order();
     if modules.is_empty() {
         return None;
@@ -193,7 +196,7 @@ fn job() -> Option<Job> {
     Some(Job {
         modules,
         image,
-        caps,
+        api,
         forced,
         budget,
     })
@@ -235,13 +238,26 @@ extern "C" fn helper(arg: *mut c_void) -> *mut c_void {
     // SAFETY: `start` handed this thread the boxed job, and nothing else holds it.
     let job = unsafe { Box::from_raw(arg.cast::<Job>()) };
     let t0 = sys::now_us();
+    // Waits in cuInit while the program's call initialises the driver.
+    let caps = match job.api.devices() {
+        Ok(d) if !d.is_empty() => driver::distinct_caps(&d),
+        Ok(_) => return core::ptr::null_mut(),
+        Err(e) => {
+            debug!("decoding ahead: no devices ({e})");
+            return core::ptr::null_mut();
+        }
+    };
+    debug!(
+        "decoding ahead: devices read in {} ms",
+        sys::Millis(sys::now_us() - t0)
+    );
     let (mut spent, mut count) = (0u64, 0usize);
     for m in &job.modules {
         if STOP.load(Ordering::Acquire) {
             break;
         }
         m.ahead.decode_with(|| {
-            let d = decode(m, &job, spent)?;
+            let d = decode(m, &job, &caps, spent)?;
             spent += d.bytes;
             count += 1;
             Some(d)
@@ -258,23 +274,23 @@ extern "C" fn helper(arg: *mut c_void) -> *mut c_void {
 /// nothing the helper must not do: a device-linked module that some device would JIT-link
 /// (its prelinked containers), or entries in a pack not mapped yet (its one-time set-up), are
 /// left to the load.
-fn decode(m: &Module, job: &Job, spent: u64) -> Option<Decoded> {
+fn decode(m: &Module, job: &Job, caps: &[u32], spent: u64) -> Option<Decoded> {
     let name = *m.name.as_ref().ok()?;
     let plan = Plan::new(
         &job.image.store,
         &job.image.origin,
         name,
-        &job.caps,
+        caps,
         job.forced.as_ref(),
     )
     .ok()?;
     // SAFETY: the wrapper is nvcc's static data, as registered.
     let w = unsafe { &*m.wrapper };
     let device_linked = w.version == 2 && !w.filename_or_fatbins.is_null();
-    if device_linked && job.caps.iter().any(|&c| !plan.is_sass(c)) {
+    if device_linked && caps.iter().any(|&c| !plan.is_sass(c)) {
         return None;
     }
-    let chosen = plan.chosen(&job.caps);
+    let chosen = plan.chosen(caps);
     let size: u64 = chosen.iter().map(|&i| plan.raw_len(i)).sum();
     if chosen.is_empty()
         || spent.saturating_add(size) > job.budget
@@ -283,6 +299,6 @@ fn decode(m: &Module, job: &Job, spent: u64) -> Option<Decoded> {
         return None;
     }
     let mut bytes = 0;
-    let buf = plan.build(job.image, &job.caps, None, &mut bytes).ok()?;
+    let buf = plan.build(job.image, caps, None, &mut bytes).ok()?;
     Some(Decoded { buf, chosen, bytes })
 }

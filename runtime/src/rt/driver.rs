@@ -62,58 +62,91 @@ unsafe fn sym(lib: *mut c_void, name: &CStr) -> Result<*mut c_void, String> {
 }
 
 fn query() -> Result<Vec<Device>, String> {
-    // Never closed: cudart opens the same library and the handle is cheap.
-    let lib = super::sys::dlopen(c"libcuda.so.1");
-    if lib.is_null() {
-        return Err(format!(
-            "cannot load libcuda.so.1: {}",
-            super::sys::dlerror()
-        ));
+    Api::open()?.devices()
+}
+
+/// The four driver entry points the devices are read with, found in libcuda.so.1.
+pub(crate) struct Api {
+    init: CuInit,
+    get_count: CuDeviceGetCount,
+    get: CuDeviceGet,
+    attr: CuDeviceGetAttribute,
+}
+
+impl Api {
+    /// Loads libcuda.so.1 (never closed: cudart opens the same library and the handle is
+    /// cheap) and finds the entry points; initialises nothing. Decoding ahead calls this on
+    /// the application's thread, so the helper it starts never takes the dynamic loader's
+    /// lock.
+    pub(crate) fn open() -> Result<Api, String> {
+        let lib = super::sys::dlopen(c"libcuda.so.1");
+        if lib.is_null() {
+            return Err(format!(
+                "cannot load libcuda.so.1: {}",
+                super::sys::dlerror()
+            ));
+        }
+        // SAFETY: `lib` is live, and the symbols have these C signatures in every CUDA driver
+        // (cuda.h); none of them is versioned (no _v2 variants).
+        unsafe {
+            Ok(Api {
+                init: core::mem::transmute::<*mut c_void, CuInit>(sym(lib, c"cuInit")?),
+                get_count: core::mem::transmute::<*mut c_void, CuDeviceGetCount>(sym(
+                    lib,
+                    c"cuDeviceGetCount",
+                )?),
+                get: core::mem::transmute::<*mut c_void, CuDeviceGet>(sym(lib, c"cuDeviceGet")?),
+                attr: core::mem::transmute::<*mut c_void, CuDeviceGetAttribute>(sym(
+                    lib,
+                    c"cuDeviceGetAttribute",
+                )?),
+            })
+        }
     }
-    // SAFETY: the symbols have these C signatures in every CUDA driver (cuda.h); none of them
-    // is versioned (no _v2 variants).
-    unsafe {
-        let cu_init: CuInit = core::mem::transmute(sym(lib, c"cuInit")?);
-        let get_count: CuDeviceGetCount = core::mem::transmute(sym(lib, c"cuDeviceGetCount")?);
-        let get: CuDeviceGet = core::mem::transmute(sym(lib, c"cuDeviceGet")?);
-        let attr: CuDeviceGetAttribute = core::mem::transmute(sym(lib, c"cuDeviceGetAttribute")?);
-        let r = cu_init(0);
-        if r != 0 {
-            return Err(format!("cuInit failed (CUresult {r})"));
-        }
-        let mut n: c_int = 0;
-        let r = get_count(&mut n);
-        if r != 0 {
-            return Err(format!("cuDeviceGetCount failed (CUresult {r})"));
-        }
-        let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
-        for ordinal in 0..n {
-            let mut dev: c_int = 0;
-            let r = get(&mut dev, ordinal);
+
+    /// Every device and its capability. `cuInit` first: it returns at once once the driver
+    /// is initialised, and while another thread initialises it, when that is done.
+    pub(crate) fn devices(&self) -> Result<Vec<Device>, String> {
+        // SAFETY: the entry points of `open`, called with valid out-pointers.
+        unsafe {
+            let r = (self.init)(0);
             if r != 0 {
-                return Err(format!("cuDeviceGet({ordinal}) failed (CUresult {r})"));
+                return Err(format!("cuInit failed (CUresult {r})"));
             }
-            let (mut major, mut minor) = (0, 0);
-            let r1 = attr(
-                &mut major,
-                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                dev,
-            );
-            let r2 = attr(
-                &mut minor,
-                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                dev,
-            );
-            if r1 != 0 || r2 != 0 {
-                return Err(format!(
-                    "cuDeviceGetAttribute(compute capability) failed for device {ordinal}"
-                ));
+            let mut n: c_int = 0;
+            let r = (self.get_count)(&mut n);
+            if r != 0 {
+                return Err(format!("cuDeviceGetCount failed (CUresult {r})"));
             }
-            let cap = select::capability(major, minor).ok_or_else(|| {
-                format!("device {ordinal} reports compute capability {major}.{minor}")
-            })?;
-            out.push(Device { ordinal, cap });
+            let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+            for ordinal in 0..n {
+                let mut dev: c_int = 0;
+                let r = (self.get)(&mut dev, ordinal);
+                if r != 0 {
+                    return Err(format!("cuDeviceGet({ordinal}) failed (CUresult {r})"));
+                }
+                let (mut major, mut minor) = (0, 0);
+                let r1 = (self.attr)(
+                    &mut major,
+                    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                    dev,
+                );
+                let r2 = (self.attr)(
+                    &mut minor,
+                    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                    dev,
+                );
+                if r1 != 0 || r2 != 0 {
+                    return Err(format!(
+                        "cuDeviceGetAttribute(compute capability) failed for device {ordinal}"
+                    ));
+                }
+                let cap = select::capability(major, minor).ok_or_else(|| {
+                    format!("device {ordinal} reports compute capability {major}.{minor}")
+                })?;
+                out.push(Device { ordinal, cap });
+            }
+            Ok(out)
         }
-        Ok(out)
     }
 }
