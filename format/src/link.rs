@@ -64,8 +64,8 @@ pub const WRAPPED_SYMBOLS: &[&str] = &[
     "cudaGraphAddNode",
     "cudaGraphNodeSetParams",
     "cudaGraphExecNodeSetParams",
-    // Calls after which the driver is initialised: the first that succeeds starts decoding
-    // ahead (the runtime's ahead.rs); each is otherwise passed straight through.
+    // Calls that initialise the driver: the first starts decoding ahead as it begins (the
+    // runtime's ahead.rs); each is otherwise passed straight through.
     "cudaGetDeviceCount",
     "cudaSetDevice",
     "cudaInitDevice",
@@ -291,7 +291,7 @@ pub const ENV_EAGER: &CStr = c"FATPACK_EAGER";
 /// takes them).
 pub const ENV_DECODE: &CStr = c"FATPACK_DECODE";
 /// Environment variable: at most this many MiB of device code decoded ahead, on a helper
-/// thread, once the program's first CUDA call has initialised the driver (default
+/// thread, from the program's first CUDA call that initialises the driver on (default
 /// [`AHEAD_DEFAULT_MIB`]; `0` decodes nothing ahead).
 pub const ENV_AHEAD: &CStr = c"FATPACK_AHEAD";
 /// [`ENV_AHEAD`] when unset.

@@ -34,10 +34,13 @@ impl Kept {
     /// The entry for `ld` with `emulation`, if the cache is on and `ld` may be kept.
     pub(super) fn of(ld: &Path, emulation: Option<&OsStr>) -> Option<Kept> {
         let dir = cache_dir()?;
-        let real = std::fs::canonicalize(ld).ok()?;
-        let meta = std::fs::metadata(&real).ok()?;
+        // The path as the link names it (not resolved: lld takes its flavour from the name it
+        // is run by, `ld.lld` or `ld64.lld`, and both are links to one file), and the file it
+        // leads to by identity.
+        let real = ld;
+        let meta = std::fs::metadata(real).ok()?;
         let mut magic = [0u8; 4];
-        let mut f = std::fs::File::open(&real).ok()?;
+        let mut f = std::fs::File::open(real).ok()?;
         std::io::Read::read_exact(&mut f, &mut magic).ok()?;
         if &magic != b"\x7fELF" {
             return None;

@@ -67,16 +67,16 @@ pub fn linker_name(argv0: Option<&OsStr>) -> OsString {
     }
 }
 
-/// Who we are, two ways: a copy or hard link has another path but may share the inode.
+/// Who we are, by device and inode: a symlink to us, a path through symlinked folders and a
+/// hard link all stat to the same file (and a path that does not is not us). One `stat` per
+/// candidate, where resolving each path component by component took one call per component.
 pub(super) struct SelfId {
-    pub(super) canonical: Option<PathBuf>,
     pub(super) inode: Option<(u64, u64)>,
 }
 
 impl SelfId {
     fn of(exe: Option<&Path>) -> SelfId {
         SelfId {
-            canonical: exe.and_then(|p| fs::canonicalize(p).ok()),
             inode: exe
                 .and_then(|p| fs::metadata(p).ok())
                 .map(|m| (m.dev(), m.ino())),
@@ -84,10 +84,6 @@ impl SelfId {
     }
 
     fn is(&self, candidate: &Path) -> bool {
-        let canon = fs::canonicalize(candidate).ok();
-        if canon.is_some() && canon == self.canonical {
-            return true;
-        }
         let inode = fs::metadata(candidate).ok().map(|m| (m.dev(), m.ino()));
         inode.is_some() && inode == self.inode
     }
