@@ -12,7 +12,7 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 
@@ -112,7 +112,9 @@ impl Finder {
             override_ld: env::var_os(REAL_LD_ENV).filter(|v| !v.is_empty()),
             invoked_as: argv0.map(OsStr::to_owned),
             path: env::var_os("PATH"),
-            self_exe: env::current_exe().ok(),
+            // Only its identity is used: a stat of the link the kernel keeps for this
+            // process's executable is one call, where its path is two.
+            self_exe: Some(PathBuf::from("/proc/self/exe")),
         }
     }
 
@@ -240,15 +242,73 @@ pub fn capture<S: AsRef<OsStr>>(ld: &Path, args: &[S]) -> Result<Output, RealLdE
         })
 }
 
-/// Replaces this process with the real linker; returns only if that fails.
+/// Replaces this process with the real linker; returns only if that fails. What std's
+/// `Command` would do for an exec, done directly: it copies the whole environment first,
+/// and a link without device code spends its time on nothing else here.
 pub fn exec<S: AsRef<OsStr>>(ld: &Path, args: &[S]) -> RealLdError {
-    match command(ld, args) {
-        Ok(mut cmd) => RealLdError::Spawn {
-            path: ld.to_owned(),
-            source: cmd.exec(),
-        },
-        Err(e) => e,
+    let depth = match check_depth() {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let spawn = |source| RealLdError::Spawn {
+        path: ld.to_owned(),
+        source,
+    };
+    let c = |s: &OsStr| {
+        std::ffi::CString::new(s.as_bytes()).map_err(|_| {
+            spawn(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an argument holds a NUL byte",
+            ))
+        })
+    };
+    let mut owned = Vec::with_capacity(args.len() + 1);
+    for a in std::iter::once(ld.as_os_str()).chain(args.iter().map(AsRef::as_ref)) {
+        match c(a) {
+            Ok(s) => owned.push(s),
+            Err(e) => return e,
+        }
     }
+    let mut argv: Vec<*const libc::c_char> = owned.iter().map(|s| s.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let depth_var = format!("{DEPTH_ENV}={}", depth + 1);
+    let depth_var = std::ffi::CString::new(depth_var).expect("no NUL in a number");
+    let prefix = format!("{DEPTH_ENV}=");
+    let mut envp: Vec<*const libc::c_char> = Vec::with_capacity(64);
+    // SAFETY: `environ` is the process's NULL-terminated array of NUL-terminated strings;
+    // nothing changes it meanwhile (this process runs one thread on this path).
+    unsafe {
+        let mut p = environ;
+        while !p.is_null() && !(*p).is_null() {
+            if !std::ffi::CStr::from_ptr(*p)
+                .to_bytes()
+                .starts_with(prefix.as_bytes())
+            {
+                envp.push(*p);
+            }
+            p = p.add(1);
+        }
+    }
+    envp.push(depth_var.as_ptr());
+    envp.push(std::ptr::null());
+    // The program starts as std's Command would start it: SIGPIPE back to its default (an
+    // ignored signal stays ignored across exec) and no signal blocked.
+    // SAFETY: plain signal-state calls with valid arguments; `argv` and `envp` are
+    // NULL-terminated arrays of pointers into strings that outlive the call.
+    let err = unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::execve(owned[0].as_ptr(), argv.as_ptr(), envp.as_ptr());
+        io::Error::last_os_error()
+    };
+    spawn(err)
+}
+
+extern "C" {
+    /// The process's environment, as execve takes it.
+    static environ: *const *const libc::c_char;
 }
 
 /// The exit code to pass on: the linker's own, or 128 + signal as a shell reports it.
