@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # ON THE GPU MACHINE: a packed program's first launch as shipped (its modules decoded ahead
-# once the program's first CUDA call initialised the driver; FATPACK_AHEAD), with decoding
-# ahead off (its stored frames handed to the driver, FATPACK_AHEAD=0), on the runtime's own
-# decoding alone (FATPACK_AHEAD=0 and FATPACK_DECODE=runtime), eager, and in tail mode,
-# against nvcc's --compress-mode=size and the plain build, all in one run, interleaved. Uses tests/gpu/build.sh's first_kernel variants (OUT is its output folder or
-# its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
+# from the program's first CUDA call on, while that call initialises the driver;
+# FATPACK_AHEAD), with decoding ahead off (its stored frames handed to the driver,
+# FATPACK_AHEAD=0), on the runtime's own decoding alone (FATPACK_AHEAD=0 and
+# FATPACK_DECODE=runtime), eager, repacked, pruned and split for 9.0, and in tail mode
+# (also pruned: the cut), against nvcc's --compress-mode=size and the plain build (also
+# pruned), all in one run, interleaved. Uses tests/gpu/build.sh's first_kernel variants (OUT
+# is its output folder or its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
 # first kernel done over RUNS runs, each as a ratio to size mode's and plain's medians, and
 # one runtime log line of each packed variant (which path it took, where its time went).
 # HOST_MS=N: first_kernel --host-ms N, N ms of host work between its allocations and its
@@ -25,6 +27,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 variants="plain:plain:- size:plain_size:- packed:packed:- handoff:packed:FATPACK_AHEAD=0"
 variants+=" runtime_own:packed:FATPACK_AHEAD=0,FATPACK_DECODE=runtime eager:packed:FATPACK_EAGER=1"
 variants+=" release19:packed_release:- solid:packed_solid:- tail:tail:-"
+# What a 9.0 machine is shipped (tests/gpu/build.sh makes them where its fatpack could):
+# the packed build pruned to sm_90, split with only its sm_90 pack, the plain build pruned,
+# and the tail build pruned (the cut).
+variants+=" pruned:packed_pruned:- split90:packed_split90:- plain_pruned:plain_pruned:-"
+variants+=" cut:tail_pruned:-"
 args=()
 [ "${HOST_MS:-0}" != 0 ] && args=(--host-ms "$HOST_MS")
 echo "first_kernel ${args[*]:-(no arguments)}"

@@ -429,6 +429,31 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
             failed+=("bench/packed_solid")
         fi
     fi
+    # What a 9.0 machine is shipped: the packed build pruned, or split with only its sm_90
+    # pack installed; and the plain and tail builds pruned (the cut) without a relink.
+    bench_derived() {  # NAME SOURCE-VARIANT how
+        local name="$1" src="$2" how="$3" dir="$out/bench/$1"
+        [ -f "$out/bench/$src/first_kernel" ] || return 0
+        rm -rf "$dir" && mkdir -p "$dir"
+        case $how in
+        prune) "$FP" prune --keep sm_90,compute_90 "$out/bench/$src/first_kernel" -o "$dir/first_kernel" ;;
+        split) "$FP" split "$out/bench/$src/first_kernel" --into "$dir" &&
+            find "$dir" -name '*.fatpack' ! -name '*.sm_90.fatpack' -delete ;;
+        esac >"$work/logs/bderived_$name.log" 2>&1
+        if [ -x "$dir/first_kernel" ]; then
+            # check_build.py reads the second field: pruned90 means sm_90 and compute_90 only.
+            local set=std
+            [ "$how" = prune ] && set=pruned90
+            echo "bench/$name OK $set $src+$how" >>"$status_file"
+        else
+            echo "bench/$name FAILED (see $work/logs/bderived_$name.log)" >>"$status_file"
+            failed+=("bench/$name")
+        fi
+    }
+    bench_derived packed_pruned packed prune
+    bench_derived packed_split90 packed split
+    bench_derived plain_pruned plain prune
+    bench_derived tail_pruned tail prune
 fi
 
 # --- check what was built, here (no GPU needed) ----------------------------------------------

@@ -228,6 +228,39 @@ fn only_the_packs_a_gpu_needs_must_be_there() {
     assert!(line.contains(&pack.display().to_string()), "{line}");
 }
 
+/// A split program decodes ahead from the packs that are installed (mapped and checked on
+/// the program's thread at its first driver call, as its loads would): a kernel launched
+/// right after that call finds its module decoded. A pack for another GPU, not installed,
+/// is not needed.
+#[test]
+fn a_split_program_decodes_ahead_from_its_installed_packs() {
+    let (_app, host) = split_app(StoreAt::Mapped, "split-ahead");
+    let dir = host.parent().unwrap();
+    for other in [
+        "app.compute_80.fatpack",
+        "app.sm_100.fatpack",
+        "app.sm_80.fatpack",
+    ] {
+        std::fs::remove_file(dir.join(other)).unwrap();
+    }
+    let env = [
+        ("FATPACK_AHEAD", "32"),
+        ("FAKE_CUDART_CONTEXT_MS", "200"),
+        ("FATPACK_LOG", "info"),
+    ];
+    let r = run(&host, "aheadnow", Some("90"), &env);
+    r.assert_clean();
+    for k in ["malloc", "A", "B"] {
+        assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}", r.stderr);
+    }
+    assert_eq!(
+        r.stderr.matches("bytes decoded ahead").count(),
+        2,
+        "{}",
+        r.stderr
+    );
+}
+
 #[test]
 fn packs_are_found_next_to_the_binary_not_in_the_current_directory() {
     let (_app, host) = split_app(StoreAt::Mapped, "split-cwd");

@@ -173,8 +173,8 @@ fn budget() -> u64 {
 }
 
 /// The helper's list, with everything it needs found on this (the application's) thread:
-/// the one-time set-up (the store, the driver's library) is never left half-done in a
-/// fork's child. Only the devices are read on the helper, once the driver is initialised.
+/// the one-time set-up (the store, a split binary's installed packs, the driver's library)
+/// is never left half-done in a fork's child. Only the devices are read on the helper, once the driver is initialised.
 fn job() -> Option<Job> {
     let budget = budget();
     if budget == 0 || STOP.load(Ordering::Acquire) || super::NOT_LOADED.load(Ordering::Acquire) == 0
@@ -183,6 +183,7 @@ fn job() -> Option<Job> {
     }
     let forced = forced_arch().ok()?;
     let image = image::get().ok()?;
+    image.map_installed_packs();
     let api = driver::Api::open().ok()?;
     let modules = super::pending_in_order();
     if modules.is_empty() {
@@ -239,13 +240,10 @@ extern "C" fn helper(arg: *mut c_void) -> *mut c_void {
     let job = unsafe { Box::from_raw(arg.cast::<Job>()) };
     let t0 = sys::now_us();
     // Waits in cuInit while the program's call initialises the driver.
+    // No device, or no driver: nothing to decode for (each load says why, as before).
     let caps = match job.api.devices() {
         Ok(d) if !d.is_empty() => driver::distinct_caps(&d),
-        Ok(_) => return core::ptr::null_mut(),
-        Err(e) => {
-            debug!("decoding ahead: no devices ({e})");
-            return core::ptr::null_mut();
-        }
+        _ => return core::ptr::null_mut(),
     };
     debug!(
         "decoding ahead: devices read in {} ms",

@@ -394,22 +394,42 @@ impl Image {
             .ok_or_else(|| ReadError::Other("the split manifest misplaces it".into()))?;
         let pack = &split.packs[pi];
         let fail = |why: String| ReadError::Pack(pack.path.clone(), why);
-        let bytes = pack
-            .bytes
-            .get_or_init(|| {
-                let file = pack.file.as_ref().map_err(String::clone)?;
-                let m = sys::map(file, &pack.path)?;
-                let rec = &split.manifest.packs[pi];
-                split::check_pack(m, pi as u32, &self.store.digest(), rec.len)
-                    .map_err(|e| format!("{} {e}", show(&pack.path)))?;
-                Ok(m)
-            })
+        let bytes = self
+            .pack_bytes(split, pi)
             .as_ref()
             .map_err(|e| fail(e.clone()))?;
         let stored = bytes
             .get(range)
             .ok_or_else(|| fail("shorter than the binary records".into()))?;
         Ok((stored, Some(pi)))
+    }
+
+    /// Maps and checks every pack of a split binary that is installed, as a load's first read
+    /// of each would (a damaged one gives that load the same error): decoding ahead calls this
+    /// on the application's thread, so that its helper can read them without the one-time
+    /// set-up a fork could leave half-done.
+    pub(crate) fn map_installed_packs(&self) {
+        let Some(split) = &self.split else {
+            return;
+        };
+        for (pi, pack) in split.packs.iter().enumerate() {
+            if pack.file.is_ok() {
+                let _ = self.pack_bytes(split, pi);
+            }
+        }
+    }
+
+    /// Pack `pi`'s bytes, mapped and checked against the manifest once.
+    fn pack_bytes<'s>(&self, split: &'s Split, pi: usize) -> &'s Result<&'static [u8], String> {
+        let pack = &split.packs[pi];
+        pack.bytes.get_or_init(|| {
+            let file = pack.file.as_ref().map_err(String::clone)?;
+            let m = sys::map(file, &pack.path)?;
+            let rec = &split.manifest.packs[pi];
+            split::check_pack(m, pi as u32, &self.store.digest(), rec.len)
+                .map_err(|e| format!("{} {e}", show(&pack.path)))?;
+            Ok(m)
+        })
     }
 
     /// Whether an entry's stored bytes are in memory already: always in a store, for a split
