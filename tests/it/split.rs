@@ -249,16 +249,7 @@ fn a_split_program_decodes_ahead_from_its_installed_packs() {
         ("FATPACK_LOG", "info"),
     ];
     let r = run(&host, "aheadnow", Some("90"), &env);
-    r.assert_clean();
-    for k in ["malloc", "A", "B"] {
-        assert_eq!(r.out(k).as_deref(), Some("0"), "{k}: {}", r.stderr);
-    }
-    assert_eq!(
-        r.stderr.matches("bytes decoded ahead").count(),
-        2,
-        "{}",
-        r.stderr
-    );
+    r.assert_launched_decoded_ahead(2);
 }
 
 #[test]

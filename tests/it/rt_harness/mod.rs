@@ -439,6 +439,21 @@ impl Run {
             self.log
         );
     }
+
+    /// The `ahead` modes: a clean run whose allocation and both launches (A, B) returned 0,
+    /// with `n` modules registered as decoded ahead.
+    pub fn assert_launched_decoded_ahead(&self, n: usize) {
+        self.assert_clean();
+        for k in ["malloc", "A", "B"] {
+            assert_eq!(self.out(k).as_deref(), Some("0"), "{k}: {}", self.stderr);
+        }
+        assert_eq!(
+            self.stderr.matches("bytes decoded ahead").count(),
+            n,
+            "{}",
+            self.stderr
+        );
+    }
 }
 
 /// Runs `exe mode...` (mode split at spaces); `devices` None means no libcuda.so.1 at all.
