@@ -115,23 +115,17 @@ impl Probe {
         }
     }
 
-    /// Opens `path` once. O_NONBLOCK: opening a FIFO or a device must not wait (ld has no use
-    /// for them); only a regular file is read.
+    /// Looks at `path` once. Only a regular file is opened: opening a FIFO could wait, and
+    /// opening a device can do something (ld has no use for either).
     pub fn of(path: &Path) -> Probe {
-        use std::os::unix::fs::OpenOptionsExt;
-        let Ok(mut f) = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-        else {
+        let meta = match fs::metadata(path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return Probe::not_found(InputFileKind::Other),
+            Err(_) => return Probe::not_found(InputFileKind::Missing),
+        };
+        let Ok(mut f) = File::open(path) else {
             return Probe::not_found(InputFileKind::Missing);
         };
-        let Ok(meta) = f.metadata() else {
-            return Probe::not_found(InputFileKind::Missing);
-        };
-        if !meta.is_file() {
-            return Probe::not_found(InputFileKind::Other);
-        }
         let mut buf = [0u8; SMALL_SCRIPT];
         let Ok(n) = read_prefix(&mut f, &mut buf) else {
             return Probe::not_found(InputFileKind::Missing);
