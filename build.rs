@@ -82,8 +82,8 @@ fn main() {
 /// unwinder, unless the whole program is static), so this hands the linker a `libgcc_s.so`
 /// of its own first in the search path: a one-line linker script naming the static archive.
 /// Only in a native build whose C compiler (`cc`, what rustc links with) has that archive;
-/// elsewhere nothing changes. The runtime fatpack links into other programs is not affected (it has no
-/// unwinder).
+/// elsewhere nothing changes. The runtime fatpack links into other programs is not affected
+/// (it has no unwinder).
 fn static_unwinder(out: &Path, target: &str) {
     let native = env::var("HOST").is_ok_and(|h| h == target);
     if !native || !target.ends_with("-linux-gnu") {

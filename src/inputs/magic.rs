@@ -1,5 +1,5 @@
 //! The one file-type detector: what a file is by its first bytes. `inputs::sniff` (device
-//! code's view) and `ld::sniff` (ld's view of an input) both start here.
+//! code's view) and `ld`'s `Probe` (ld's view of an input) both start here.
 
 use crate::fatbin::FATBIN_MAGIC;
 

@@ -2,10 +2,10 @@
 //! about itself (`ld --verbose`, `ld --print-sysroot`: two linker start-ups, as long as a
 //! small link) once per installed linker, not once per link.
 //!
-//! An entry is named by a digest of everything the answer depends on: the linker's real
-//! path and identity (device, inode, size, modification and change times: a linker
-//! upgraded or replaced in place gets a new name), the emulation asked for, and this
-//! fatpack's version. Only a linker that is an ELF executable is kept: a wrapper script
+//! An entry is named by a digest of everything the answer depends on: the linker's path
+//! as the link names it and its identity (device, inode, size, modification and change
+//! times: a linker upgraded or replaced in place gets a new name), the emulation asked for,
+//! and this fatpack's version. Only a linker that is an ELF executable is kept: a wrapper script
 //! (Nix's `ld-wrapper`, say) may answer differently from one environment to the next.
 //!
 //! Where: `$FATPACK_CACHE_DIR` (empty: no cache), else `$XDG_CACHE_HOME/fatpack`, else
@@ -37,10 +37,9 @@ impl Kept {
         // The path as the link names it (not resolved: lld takes its flavour from the name it
         // is run by, `ld.lld` or `ld64.lld`, and both are links to one file), and the file it
         // leads to by identity.
-        let real = ld;
-        let meta = std::fs::metadata(real).ok()?;
+        let meta = std::fs::metadata(ld).ok()?;
         let mut magic = [0u8; 4];
-        let mut f = std::fs::File::open(real).ok()?;
+        let mut f = std::fs::File::open(ld).ok()?;
         std::io::Read::read_exact(&mut f, &mut magic).ok()?;
         if &magic != b"\x7fELF" {
             return None;
@@ -49,7 +48,7 @@ impl Kept {
         // (cpuid traps to the hypervisor on a virtual machine).
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        real.as_os_str().as_bytes().hash(&mut h);
+        ld.as_os_str().as_bytes().hash(&mut h);
         (
             meta.dev(),
             meta.ino(),

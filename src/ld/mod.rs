@@ -25,4 +25,4 @@ pub use response::{
 };
 pub use script::parse_script;
 pub use search::{resolve, resolve_with, SearchError, SearchPath};
-pub use target::{compatible, sniff, Target};
+pub use target::Target;

@@ -163,11 +163,6 @@ impl Probe {
     }
 }
 
-/// What `path` holds, by its first bytes. An empty or text file is a script, as ld takes it.
-pub fn sniff(path: &Path) -> InputFileKind {
-    Probe::of(path).kind
-}
-
 /// The first 20 bytes of the first ELF member of a regular archive.
 fn first_member_header(f: &mut File, len: u64) -> io::Result<Option<[u8; 20]>> {
     let mut pos = 8u64;
@@ -194,10 +189,4 @@ fn first_member_header(f: &mut File, len: u64) -> io::Result<Option<[u8; 20]>> {
         pos += 60 + size + (size & 1);
     }
     Ok(None)
-}
-
-/// Whether ld would take `path` for this target (an unknown target takes everything).
-pub fn compatible(path: &Path, target: Option<&Target>) -> bool {
-    let p = Probe::of(path);
-    p.regular && p.compatible(target)
 }

@@ -174,7 +174,8 @@ fn budget() -> u64 {
 
 /// The helper's list, with everything it needs found on this (the application's) thread:
 /// the one-time set-up (the store, a split binary's installed packs, the driver's library)
-/// is never left half-done in a fork's child. Only the devices are read on the helper, once the driver is initialised.
+/// is never left half-done in a fork's child. Only the devices are read on the helper, once
+/// the driver is initialised.
 fn job() -> Option<Job> {
     let budget = budget();
     if budget == 0 || STOP.load(Ordering::Acquire) || super::NOT_LOADED.load(Ordering::Acquire) == 0
