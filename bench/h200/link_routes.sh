@@ -11,7 +11,13 @@
 #            CPUs);
 #   rsp    - the real linker alone on the direct route's line (`ld @ld.rsp`, from a
 #            --fatpack-save-temps link made before the rounds): what ld itself takes there;
-# and which of the two the default (--fatpack-route=auto) takes for each program.
+#   ldplain - the real linker alone on the plain link's line (`ld @PROGRAM.rsp`, the line
+#            g++ gave ld in a logged plain link made before the rounds): what ld takes of
+#            the plain command;
+# and which of the two the default (--fatpack-route=auto) takes for each program. With
+# plain, ldplain, rsp and direct all in WHO, it then accounts, per program, for the direct
+# link's time over plain's, part by part (medians of the rounds).
+# nvcc's own temp files on those saved lines are kept (-keep) so that they can be linked again.
 # Programs: the static cuBLAS program of tests/gpu/cublas (g++ -B), and bench/h200/five_libs.cu
 # on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (device-linked callback) and cuRAND through
 # `nvcc -rdc=true`. Prints wall times, medians and ratios, the direct route's steps, whether
@@ -22,9 +28,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-routes.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp"
+mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep"
 ln -s "$FP" "$W/fp/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/fp/g++"
+# A logging ld: writes its arguments, one per line, to $LDLOG (an ld response file), then runs ld.
+printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v ld)" >"$W/ldlog/ld"
+printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/ldlog" >"$W/ldlog/g++"
+chmod +x "$W/ldlog/ld" "$W/ldlog/g++"
 source "$root/bench/h200/programs.sh"
 link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names its
          # device-link object after the output, and the store records module names)
@@ -37,6 +47,7 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
     five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
     *.rsp) ld @"$W/rsp/$prog.bin.fatpack-temps/ld.rsp" ;;
+    *.ldplain) ld @"$W/ldplain/$prog.rsp" ;;
     five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
     five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=copy -o "$out" five.o "${FIVE[@]}" ;;
     five.direct) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
@@ -48,7 +59,14 @@ for prog in ${PROGRAMS:-cublas five}; do
     *" rsp "*)
         case $prog in
         cublas) g++ -B"$W/fp" -Wl,--fatpack-route=direct -Wl,--fatpack-save-temps -o rsp/cublas.bin check.o "${CUBLAS[@]}" ;;
-        five) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-route=direct -Xlinker --fatpack-save-temps -o rsp/five.bin five.o "${FIVE[@]}" ;;
+        five) nvcc -rdc=true -arch=sm_90 -keep -keep-dir keep -ccbin "$W/fp/g++" -Xlinker --fatpack-route=direct -Xlinker --fatpack-save-temps -o rsp/five.bin five.o "${FIVE[@]}" ;;
+        esac 2>/dev/null ;;
+    esac
+    case " ${WHO:-} " in
+    *" ldplain "*)
+        case $prog in
+        cublas) LDLOG=ldplain/cublas.rsp g++ -B"$W/ldlog" -o ldplain/cublas.bin check.o "${CUBLAS[@]}" ;;
+        five) LDLOG=ldplain/five.rsp nvcc -rdc=true -arch=sm_90 -keep -keep-dir keep -ccbin "$W/ldlog/g++" -o ldplain/five.bin five.o "${FIVE[@]}" ;;
         esac 2>/dev/null ;;
     esac
     link "$prog" plain 2>/dev/null # page cache
@@ -59,6 +77,44 @@ for prog in ${PROGRAMS:-cublas five}; do
     done
 done >times.txt
 medians times.txt
+# Where the direct link's time over plain's goes (WHO with plain, ldplain, rsp and direct).
+python3 - <<'PY'
+import re, statistics
+rows = [l.split() for l in open("times.txt")]
+walls = {}
+for name, wall, rc in rows:
+    prog, who, rnd = name.split(".")
+    walls.setdefault(prog, {}).setdefault(who, []).append(float(wall))
+for prog, w in walls.items():
+    if not all(k in w for k in ("plain", "ldplain", "rsp", "direct")):
+        continue
+    med = {k: statistics.median(v) for k, v in w.items()}
+    steps, total = {}, []
+    for rnd in range(1, len(w["direct"]) + 1):
+        err = open(f"{prog}.direct.{rnd}.err").read()
+        for k, v in re.findall(r"([a-z][a-z ]+) ([0-9.]+)s", re.search(r"steps: (.*)", err).group(1)):
+            steps.setdefault(k.strip(), []).append(float(v))
+        total.append(float(re.search(r"total ([0-9.]+)s", err).group(1)))
+    st = {k: statistics.median(v) for k, v in steps.items()}
+    fp_total = statistics.median(total)
+    after = st.get("stub output", 0) + st.get("write store", 0) + st.get("commit output", 0)
+    parts = [
+        ("the command around ld (plain - ldplain)", med["plain"] - med["ldplain"]),
+        ("ld alone on the plain line (ldplain)", med["ldplain"]),
+        ("ld alone on fatpack's line - on the plain line (rsp - ldplain)", med["rsp"] - med["ldplain"]),
+        ("fatpack's link step - ld alone on its line (link - rsp)", st["link"] - med["rsp"]),
+        ("stub output", st.get("stub output", 0)),
+        ("write store", st.get("write store", 0)),
+        ("commit output", st.get("commit output", 0)),
+        ("fatpack's other time (total - link - the three above)", fp_total - st["link"] - after),
+        ("the rest of the direct command (direct - plain - the above)", 0.0),
+    ]
+    parts[-1] = (parts[-1][0], med["direct"] - sum(v for _, v in parts))
+    print(f"{prog}: where the direct link's time goes (medians of {len(w['direct'])} rounds; % of plain {med['plain']:.2f} s)")
+    for k, v in parts:
+        print(f"{prog}:   {k:<66} {v:7.3f} s {100 * v / med['plain']:7.2f} %")
+    print(f"{prog}:   {'direct (the whole command)':<66} {med['direct']:7.3f} s {100 * med['direct'] / med['plain']:7.2f} %")
+PY
 # The route the default (--fatpack-route=auto) takes for each program.
 g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"
 nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-dry-run -o auto.bin five.o "${FIVE[@]}" | grep "^route:" | sed "s/^/five auto: /"
