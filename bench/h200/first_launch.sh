@@ -9,6 +9,8 @@
 # is its output folder or its .tar.xz). Prints per variant the median and spread of the first launch and of main ->
 # first kernel done over RUNS runs, each as a ratio to size mode's and plain's medians, and
 # one runtime log line of each packed variant (which path it took, where its time went).
+# ONLY="plain size packed" keeps those variants only (plain and size always run: the ratios
+# are to them), for more runs of the rows that matter in the same device time.
 # HOST_MS=N: first_kernel --host-ms N, N ms of host work between its allocations and its
 # launch (a program that sets up before its first kernel; default 0, the launch right after).
 #   [HOST_MS=N] bash bench/h200/first_launch.sh OUT [RUNS=15]
@@ -32,6 +34,13 @@ variants+=" release19:packed_release:- solid:packed_solid:- tail:tail:-"
 # and the tail build pruned (the cut).
 variants+=" pruned:packed_pruned:- split90:packed_split90:- plain_pruned:plain_pruned:-"
 variants+=" cut:tail_pruned:-"
+if [ -n "${ONLY:-}" ]; then
+    kept=""
+    for v in $variants; do
+        case " plain size $ONLY " in *" ${v%%:*} "*) kept+=" $v" ;; esac
+    done
+    variants=$kept
+fi
 args=()
 [ "${HOST_MS:-0}" != 0 ] && args=(--host-ms "$HOST_MS")
 echo "first_kernel ${args[*]:-(no arguments)}"

@@ -98,22 +98,23 @@ for prog, w in walls.items():
     st = {k: statistics.median(v) for k, v in steps.items()}
     fp_total = statistics.median(total)
     after = st.get("stub output", 0) + st.get("write store", 0) + st.get("commit output", 0)
-    parts = [
-        ("the command around ld (plain - ldplain)", med["plain"] - med["ldplain"]),
-        ("ld alone on the plain line (ldplain)", med["ldplain"]),
-        ("ld alone on fatpack's line - on the plain line (rsp - ldplain)", med["rsp"] - med["ldplain"]),
-        ("fatpack's link step - ld alone on its line (link - rsp)", st["link"] - med["rsp"]),
-        ("stub output", st.get("stub output", 0)),
-        ("write store", st.get("write store", 0)),
-        ("commit output", st.get("commit output", 0)),
-        ("fatpack's other time (total - link - the three above)", fp_total - st["link"] - after),
-        ("the rest of the direct command (direct - plain - the above)", 0.0),
+    # fatpack's steps up to the end of the real link (with the early link, the scan and the
+    # naming of modules ran beside it), against the real linker alone on the same line.
+    extra = [
+        ("ld alone: on fatpack's line - on the plain line (rsp - ldplain)", med["rsp"] - med["ldplain"]),
+        ("fatpack until the link ended - ld alone on its line", fp_total - after - med["rsp"]),
+        ("stub output (after the link)", st.get("stub output", 0)),
+        ("write store (after the link)", st.get("write store", 0)),
+        ("commit output (after the link)", st.get("commit output", 0)),
     ]
-    parts[-1] = (parts[-1][0], med["direct"] - sum(v for _, v in parts))
-    print(f"{prog}: where the direct link's time goes (medians of {len(w['direct'])} rounds; % of plain {med['plain']:.2f} s)")
-    for k, v in parts:
-        print(f"{prog}:   {k:<66} {v:7.3f} s {100 * v / med['plain']:7.2f} %")
-    print(f"{prog}:   {'direct (the whole command)':<66} {med['direct']:7.3f} s {100 * med['direct'] / med['plain']:7.2f} %")
+    rest = med["direct"] - med["plain"] - sum(v for _, v in extra)
+    extra.append(("the command around fatpack - around ld (the rest)", rest))
+    print(f"{prog}: where the direct link's time over plain's goes (medians of {len(w['direct'])} rounds)")
+    print(f"{prog}:   plain {med['plain']:.3f} s = ld alone on its line {med['ldplain']:.3f} s + the command around it {med['plain'] - med['ldplain']:.3f} s")
+    for k, v in extra:
+        print(f"{prog}:   {k:<62} {v:+7.3f} s {100 * v / med['plain']:+6.2f} %")
+    d = med["direct"] - med["plain"]
+    print(f"{prog}:   {'direct - plain':<62} {d:+7.3f} s {100 * d / med['plain']:+6.2f} %")
 PY
 # The route the default (--fatpack-route=auto) takes for each program.
 g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"
