@@ -308,11 +308,36 @@ fn run_first(tools: &[OsString], args: &[&std::ffi::OsStr]) -> bool {
     })
 }
 
+/// How the runtime's `ld -r` joins its sections: one `.text`, `.rodata`, `.data.rel.ro`,
+/// `.data` and `.bss` instead of one section per function and per constant (`-ffunction-sections`
+/// and `-fdata-sections`, which rustc and the cc crate always use: about 1,100 sections).
+/// The real linker of every packed link pays per input section (GNU ld matches each against
+/// its script): joined, the fixture program's packed link runs ld about 3 ms faster of 50
+/// (BENCHMARKS.md, "The runtime's sections joined"). The joining comes after `--gc-sections`,
+/// so what no entry point reaches is still left out; a user's `--gc-sections` can no longer
+/// drop the runtime's functions one by one (what it could drop: the entry points of the
+/// wrapped calls a program never makes, a few KB). Sections the final link must still see
+/// apart stay apart: the mergeable constants and strings (`.rodata.cst*`, `.rodata.str*`,
+/// whose names the patterns leave out), COMDAT groups (`ld -r` keeps them), and every
+/// section not named here. Addresses 0, as in ld's own `-r` script.
+const JOIN_SECTIONS: &str = "\
+/* Written by fatpack's build.rs: the runtime's sections joined by kind. */
+SECTIONS {
+  .text 0 : { *(.text .text.*) }
+  .rodata 0 : { *(.rodata .rodata..L* .rodata._*) }
+  .data.rel.ro 0 : { *(.data.rel.ro .data.rel.ro.*) }
+  .data 0 : { *(.data .data.*) }
+  .bss 0 : { *(.bss .bss.*) }
+  .gcc_except_table 0 : { *(.gcc_except_table .gcc_except_table.*) }
+}
+";
+
 /// The runtime as one object that exports nothing but its `__wrap_*` entry points, so that a
 /// packed binary can also link its own zstd, blake3 or Rust code: `ld -r` joins the archive's
-/// members (collecting the sections no entry point reaches, which keeps outputs small), then
-/// `objcopy` makes every other defined symbol local and drops the symbols no relocation needs. Written as an archive with a symbol
-/// index of those entry points (by hand: binutils' `ar` may load an LTO plugin that cannot read
+/// members (collecting the sections no entry point reaches, which keeps outputs small) and
+/// their sections by kind ([`JOIN_SECTIONS`]), then `objcopy` makes every other defined symbol
+/// local and drops the symbols no relocation needs. Written as an archive with a symbol index
+/// of those entry points (by hand: binutils' `ar` may load an LTO plugin that cannot read
 /// Rust's objects). Without the tools, the archive is used as it is and a warning says so.
 fn hide_symbols(from: &Path, to: &Path, dir: &Path, target: &str) {
     let entries: Vec<String> = fatpack_format::link::WRAPPED_SYMBOLS
@@ -321,19 +346,28 @@ fn hide_symbols(from: &Path, to: &Path, dir: &Path, target: &str) {
         .collect();
     let joined = dir.join("joined.o");
     let hidden = dir.join("fatpack_rt.o");
-    let mut ld_args: Vec<OsString> = vec!["-r".into(), "--gc-sections".into()];
-    for e in &entries {
-        ld_args.push("-u".into());
-        ld_args.push(e.into());
-    }
-    ld_args.extend([
-        "--whole-archive".into(),
-        from.as_os_str().to_owned(),
-        "-o".into(),
-        joined.as_os_str().to_owned(),
-    ]);
-    let ld_refs: Vec<&std::ffi::OsStr> = ld_args.iter().map(|a| a.as_os_str()).collect();
-    let localised = run_first(&tools("ld", target), &ld_refs)
+    let script = dir.join("join-sections.ld");
+    write_if_changed(&script, JOIN_SECTIONS);
+    let join = |merged: bool| {
+        let mut ld_args: Vec<OsString> = vec!["-r".into(), "--gc-sections".into()];
+        if merged {
+            ld_args.extend(["-T".into(), script.as_os_str().to_owned()]);
+        }
+        for e in &entries {
+            ld_args.push("-u".into());
+            ld_args.push(e.into());
+        }
+        ld_args.extend([
+            "--whole-archive".into(),
+            from.as_os_str().to_owned(),
+            "-o".into(),
+            joined.as_os_str().to_owned(),
+        ]);
+        let ld_refs: Vec<&std::ffi::OsStr> = ld_args.iter().map(|a| a.as_os_str()).collect();
+        run_first(&tools("ld", target), &ld_refs)
+    };
+    // A linker that cannot take the script still joins the members (sections as they were).
+    let localised = (join(true) || join(false))
         && run_first(
             &tools("objcopy", target),
             &[

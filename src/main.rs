@@ -737,7 +737,8 @@ fn nvprune_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 /// that matters here: the standard descriptors made sure to be open (a file opened later
 /// must never become stdout), SIGPIPE ignored (a write to a closed pipe is an error, not the
 /// end; children get it back by default, as std's `Command` resets it), a panic's exit status
-/// (101); and at the end, stdout flushed (`std::process::exit` runs std's clean-up). Args and
+/// (101); and at the end, the sweeps of old temps finished and stdout flushed
+/// (`std::process::exit` runs std's clean-up). Args and
 /// the environment come from glibc's start, as before.
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
@@ -745,6 +746,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let status = std::panic::catch_unwind(fatpack_main).unwrap_or(Status(101));
+    // Temp folders swept beside the work: done before the process ends.
+    fatpack::commit::signals::finish_sweeps();
     std::process::exit(i32::from(status.0))
 }
 

@@ -313,7 +313,7 @@ impl Outputs {
         }
         let mut swept = self.swept.borrow_mut();
         if !swept.iter().any(|d| d == dir) {
-            signals::sweep(TEMP_PREFIX, dir);
+            signals::sweep_beside(TEMP_PREFIX, dir);
             swept.push(dir.to_path_buf());
         }
         Ok(format!("{TEMP_PREFIX}{}-", std::process::id()))

@@ -206,7 +206,7 @@ pub struct TempFolder {
 
 impl TempFolder {
     pub fn new(prefix: &str, dir: &Path) -> std::io::Result<TempFolder> {
-        sweep(prefix, dir);
+        sweep_beside(prefix, dir);
         let (t, path) = register_made(|| {
             let t = tempfile::Builder::new()
                 .prefix(&format!("{prefix}{}-", std::process::id()))
@@ -227,6 +227,35 @@ impl TempFolder {
 impl Drop for TempFolder {
     fn drop(&mut self) {
         forget(self.dir.path());
+    }
+}
+
+/// Sweeps running beside the work ([`sweep_beside`]), joined by [`finish_sweeps`].
+static SWEEPS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// [`sweep`] on a thread of its own. Why: a sweep reads the whole folder, and the folders
+/// swept are `$TMPDIR` (on a shared build machine, thousands of entries) and the output's
+/// (a build folder); the link need not wait for that (0.5 ms of every packed link with
+/// 1,400 entries in `/tmp`: BENCHMARKS.md, "Small links that pack"). It never touches this
+/// process's temps (their pid is alive, and they are held), so it may run beside their
+/// making. [`finish_sweeps`] waits for it before the process ends: the next run still finds
+/// the folder swept. Where no thread can be started, it sweeps here.
+pub fn sweep_beside(prefix: &str, dir: &Path) {
+    let (p, d) = (prefix.to_owned(), dir.to_path_buf());
+    match std::thread::Builder::new()
+        .name("fatpack-sweep".into())
+        .spawn(move || sweep(&p, &d))
+    {
+        Ok(h) => SWEEPS.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+        Err(_) => sweep(prefix, dir),
+    }
+}
+
+/// Waits for every sweep [`sweep_beside`] started (called as the process ends).
+pub fn finish_sweeps() {
+    let running = std::mem::take(&mut *SWEEPS.lock().unwrap_or_else(|e| e.into_inner()));
+    for h in running {
+        let _ = h.join();
     }
 }
 
