@@ -60,10 +60,12 @@ fn main() {
         hide_symbols(&stripped, &dest, &dir, t);
         let bytes =
             std::fs::read(&dest).unwrap_or_else(|e| panic!("reading {}: {e}", dest.display()));
+        // Named from OUT_DIR as the crate is compiled, not by the path this script saw: a
+        // build through another path to the same target folder (a symlinked checkout) must
+        // not leave the crate including a path that is gone.
         table += &format!(
-            "    Embedded {{ target: {t:?}, blake3: {:?}, bytes: include_bytes!({:?}) }},\n",
+            "    Embedded {{ target: {t:?}, blake3: {:?}, bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{t}/{ARCHIVE}\")) }},\n",
             blake3::hash(&bytes).to_hex().as_str(),
-            dest.display().to_string()
         );
     }
     table += "]\n";
