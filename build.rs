@@ -64,7 +64,8 @@ fn main() {
         // build through another path to the same target folder (a symlinked checkout) must
         // not leave the crate including a path that is gone.
         table += &format!(
-            "    Embedded {{ target: {t:?}, blake3: {:?}, bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{t}/{ARCHIVE}\")) }},\n",
+            "    Embedded {{ target: {t:?}, blake3: {:?}, \
+             bytes: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{t}/{ARCHIVE}\")) }},\n",
             blake3::hash(&bytes).to_hex().as_str(),
         );
     }
@@ -314,9 +315,9 @@ fn run_first(tools: &[OsString], args: &[&std::ffi::OsStr]) -> bool {
 /// `.data` and `.bss` instead of one section per function and per constant (`-ffunction-sections`
 /// and `-fdata-sections`, which rustc and the cc crate always use: about 1,100 sections).
 /// The real linker of every packed link pays per input section (GNU ld matches each against
-/// its script): joined, the fixture program's packed link runs ld about 3 ms faster of 50
-/// (BENCHMARKS.md, "The runtime's sections joined"). The joining comes after `--gc-sections`,
-/// so what no entry point reaches is still left out; a user's `--gc-sections` can no longer
+/// its script): joined, ld on the fixture program's packed line takes 1.5-5 ms less of about
+/// 50 (BENCHMARKS.md, "The fixed cost of a link that packs"). The joining comes after
+/// `--gc-sections`, so what no entry point reaches is still left out; a user's `--gc-sections` can no longer
 /// drop the runtime's functions one by one (what it could drop: the entry points of the
 /// wrapped calls a program never makes, a few KB). Sections the final link must still see
 /// apart stay apart: the mergeable constants and strings (`.rodata.cst*`, `.rodata.str*`,
