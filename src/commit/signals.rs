@@ -238,8 +238,8 @@ static SWEEPS: Mutex<Vec<std::thread::JoinHandle<()>>> = Mutex::new(Vec::new());
 /// (a build folder); the link need not wait for that (0.5 ms of every packed link with
 /// 1,400 entries in `/tmp`: BENCHMARKS.md, "The fixed cost of a link that packs"). It never
 /// touches this process's temps (their pid is alive, and they are held), so it may run
-/// beside their making. [`finish_sweeps`] waits for it before the process ends: the next run still finds
-/// the folder swept. Where no thread can be started, it sweeps here.
+/// beside their making. [`finish_sweeps`] waits for it before the process ends: the next
+/// run still finds the folder swept. Where no thread can be started, it sweeps here.
 pub fn sweep_beside(prefix: &str, dir: &Path) {
     let (p, d) = (prefix.to_owned(), dir.to_path_buf());
     match std::thread::Builder::new()

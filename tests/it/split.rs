@@ -196,19 +196,28 @@ fn a_split_program_runs_from_its_packs_as_the_whole_one_did() {
     }
 }
 
+/// Removes the packs named `packs` from beside the split program `host`: a machine that
+/// installed only the others.
+fn uninstall(host: &Path, packs: &[&str]) {
+    let dir = host.parent().unwrap();
+    for p in packs {
+        std::fs::remove_file(dir.join(p)).unwrap();
+    }
+}
+
 #[test]
 fn only_the_packs_a_gpu_needs_must_be_there() {
     let (_app, host) = split_app(StoreAt::Mapped, "split-partial");
-    let dir = host.parent().unwrap();
     // A 9.0 machine: app#A and app#B run sm_90a (the sm_90 pack); app#D runs sm_86.
-    for other in [
-        "app.compute_80.fatpack",
-        "app.compute_90.fatpack",
-        "app.sm_100.fatpack",
-        "app.sm_80.fatpack",
-    ] {
-        std::fs::remove_file(dir.join(other)).unwrap();
-    }
+    uninstall(
+        &host,
+        &[
+            "app.compute_80.fatpack",
+            "app.compute_90.fatpack",
+            "app.sm_100.fatpack",
+            "app.sm_80.fatpack",
+        ],
+    );
     let r = run(&host, "launchA", Some("90"), &[]);
     r.assert_clean();
     assert_eq!(r.out("launchA").as_deref(), Some("0"));
@@ -235,14 +244,14 @@ fn only_the_packs_a_gpu_needs_must_be_there() {
 #[test]
 fn a_split_program_decodes_ahead_from_its_installed_packs() {
     let (_app, host) = split_app(StoreAt::Mapped, "split-ahead");
-    let dir = host.parent().unwrap();
-    for other in [
-        "app.compute_80.fatpack",
-        "app.sm_100.fatpack",
-        "app.sm_80.fatpack",
-    ] {
-        std::fs::remove_file(dir.join(other)).unwrap();
-    }
+    uninstall(
+        &host,
+        &[
+            "app.compute_80.fatpack",
+            "app.sm_100.fatpack",
+            "app.sm_80.fatpack",
+        ],
+    );
     let env = [
         ("FATPACK_AHEAD", "32"),
         ("FAKE_CUDART_CONTEXT_MS", "200"),
