@@ -115,6 +115,18 @@ for prog, w in walls.items():
         print(f"{prog}:   {k:<62} {v:+7.3f} s {100 * v / med['plain']:+6.2f} %")
     d = med["direct"] - med["plain"]
     print(f"{prog}:   {'direct - plain':<62} {d:+7.3f} s {100 * d / med['plain']:+6.2f} %")
+# The steps after the link, part by part (medians over the direct rounds).
+for prog, w in walls.items():
+    if "direct" not in w:
+        continue
+    parts = {}
+    for rnd in range(1, len(w["direct"]) + 1):
+        m = re.search(r"after the link, part by part: (.*)", open(f"{prog}.direct.{rnd}.err").read())
+        for k, v in re.findall(r"([a-z][a-z ]+) ([0-9.]+)s", m.group(1) if m else ""):
+            parts.setdefault(k.strip(), []).append(float(v))
+    if parts:
+        line = ", ".join(f"{k} {1000 * statistics.median(v):.0f}" for k, v in parts.items())
+        print(f"{prog}: after the link, part by part (ms, medians of {len(w['direct'])}): {line}")
 PY
 # The route the default (--fatpack-route=auto) takes for each program.
 g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"
@@ -123,7 +135,7 @@ for prog in ${PROGRAMS:-cublas five}; do
     for who in ${WHO:-plain copy direct}; do
         [ "$who" = plain ] && continue
         grep -h "early link:" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
-        grep -h "steps:\|store:\|route:\|packed " "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
+        grep -h "steps:\|store:\|route:\|packed \|part by part" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
     done
     # The same store, or the same modules in the same order under other names (byte-identical
     # containers of archive members the linker pulled out of the archive's order).

@@ -31,6 +31,29 @@ pub(super) struct Account {
     /// Whether the link was started before the scan, and what became of it
     /// (`--fatpack-verbose`).
     pub(super) early_note: &'static str,
+    /// Where the time of the steps after the real link went, part by part: they hold up
+    /// the link's end, so each is named (`--fatpack-verbose`).
+    pub(super) after_link: Parts,
+}
+
+/// The parts of a step, each with its wall seconds, in order.
+#[derive(Default)]
+pub(crate) struct Parts(Vec<(&'static str, f64)>);
+
+impl Parts {
+    /// Runs `f` as the part `name`, timed.
+    pub(crate) fn time<T>(&mut self, name: &'static str, f: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let r = f();
+        self.0.push((name, t.elapsed().as_secs_f64()));
+        r
+    }
+
+    /// "name 0.012s, ..." in milliseconds' precision; None where nothing was timed.
+    pub(super) fn line(&self) -> Option<String> {
+        let parts: Vec<String> = self.0.iter().map(|(n, s)| format!("{n} {s:.3}s")).collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
 }
 
 impl Account {
@@ -54,6 +77,7 @@ impl Default for Account {
             elf_files: 0,
             route_note: "copy: the inputs with device code copied with stubs".into(),
             early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
+            after_link: Parts::default(),
         }
     }
 }

@@ -104,6 +104,9 @@ impl Session {
         eprintln!(
             "fatpack:   output: its headers parsed {after} by the steps after the real link (the direct route's cut counts its check of what it wrote)"
         );
+        if let Some(parts) = self.account.after_link.line() {
+            eprintln!("fatpack:   after the link, part by part: {parts}");
+        }
         eprintln!("fatpack:   runtime: {}", self.runtime.what());
         eprintln!("fatpack:   store: {}", self.account.store_note);
         let rt = &self.account.rewrite_times;

@@ -177,8 +177,13 @@ impl Session {
         r: &Rewritten,
         linked: &mut Linked,
     ) -> Result<Result<(), NotStubbed>, LinkError> {
-        let done =
-            super::stub_output::stub_output(&linked.out, &r.extracted, &r.sources, &self.maps)?;
+        let done = super::stub_output::stub_output(
+            &linked.out,
+            &r.extracted,
+            &r.sources,
+            &self.maps,
+            &mut self.account.after_link,
+        )?;
         if let Ok(d) = done {
             self.linked_as_given = true;
             self.account.route_note = format!(

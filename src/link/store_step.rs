@@ -109,10 +109,13 @@ impl Session {
             Some(o) => o,
             None => crate::elf::OpenElf::open(&linked.out)?,
         };
-        let used = packed::linked_modules_in(&out)?;
-        let ready = match ready.map(|r| {
-            r.use_only(&used);
-            r.finish()
+        let parts = &mut self.account.after_link;
+        let used = parts.time("modules used", || packed::linked_modules_in(&out))?;
+        let ready = match parts.time("store made ready", || {
+            ready.map(|r| {
+                r.use_only(&used);
+                r.finish()
+            })
         }) {
             Some(Ok(ready)) => {
                 self.account.store_note = format!(
@@ -171,26 +174,31 @@ impl Session {
                 release: self.opts.release,
             },
         };
-        let (summary, pending_side) = if self.opts.side_file {
-            let mut side = self.outs.file(&packed::side_path(&self.line.output))?;
-            let summary = side.write_with(|w| -> Result<_, LinkError> {
-                Ok(crate::store::write_link_store(
-                    w,
-                    &modules,
-                    wopts,
-                    &from,
-                    &mut before,
-                )?)
-            })?;
-            // Put in place with the binary, in commit, never before.
-            (summary, Some(side))
-        } else {
-            let summary = packed::append_store_in(&mut out, |w| -> Result<_, LinkError> {
-                Ok(crate::store::write_link_store(w, &modules, wopts, &from, &mut before)?.1)
-            })?;
-            (summary, None)
-        };
-        let mapping = packed::finish_in(&mut out, &summary.digest, !self.opts.side_file)?;
+        let parts = &mut self.account.after_link;
+        let (summary, pending_side) = parts.time("store written", || {
+            if self.opts.side_file {
+                let mut side = self.outs.file(&packed::side_path(&self.line.output))?;
+                let summary = side.write_with(|w| -> Result<_, LinkError> {
+                    Ok(crate::store::write_link_store(
+                        w,
+                        &modules,
+                        wopts,
+                        &from,
+                        &mut before,
+                    )?)
+                })?;
+                // Put in place with the binary, in commit, never before.
+                Ok::<_, LinkError>((summary, Some(side)))
+            } else {
+                let summary = packed::append_store_in(&mut out, |w| -> Result<_, LinkError> {
+                    Ok(crate::store::write_link_store(w, &modules, wopts, &from, &mut before)?.1)
+                })?;
+                Ok((summary, None))
+            }
+        })?;
+        let mapping = parts.time("digest and mapping", || {
+            packed::finish_in(&mut out, &summary.digest, !self.opts.side_file)
+        })?;
         Ok(Stored {
             summary,
             pending_side,

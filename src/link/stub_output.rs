@@ -27,6 +27,7 @@ use std::path::Path;
 
 use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 
+use super::account::Parts;
 use super::plan::{origin_of, Names, Planned};
 use super::LinkError;
 use crate::elf::cut::{CutDone, CutInFile, Refused};
@@ -324,26 +325,32 @@ pub(super) fn stub_output(
     modules: &[Extracted],
     sources: &[Source],
     maps: &inputs::Maps,
+    parts: &mut Parts,
 ) -> Result<Result<CutDone, NotStubbed>, LinkError> {
     // Each module's key, from the first bytes of its container in the input.
-    let mut by_key: HashMap<(u64, u64), VecDeque<usize>> = HashMap::new();
-    for (i, m) in modules.iter().enumerate() {
-        let map = maps.get(&m.file)?;
-        let bytes = input_bytes(m, &map)?;
-        by_key.entry(key(bytes)).or_default().push_back(i);
-    }
+    let mut by_key = parts.time("keys", || {
+        let mut by_key: HashMap<(u64, u64), VecDeque<usize>> = HashMap::new();
+        for (i, m) in modules.iter().enumerate() {
+            let map = maps.get(&m.file)?;
+            let bytes = input_bytes(m, &map)?;
+            by_key.entry(key(bytes)).or_default().push_back(i);
+        }
+        Ok::<_, LinkError>(by_key)
+    })?;
     // Where inputs hold the same bytes: which source file each of the output's containers
     // came from, by its file offset, and where their objects' anchors went.
-    let mut wanted: HashSet<&[u8]> = HashSet::new();
-    for q in by_key.values().filter(|q| q.len() > 1) {
-        wanted.extend(q.iter().filter_map(|&m| sources.get(m)?.anchor.as_deref()));
-    }
-    let placed = match by_key.values().any(|q| q.len() > 1) {
-        true => read_placed(&inputs::map_file(out)?, &wanted),
-        false => Placed::default(),
-    };
-    order_by_anchors(&mut by_key, sources, &placed.anchors);
-    let placed = placed.files;
+    let placed = parts.time("symbols", || {
+        let mut wanted: HashSet<&[u8]> = HashSet::new();
+        for q in by_key.values().filter(|q| q.len() > 1) {
+            wanted.extend(q.iter().filter_map(|&m| sources.get(m)?.anchor.as_deref()));
+        }
+        let placed = match by_key.values().any(|q| q.len() > 1) {
+            true => read_placed(&inputs::map_file(out)?, &wanted),
+            false => Placed::default(),
+        };
+        order_by_anchors(&mut by_key, sources, &placed.anchors);
+        Ok::<_, LinkError>(placed.files)
+    })?;
     // (file offset in the output, module) of every container, as the cut meets them.
     let mut pairs: Vec<(u64, usize)> = Vec::new();
     let mut stubs = |d: &DeviceSection, index: usize, bytes: &[u8]| {
@@ -371,7 +378,7 @@ pub(super) fn stub_output(
         stub::encode_into(&modules[m].module, flags, &mut stub);
         Ok(stub)
     };
-    let plan = match CutInFile::plan(out, &mut stubs) {
+    let plan = match parts.time("plan", || CutInFile::plan(out, &mut stubs)) {
         Ok(Ok(plan)) => plan,
         Ok(Err(Refused(why))) => return Ok(Err(NotStubbed::Refused(why))),
         Err(LinkError::ForeignContainer { at, len, .. }) => {
@@ -382,14 +389,16 @@ pub(super) fn stub_output(
         Err(e) => return Err(e),
     };
     let data = plan.data();
-    let same = crate::parallel::map_ordered(&pairs, |&(at, m)| {
-        let module = &modules[m];
-        let map = maps.get(&module.file)?;
-        let theirs = input_bytes(module, &map)?;
-        let ours = crate::elf::file_range(data, at, module.len);
-        let same = ours == Some(theirs);
-        maps.release(&module.file, module.file_offset, module.len);
-        Ok::<_, LinkError>(same)
+    let same = parts.time("compare", || {
+        crate::parallel::map_ordered(&pairs, |&(at, m)| {
+            let module = &modules[m];
+            let map = maps.get(&module.file)?;
+            let theirs = input_bytes(module, &map)?;
+            let ours = crate::elf::file_range(data, at, module.len);
+            let same = ours == Some(theirs);
+            maps.release(&module.file, module.file_offset, module.len);
+            Ok::<_, LinkError>(same)
+        })
     });
     for (same, &(at, m)) in same.into_iter().zip(&pairs) {
         if !same? {
@@ -417,7 +426,7 @@ pub(super) fn stub_output(
             )),
         }
     };
-    match plan.apply(&check) {
+    match parts.time("cut", || plan.apply(&check)) {
         Ok(done) => Ok(Ok(done)),
         Err(e @ TransformError::Unsound { .. }) => Ok(Err(NotStubbed::Failed(e.to_string()))),
         Err(e) => Err(e.into()),
@@ -444,7 +453,7 @@ mod tests {
             Err(failed) => panic!("{failed:?}"),
             Ok(done) => panic!("stubbed {} containers", done.containers),
         };
-        let why = refused(stub_output(&out, &[], &[], &maps).unwrap());
+        let why = refused(stub_output(&out, &[], &[], &maps, &mut Parts::default()).unwrap());
         assert!(why.contains("is in none of the inputs read"), "{why}");
         // Its own containers as the modules: they match, but the device code is not last.
         let scanned = inputs::scan_at(&fixture, &before, inputs::Depth::Registered).unwrap();
@@ -463,7 +472,8 @@ mod tests {
         }
         assert!(!modules.is_empty());
         let sources = vec![Source::default(); modules.len()];
-        let why = refused(stub_output(&out, &modules, &sources, &maps).unwrap());
+        let why =
+            refused(stub_output(&out, &modules, &sources, &maps, &mut Parts::default()).unwrap());
         assert!(why.contains("not the last thing"), "{why}");
         assert!(std::fs::read(&out).unwrap() == before, "the output changed");
     }

@@ -546,6 +546,28 @@ fn the_output_is_parsed_once_after_the_link() {
             .unwrap_or_else(|| panic!("{route}: no output line: {err}"));
         assert!(line.starts_with(want), "{route}: {line}");
         assert!(route_line(&err).starts_with(route), "{route}: {err}");
+        // The steps after the link say where their time went, the cut's parts on the
+        // direct route only.
+        let parts = err
+            .lines()
+            .find_map(|l| l.strip_prefix("fatpack:   after the link, part by part: "))
+            .unwrap_or_else(|| panic!("{route}: no parts line: {err}"));
+        let names: Vec<&str> = parts
+            .split(", ")
+            .map(|p| p.rsplit_once(' ').expect(parts).0)
+            .collect();
+        let store = [
+            "modules used",
+            "store made ready",
+            "store written",
+            "digest and mapping",
+        ];
+        let cut = ["keys", "symbols", "plan", "compare", "cut"];
+        let want: Vec<&str> = match route {
+            "direct" => cut.iter().chain(&store).copied().collect(),
+            _ => store.to_vec(),
+        };
+        assert_eq!(names, want, "{route}: {parts}");
         assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
     }
 }
