@@ -11,7 +11,7 @@ use super::plan::Planned;
 use super::scan::{first_object_machine, names_a_large_archive, names_cudart};
 use super::session::Linking;
 use super::session::{machine_of, Linked, Rewritten, RuntimeFiles, Session};
-use super::stub_output::NotStubbed;
+use super::stub_output::{Keys, NotStubbed};
 use super::LinkError;
 use crate::size::human;
 
@@ -69,6 +69,8 @@ impl Session {
             }
         };
         let ready = self.prepare_store(&r);
+        // What the stub step needs of the inputs, while the linker runs.
+        let keys = self.step("key modules", |s| Keys::of(&r.extracted, &s.maps))?;
         let (code, mut linked) = self.step("link", |s| s.finish_link(linking))?;
         if let Some(p) = &ready {
             p.linked();
@@ -77,7 +79,7 @@ impl Session {
             self.progress.done();
             return Ok(Some(code));
         }
-        match self.step("stub output", |s| s.stub_output(&r, &mut linked))? {
+        match self.step("stub output", |s| s.stub_output(&r, keys, &mut linked))? {
             Ok(()) => {}
             Err(NotStubbed::Refused(why)) => {
                 self.account.route_note =
@@ -175,12 +177,14 @@ impl Session {
     pub(super) fn stub_output(
         &mut self,
         r: &Rewritten,
+        keys: Keys,
         linked: &mut Linked,
     ) -> Result<Result<(), NotStubbed>, LinkError> {
         let done = super::stub_output::stub_output(
             &linked.out,
             &r.extracted,
             &r.sources,
+            keys,
             &self.maps,
             &mut self.account.after_link,
         )?;

@@ -318,25 +318,37 @@ pub(super) enum NotStubbed {
     Failed(String),
 }
 
-/// Replaces each container of the linked file `out` by the stub of the module in `modules`
-/// it is, and cuts the file short. `Ok(Err(_))`: it did not ([`NotStubbed`]).
-pub(super) fn stub_output(
-    out: &Path,
-    modules: &[Extracted],
-    sources: &[Source],
-    maps: &inputs::Maps,
-    parts: &mut Parts,
-) -> Result<Result<CutDone, NotStubbed>, LinkError> {
-    // Each module's key, from the first bytes of its container in the input.
-    let mut by_key = parts.time("keys", || {
+/// The modules (indices into the direct route's modules) under the key of their
+/// container's first bytes ([`key`]), each queue in the scan's order.
+pub(super) struct Keys(HashMap<(u64, u64), VecDeque<usize>>);
+
+impl Keys {
+    /// Keys every module of `modules` from its bytes in the inputs: all the stub step needs
+    /// of the inputs, so it is made while the real linker still runs (thousands of modules
+    /// in static cuBLAS: megabytes hashed).
+    pub(super) fn of(modules: &[Extracted], maps: &inputs::Maps) -> Result<Keys, LinkError> {
         let mut by_key: HashMap<(u64, u64), VecDeque<usize>> = HashMap::new();
         for (i, m) in modules.iter().enumerate() {
             let map = maps.get(&m.file)?;
             let bytes = input_bytes(m, &map)?;
             by_key.entry(key(bytes)).or_default().push_back(i);
         }
-        Ok::<_, LinkError>(by_key)
-    })?;
+        Ok(Keys(by_key))
+    }
+}
+
+/// Replaces each container of the linked file `out` by the stub of the module in `modules`
+/// it is (`keys`: [`Keys::of`] the same modules), and cuts the file short. `Ok(Err(_))`: it
+/// did not ([`NotStubbed`]).
+pub(super) fn stub_output(
+    out: &Path,
+    modules: &[Extracted],
+    sources: &[Source],
+    keys: Keys,
+    maps: &inputs::Maps,
+    parts: &mut Parts,
+) -> Result<Result<CutDone, NotStubbed>, LinkError> {
+    let Keys(mut by_key) = keys;
     // Where inputs hold the same bytes: which source file each of the output's containers
     // came from, by its file offset, and where their objects' anchors went.
     let placed = parts.time("symbols", || {
@@ -453,7 +465,17 @@ mod tests {
             Err(failed) => panic!("{failed:?}"),
             Ok(done) => panic!("stubbed {} containers", done.containers),
         };
-        let why = refused(stub_output(&out, &[], &[], &maps, &mut Parts::default()).unwrap());
+        let why = refused(
+            stub_output(
+                &out,
+                &[],
+                &[],
+                Keys(HashMap::new()),
+                &maps,
+                &mut Parts::default(),
+            )
+            .unwrap(),
+        );
         assert!(why.contains("is in none of the inputs read"), "{why}");
         // Its own containers as the modules: they match, but the device code is not last.
         let scanned = inputs::scan_at(&fixture, &before, inputs::Depth::Registered).unwrap();
@@ -472,8 +494,17 @@ mod tests {
         }
         assert!(!modules.is_empty());
         let sources = vec![Source::default(); modules.len()];
-        let why =
-            refused(stub_output(&out, &modules, &sources, &maps, &mut Parts::default()).unwrap());
+        let why = refused(
+            stub_output(
+                &out,
+                &modules,
+                &sources,
+                Keys::of(&modules, &maps).unwrap(),
+                &maps,
+                &mut Parts::default(),
+            )
+            .unwrap(),
+        );
         assert!(why.contains("not the last thing"), "{why}");
         assert!(std::fs::read(&out).unwrap() == before, "the output changed");
     }
