@@ -306,6 +306,40 @@ pub fn copy<E: From<TransformError>>(
     }))
 }
 
+/// From how many bytes of device code cut out [`move_down`] writes through the file.
+const WRITE_DOWN_FROM: usize = 1 << 20;
+
+/// At most this many bytes per write of [`move_down`].
+const WRITE_DOWN_CHUNK: usize = 8 << 20;
+
+/// Moves the bytes of `file` (mapped shared as `map`) from `resume` to its end down by `by`:
+/// what follows the device code (symbols, and in a build with `-g` gigabytes of debug info).
+/// Where `by` is large, each chunk is written through the file from the mapping: the kernel
+/// copies into the page cache without a fault per page of the destination, 2.3× faster than
+/// a copy within the mapping for a 500 MiB tail on the dev machine (0.27 → 0.12 s). No chunk
+/// is longer than `by`, so none overlaps the place it is written to; in ascending order, no
+/// chunk is overwritten before it is read.
+fn move_down(
+    file: &std::fs::File,
+    map: &mut memmap2::MmapMut,
+    resume: usize,
+    by: usize,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    if by < WRITE_DOWN_FROM {
+        map.copy_within(resume.., resume - by);
+        return Ok(());
+    }
+    let chunk = by.min(WRITE_DOWN_CHUNK);
+    let mut at = resume;
+    while at < map.len() {
+        let n = chunk.min(map.len() - at);
+        file.write_all_at(&map[at..at + n], (at - by) as u64)?;
+        at += n;
+    }
+    Ok(())
+}
+
 /// What [`CutInFile::apply`] did to a file, and the file, open, with its new headers.
 pub struct CutDone {
     /// Containers replaced.
@@ -394,8 +428,8 @@ impl CutInFile {
         );
         let before = self.map.len();
         let new_len = before - by;
+        move_down(&self.file, &mut self.map, resume, by).map_err(io_at(&self.path))?;
         let map = &mut self.map[..];
-        map.copy_within(resume.., resume - by);
         let body = &self.p.c.body;
         map[from..from + body.len()].copy_from_slice(body);
         map[from + body.len()..resume - by].fill(0);
@@ -426,5 +460,45 @@ impl CutInFile {
             after: new_len as u64,
             file: OpenElf::with(&self.path, self.file, new)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`move_down`] moves the tail as a copy within the bytes would, through the mapping
+    /// and through the file alike: shifts under and over [`WRITE_DOWN_FROM`] and
+    /// [`WRITE_DOWN_CHUNK`], tails longer than the shift (chunks that overlap what was
+    /// moved before them) and shorter.
+    #[test]
+    fn move_down_is_a_copy_within() {
+        let mib = 1 << 20;
+        for (len, resume, by) in [
+            (64 << 10, 40 << 10, 4096),
+            (20 * mib, 3 * mib, 3 * mib / 2),
+            (30 * mib, 10 * mib, 9 * mib),
+            (12 * mib + 12345, 11 * mib, 2 * mib + 7),
+        ] {
+            let bytes: Vec<u8> = (0..len)
+                .map(|i: usize| (i % 251) as u8 ^ (i >> 16) as u8)
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("f");
+            std::fs::write(&path, &bytes).unwrap();
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            // SAFETY: the test's own temp file, which nothing else has open.
+            let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
+            move_down(&file, &mut map, resume, by).unwrap();
+            let mut want = bytes.clone();
+            want.copy_within(resume.., resume - by);
+            assert!(map[..] == want[..], "len {len}, resume {resume}, by {by}");
+            drop(map);
+            assert!(std::fs::read(&path).unwrap() == want, "len {len}: the file");
+        }
     }
 }
