@@ -12,15 +12,22 @@ use super::open::OpenElf;
 use super::{Shdr, LE};
 
 /// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
-/// header) can write straight into the output file.
+/// header) can write straight into the output file. It keeps the furthest byte written: the
+/// section's end, whatever lies past it in the file (dead bytes a cut left, written over).
 pub struct OffsetWriter {
     file: File,
     base: u64,
+    /// The file position (absolute), and the furthest byte written.
+    pos: u64,
+    end: u64,
 }
 
 impl Write for OffsetWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.write(buf)
+        let n = self.file.write(buf)?;
+        self.pos += n as u64;
+        self.end = self.end.max(self.pos);
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
@@ -29,12 +36,17 @@ impl Write for OffsetWriter {
 
 impl Seek for OffsetWriter {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let abs = match pos {
-            SeekFrom::Start(n) => self.file.seek(SeekFrom::Start(self.base + n))?,
-            other => self.file.seek(other)?,
+        let to = match pos {
+            SeekFrom::Start(n) => self.base.checked_add(n),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            // The section's end, not the file's: dead bytes may follow it.
+            SeekFrom::End(d) => self.end.checked_add_signed(d),
         };
-        abs.checked_sub(self.base)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the store"))
+        let to = to
+            .filter(|&t| t >= self.base)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the store"))?;
+        self.pos = self.file.seek(SeekFrom::Start(to))?;
+        Ok(self.pos - self.base)
     }
 }
 
@@ -67,9 +79,13 @@ pub fn append_section_in<T, E: From<TransformError>>(
     let shstrndx = lay.names_index();
     let shoff = lay.header.e_shoff.get(LE);
     let existing = lay.section_by_name(name).map(|(i, _)| i);
-    let end = f
-        .seek(SeekFrom::End(0))
-        .map_err(|e| E::from(io_err(path)(e)))?;
+    // The live bytes' end: a cut's dead bytes past it are written over, then cut.
+    let end = match elf.dead_from {
+        Some(n) => n,
+        None => f
+            .seek(SeekFrom::End(0))
+            .map_err(|e| E::from(io_err(path)(e)))?,
+    };
     // Where the bytes that may be overwritten start: the old store if it is last, else the
     // tables if they are last, else the end of the file.
     let data_end_except = |skip: Option<usize>| -> u64 {
@@ -96,14 +112,25 @@ pub fn append_section_in<T, E: From<TransformError>>(
         }
     }
     let base = tail_start.div_ceil(align) * align;
-    f.set_len(base).map_err(|e| E::from(io_err(path)(e)))?;
+    // The padding up to the section is zeros, whatever the bytes there were (old tables, a
+    // cut's dead bytes); the file is cut after the new tables below.
+    std::os::unix::fs::FileExt::write_all_at(
+        &f,
+        &vec![0u8; (base - tail_start) as usize],
+        tail_start,
+    )
+    .map_err(|e| E::from(io_err(path)(e)))?;
     f.seek(SeekFrom::Start(base))
         .map_err(|e| E::from(io_err(path)(e)))?;
-    let mut w = OffsetWriter { file: f, base };
+    let mut w = OffsetWriter {
+        file: f,
+        base,
+        pos: base,
+        end: base,
+    };
     let result = write(&mut w)?;
-    let mut f = w.file;
-    let store_end = f
-        .seek(SeekFrom::End(0))
+    let (mut f, store_end) = (w.file, w.end);
+    f.seek(SeekFrom::Start(store_end))
         .map_err(|e| E::from(io_err(path)(e)))?;
     let store_len = store_end - base;
     match existing {
@@ -141,6 +168,10 @@ pub fn append_section_in<T, E: From<TransformError>>(
         .map_err(|e| E::from(io_err(path)(e)))?;
     f.write_all(lay.section_table())
         .map_err(|e| E::from(io_err(path)(e)))?;
+    // Whatever lay past the new tables (the old ones, longer; a cut's dead bytes) goes.
+    f.set_len(shoff + lay.section_table().len() as u64)
+        .map_err(|e| E::from(io_err(path)(e)))?;
+    elf.dead_from = None;
     f.seek(SeekFrom::Start(0))
         .map_err(|e| E::from(io_err(path)(e)))?;
     f.write_all(object::pod::bytes_of(&lay.header))

@@ -73,6 +73,39 @@ fn section(file: &Path, name: &str) -> Vec<u8> {
         .unwrap_or_default()
 }
 
+/// Checks what the steps after the link leave between and after the sections of `file`: the
+/// bytes before the store section are zeros (not what the linker or a cut left there), and
+/// the file ends with its section header table (nothing dead after it).
+fn assert_no_stale_bytes(file: &Path) {
+    use object::read::elf::{FileHeader, SectionHeader};
+    let data = std::fs::read(file).unwrap();
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(&*data).unwrap();
+    let e = header.endian().unwrap();
+    let sections = header.sections(e, &*data).unwrap();
+    let store = sections
+        .iter()
+        .find(|s| sections.section_name(e, s).unwrap() == b".fatpack")
+        .expect("a store section");
+    let at = store.sh_offset(e);
+    let before = sections
+        .iter()
+        .filter(|s| s.sh_type(e) != object::elf::SHT_NOBITS && s.sh_offset(e) < at)
+        .map(|s| s.sh_offset(e) + s.sh_size(e))
+        .max()
+        .unwrap();
+    let pad = &data[before as usize..at as usize];
+    assert!(pad.iter().all(|&b| b == 0), "{}: {pad:?}", file.display());
+    assert_eq!(table_end(&data), data.len() as u64, "{}", file.display());
+}
+
+/// Where the section header table of the ELF file `data` ends.
+fn table_end(data: &[u8]) -> u64 {
+    use object::read::elf::FileHeader;
+    let header = object::elf::FileHeader64::<object::Endianness>::parse(data).unwrap();
+    let e = header.endian().unwrap();
+    header.e_shoff(e) + u64::from(header.e_shnum(e)) * u64::from(header.e_shentsize(e))
+}
+
 /// What `eu-elflint --gnu-ld` says about `file`, as a set of messages.
 fn elflint(file: &Path) -> BTreeSet<String> {
     let (_, out, err) = run(Command::new(tool("eu-elflint", "apt-get install elfutils"))
@@ -568,6 +601,30 @@ fn the_output_is_parsed_once_after_the_link() {
             _ => store.to_vec(),
         };
         assert_eq!(names, want, "{route}: {parts}");
+        assert_no_stale_bytes(&exe);
         assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
     }
+}
+
+/// The direct route with the store in a side file: the cut's dead bytes, which no store is
+/// written over, are cut from the binary, and the program runs from its side file.
+#[test]
+fn the_direct_route_with_a_side_file_leaves_no_dead_bytes() {
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("side");
+    let (code, _, err) = run(fake_link(w.path(), &exe, &fixture_objs())
+        .arg("-Wl,--fatpack-route=direct")
+        .arg("-Wl,--fatpack-side-file"));
+    assert_eq!(code, 0, "{err}");
+    assert!(route_line(&err).starts_with("direct"), "{err}");
+    let data = std::fs::read(&exe).unwrap();
+    assert_eq!(
+        table_end(&data),
+        data.len() as u64,
+        "dead bytes after the section table"
+    );
+    assert!(dir.path().join("side.fatpack").is_file());
+    assert_eq!(inspect_json(&exe)["packed"]["digest_matches"], true);
+    launch_log(&exe);
 }
