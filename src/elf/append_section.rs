@@ -13,7 +13,7 @@ use super::{Shdr, LE};
 
 /// Writes relative to a base offset, so the store writer (which seeks to 0 to patch its
 /// header) can write straight into the output file. It keeps the furthest byte written: the
-/// section's end, whatever lies past it in the file (dead bytes a cut left, written over).
+/// section's end, whatever lies past it in the file (the old tables, written over).
 pub struct OffsetWriter {
     file: File,
     base: u64,
@@ -39,7 +39,7 @@ impl Seek for OffsetWriter {
         let to = match pos {
             SeekFrom::Start(n) => self.base.checked_add(n),
             SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-            // The section's end, not the file's: dead bytes may follow it.
+            // The section's end, not the file's: the old tables may follow it.
             SeekFrom::End(d) => self.end.checked_add_signed(d),
         };
         let to = to
@@ -79,13 +79,9 @@ pub fn append_section_in<T, E: From<TransformError>>(
     let shstrndx = lay.names_index();
     let shoff = lay.header.e_shoff.get(LE);
     let existing = lay.section_by_name(name).map(|(i, _)| i);
-    // The live bytes' end: a cut's dead bytes past it are written over, then cut.
-    let end = match elf.dead_from {
-        Some(n) => n,
-        None => f
-            .seek(SeekFrom::End(0))
-            .map_err(|e| E::from(io_err(path)(e)))?,
-    };
+    let end = f
+        .seek(SeekFrom::End(0))
+        .map_err(|e| E::from(io_err(path)(e)))?;
     // Where the bytes that may be overwritten start: the old store if it is last, else the
     // tables if they are last, else the end of the file.
     let data_end_except = |skip: Option<usize>| -> u64 {
@@ -112,8 +108,8 @@ pub fn append_section_in<T, E: From<TransformError>>(
         }
     }
     let base = tail_start.div_ceil(align) * align;
-    // The padding up to the section is zeros, whatever the bytes there were (old tables, a
-    // cut's dead bytes); the file is cut after the new tables below.
+    // The padding up to the section is zeros, whatever the bytes there were (the old
+    // tables); the file is cut after the new tables below.
     std::os::unix::fs::FileExt::write_all_at(
         &f,
         &vec![0u8; (base - tail_start) as usize],
@@ -168,10 +164,9 @@ pub fn append_section_in<T, E: From<TransformError>>(
         .map_err(|e| E::from(io_err(path)(e)))?;
     f.write_all(lay.section_table())
         .map_err(|e| E::from(io_err(path)(e)))?;
-    // Whatever lay past the new tables (the old ones, longer; a cut's dead bytes) goes.
+    // Whatever lay past the new tables (the old ones, longer) goes.
     f.set_len(shoff + lay.section_table().len() as u64)
         .map_err(|e| E::from(io_err(path)(e)))?;
-    elf.dead_from = None;
     f.seek(SeekFrom::Start(0))
         .map_err(|e| E::from(io_err(path)(e)))?;
     f.write_all(object::pod::bytes_of(&lay.header))

@@ -14,11 +14,6 @@ pub struct OpenElf {
     pub path: PathBuf,
     pub file: File,
     pub layout: Layout,
-    /// Where the file's live bytes end, if dead bytes follow (what a cut in the file moved
-    /// its tail down from, [`crate::elf::cut::CutInFile`]): the next section appended is
-    /// written over them, into pages the page cache already holds, and the file is cut
-    /// after it; [`OpenElf::settle`] cuts them where nothing is appended.
-    pub dead_from: Option<u64>,
 }
 
 impl OpenElf {
@@ -43,16 +38,7 @@ impl OpenElf {
             path: path.to_path_buf(),
             file,
             layout,
-            dead_from: None,
         })
-    }
-
-    /// Cuts the dead bytes at the file's end, if any ([`OpenElf::dead_from`]).
-    pub fn settle(&mut self) -> Result<(), TransformError> {
-        if let Some(len) = self.dead_from.take() {
-            self.file.set_len(len).map_err(io_err(&self.path))?;
-        }
-        Ok(())
     }
 
     /// Writes the headers where they say they are.

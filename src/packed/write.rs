@@ -111,8 +111,6 @@ pub fn finish_in(
     digest: &[u8; 32],
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
-    // A cut's dead bytes that no store was written over (the store went to the side file).
-    elf.settle()?;
     let mapping = place(elf, digest, embedded, embedded)?;
     mix_build_id(elf, digest)?;
     Ok(mapping)

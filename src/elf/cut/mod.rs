@@ -416,8 +416,7 @@ impl CutInFile {
     /// Makes the cut: the new device code at the first device section's start, what
     /// followed the device code moved down, new headers, pointers and symbols; checks the
     /// result (its layout, then `check` on the cut file's bytes: what its device sections
-    /// now hold). The file keeps its length, the bytes past the cut dead
-    /// ([`OpenElf::dead_from`]).
+    /// now hold); truncates the file.
     pub fn apply(
         mut self,
         check: &dyn Fn(&[u8]) -> Result<(), String>,
@@ -452,16 +451,14 @@ impl CutInFile {
         let new = loads_in_place(r.out).map_err(&bad)?;
         check(r.out).map_err(&bad)?;
         drop(self.map);
-        // The file is cut short by whatever comes next: the store is written over the dead
-        // bytes, into pages the page cache holds, and the file cut after it
-        // ([`OpenElf::dead_from`]).
-        let mut file = OpenElf::with(&self.path, self.file, new)?;
-        file.dead_from = Some(new_len as u64);
+        self.file
+            .set_len(new_len as u64)
+            .map_err(io_at(&self.path))?;
         Ok(CutDone {
             containers,
             before: before as u64,
             after: new_len as u64,
-            file,
+            file: OpenElf::with(&self.path, self.file, new)?,
         })
     }
 }
