@@ -14,6 +14,9 @@
 #   ldplain - the real linker alone on the plain link's line (`ld @PROGRAM.rsp`, the line
 #            g++ gave ld in a logged plain link made before the rounds): what ld takes of
 #            the plain command;
+#   directw - `direct` with fatpack started by a small C program that times it as its
+#            parent sees it (fork to exit, its exit's teardown included): against the
+#            `total` fatpack reports, what its process costs outside its steps;
 # and which of the two the default (--fatpack-route=auto) takes for each program. With
 # plain, ldplain, rsp and direct all in WHO, it then accounts, per program, for the direct
 # link's time over plain's, part by part (medians of the rounds).
@@ -35,6 +38,28 @@ printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/
 printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v ld)" >"$W/ldlog/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/ldlog" >"$W/ldlog/g++"
 chmod +x "$W/ldlog/ld" "$W/ldlog/g++"
+# A timing parent for fatpack as ld: appends fatpack's wall, fork to reaped, to $FPWALL.
+mkdir -p "$W/fpt" "$W/directw"
+cat >"$W/fpt/timer.c" <<C
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+int main(int c, char **v) {
+    struct timespec a, b; int st = 0; (void)c;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    pid_t p = fork();
+    if (p == 0) { execv("$FP", v); _exit(127); }
+    waitpid(p, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    FILE *f = fopen(getenv("FPWALL"), "a");
+    if (f) { fprintf(f, "%.4f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9); fclose(f); }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+C
+gcc -O2 -o "$W/fpt/ld" "$W/fpt/timer.c"
+printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fpt" >"$W/fpt/g++" && chmod +x "$W/fpt/g++"
 source "$root/bench/h200/programs.sh"
 link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names its
          # device-link object after the output, and the store records module names)
@@ -43,6 +68,8 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.plain) g++ -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.copy) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=copy -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.direct) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
+    cublas.directw) FPWALL="$W/directw/cublas.walls" g++ -B"$W/fpt" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
+    five.directw) FPWALL="$W/directw/five.walls" nvcc -rdc=true -arch=sm_90 -ccbin "$W/fpt/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
     cublas.late) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-early-link=no -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
     five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
@@ -127,6 +154,31 @@ for prog, w in walls.items():
     if parts:
         line = ", ".join(f"{k} {1000 * statistics.median(v):.0f}" for k, v in parts.items())
         print(f"{prog}: after the link, part by part (ms, medians of {len(w['direct'])}): {line}")
+    # Outside the steps: before the first, the cleanup after the last (both printed by
+    # --fatpack-verbose), and with directw, the process as its parent saw it.
+    edges = {"before the first step": [], "cleanup after the last": []}
+    for rnd in range(1, len(w["direct"]) + 1):
+        m = re.search(r"before the first step ([0-9.]+)s; cleanup after the last [^0-9]*([0-9.]+)s",
+                      open(f"{prog}.direct.{rnd}.err").read())
+        if m:
+            edges["before the first step"].append(float(m.group(1)))
+            edges["cleanup after the last"].append(float(m.group(2)))
+    if edges["before the first step"]:
+        print(f"{prog}: outside the steps (ms, medians): " + ", ".join(
+            f"{k} {1000 * statistics.median(v):.0f}" for k, v in edges.items()))
+    if "directw" in w:
+        try:
+            pw = [float(x) for x in open(f"directw/{prog}.walls")]
+        except OSError:
+            pw = []
+        tot = []
+        for rnd in range(1, len(w["directw"]) + 1):
+            m = re.search(r"total ([0-9.]+)s", open(f"{prog}.directw.{rnd}.err").read())
+            tot.append(float(m.group(1)) if m else float("nan"))
+        if pw and len(pw) == len(tot):
+            d = statistics.median(a - b for a, b in zip(pw, tot))
+            print(f"{prog}: fatpack's process as its parent saw it - the total it reports "
+                  f"(start-up, cleanup, exit), median of {len(pw)}: {1000 * d:.0f} ms")
 PY
 # The route the default (--fatpack-route=auto) takes for each program.
 g++ -B"$W/fp" -Wl,--fatpack-dry-run -o auto.bin check.o "${CUBLAS[@]}" | grep "^route:" | sed "s/^/cublas auto: /"

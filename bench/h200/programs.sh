@@ -27,7 +27,7 @@ timed() {
     link "$2" "$3" "$2.$3.bin" 2>"$1.err"
     rc=$?
     t1=$(date +%s.%N)
-    echo "$1 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') $rc"
+    echo "$1 $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }') $rc"
 }
 medians() {
     python3 - "$1" <<'PY'

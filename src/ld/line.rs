@@ -120,6 +120,12 @@ pub struct Input {
     /// The file ld opens for it (filled in by `search::resolve`; plain paths as written).
     pub resolved: Option<PathBuf>,
     pub file_kind: Option<InputFileKind>,
+    /// The resolved file's metadata, as the search saw it (a regular file only): the link's
+    /// later steps ask the system no more (every stat is a trap in a VM, and a small link's
+    /// own time is mostly such calls).
+    pub meta: Option<std::fs::Metadata>,
+    /// The whole resolved file, when the search read all of it (a small one).
+    pub whole: Option<std::sync::Arc<[u8]>>,
     /// For an input that is a linker script.
     pub script: Option<ScriptInfo>,
     pub(super) span: Range<usize>,

@@ -373,6 +373,8 @@ impl LinkLine {
             response_file: slot.from_file.then_some(slot.top),
             resolved: None,
             file_kind: None,
+            meta: None,
+            whole: None,
             script: None,
             span,
         });

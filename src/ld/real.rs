@@ -84,13 +84,21 @@ impl SelfId {
     }
 
     fn is(&self, candidate: &Path) -> bool {
-        let inode = fs::metadata(candidate).ok().map(|m| (m.dev(), m.ino()));
-        inode.is_some() && inode == self.inode
+        fs::metadata(candidate).is_ok_and(|m| self.is_file(&m))
+    }
+
+    /// Whether `m` (a candidate's metadata) is our own file's.
+    fn is_file(&self, m: &fs::Metadata) -> bool {
+        Some((m.dev(), m.ino())) == self.inode
     }
 }
 
 pub(super) fn is_executable(p: &Path) -> bool {
-    fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    fs::metadata(p).is_ok_and(|m| executable(&m))
+}
+
+fn executable(m: &fs::Metadata) -> bool {
+    m.is_file() && m.permissions().mode() & 0o111 != 0
 }
 
 /// Everything the search depends on, so that tests need not touch the environment.
@@ -127,8 +135,10 @@ impl Finder {
             } else {
                 dir
             };
+            // One stat per directory tells both.
             let cand = dir.join(name);
-            (is_executable(&cand) && !me.is(&cand)).then_some(cand)
+            let m = fs::metadata(&cand).ok()?;
+            (executable(&m) && !me.is_file(&m)).then_some(cand)
         })
     }
 

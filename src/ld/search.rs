@@ -105,7 +105,6 @@ impl SearchPath {
         self.library_candidates(name, verbatim, static_only)
             .into_iter()
             .find(|c| {
-                // A candidate that is not there is not remembered: most are not.
                 let p = probes.get(c);
                 p.regular && p.compatible(target)
             })
@@ -129,43 +128,6 @@ pub(super) fn is_under(path: &Path, root: Option<&Path>) -> bool {
         (Ok(p), Ok(r)) => p.starts_with(r),
         _ => false,
     }
-}
-
-/// Where ld finds a file named in an implicit script: a library by search; an absolute path
-/// as is (inside the sysroot if the script is); a relative one in the current directory, the
-/// script's directory, then the search path.
-pub(super) fn resolve_entry(
-    entry: &ScriptEntry,
-    script: &Path,
-    search: &SearchPath,
-    static_only: bool,
-    probes: &mut Probes,
-) -> Option<PathBuf> {
-    if entry.library {
-        return search.find_library_in(&entry.name, entry.verbatim, static_only, probes);
-    }
-    let b = entry.name.as_bytes();
-    if b.starts_with(b"=") || b.starts_with(b"$SYSROOT") {
-        return Some(sysroot_path(&entry.name, search.sysroot.as_deref())).filter(|p| p.exists());
-    }
-    let p = PathBuf::from(&entry.name);
-    if p.is_absolute() {
-        if is_under(script, search.sysroot.as_deref()) {
-            let inside = sysroot_path(
-                &OsString::from_vec([b"=", b].concat()),
-                search.sysroot.as_deref(),
-            );
-            if inside.exists() {
-                return Some(inside);
-            }
-        }
-        return p.exists().then_some(p);
-    }
-    let script_dir = script.parent().map(|d| d.join(&p));
-    std::iter::once(p.clone())
-        .chain(script_dir)
-        .chain(search.dirs.iter().map(|d| d.join(&p)))
-        .find(|c| c.is_file())
 }
 
 /// Fills in where every input of `line` comes from (`resolved`, `file_kind`, `script`) and
@@ -255,27 +217,12 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
 /// returns a note for each library not found.
 fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec<String> {
     let mut notes = Vec::new();
-    // gcc names its support libraries twice (`-lgcc -lgcc_s -lc -lgcc -lgcc_s`): each search,
-    // each file's first bytes and each script are read once per line (the files do not
-    // change meanwhile).
-    let mut searched: HashMap<(OsString, bool, bool), Option<PathBuf>> = HashMap::new();
-    let mut probes = Probes::default();
-    let mut scripts: HashMap<PathBuf, Option<ScriptInfo>> = HashMap::new();
+    let mut r = Resolver::new(search);
     for input in inputs.iter_mut() {
         input.resolved = match input.kind {
             InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
             InputKind::Library { verbatim, .. } => {
-                let found = searched
-                    .entry((input.name.clone(), verbatim, input.static_search))
-                    .or_insert_with(|| {
-                        search.find_library_in(
-                            &input.name,
-                            verbatim,
-                            input.static_search,
-                            &mut probes,
-                        )
-                    })
-                    .clone();
+                let found = r.library(&input.name, verbatim, input.static_search);
                 if found.is_none() {
                     let colon = if verbatim { ":" } else { "" };
                     notes.push(format!(
@@ -290,44 +237,118 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
             (None, _) => InputFileKind::Missing,
             (Some(p), true) if p.exists() => InputFileKind::Binary,
             (Some(_), true) => InputFileKind::Missing,
-            (Some(p), false) => probes.get(p).kind,
+            (Some(p), false) => {
+                let probe = r.probes.get(p);
+                input.meta = probe.meta.clone();
+                input.whole = probe.whole.clone();
+                probe.kind
+            }
         });
         if input.file_kind == Some(InputFileKind::Script) {
             if let Some(p) = input.resolved.clone() {
-                let info = scripts
-                    .entry(p.clone())
-                    .or_insert_with(|| match &probes.get(&p).small_script {
-                        Some(text) => Some(parse_script(text)),
-                        None => read_script(&p),
-                    })
-                    .clone();
-                input.script = info.map(|mut info| {
-                    for e in &mut info.entries {
-                        e.resolved = resolve_entry(e, &p, search, input.static_search, &mut probes);
-                    }
-                    info
-                });
+                input.script = r.script(&p, input.static_search);
             }
         }
     }
     notes
 }
 
-/// Each file's [`Probe`], once per line. Only files that are there are kept.
+/// One line's searches, each made once: gcc names its support libraries twice (`-lgcc
+/// -lgcc_s -lc -lgcc -lgcc_s`) and `libgcc_s.so` names `-lgcc` again. Each library search,
+/// each file's probe (there or not) and each script with its entries found are kept for the
+/// line (the files do not change meanwhile).
+struct Resolver<'a> {
+    search: &'a SearchPath,
+    probes: Probes,
+    /// By (name, verbatim, static only).
+    libraries: HashMap<(OsString, bool, bool), Option<PathBuf>>,
+    /// By (path, static only): a script's entries are searched in the state it is named in.
+    scripts: HashMap<(PathBuf, bool), Option<ScriptInfo>>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(search: &'a SearchPath) -> Self {
+        Resolver {
+            search,
+            probes: Probes::default(),
+            libraries: HashMap::new(),
+            scripts: HashMap::new(),
+        }
+    }
+
+    /// The file ld takes for `-lNAME` (`-l:NAME` when `verbatim`).
+    fn library(&mut self, name: &OsStr, verbatim: bool, static_only: bool) -> Option<PathBuf> {
+        let key = (name.to_owned(), verbatim, static_only);
+        if let Some(found) = self.libraries.get(&key) {
+            return found.clone();
+        }
+        let found = self
+            .search
+            .find_library_in(name, verbatim, static_only, &mut self.probes);
+        self.libraries.insert(key, found.clone());
+        found
+    }
+
+    /// The script at `path` with its entries found, named where `static_only` holds or not.
+    fn script(&mut self, path: &Path, static_only: bool) -> Option<ScriptInfo> {
+        let key = (path.to_path_buf(), static_only);
+        if let Some(info) = self.scripts.get(&key) {
+            return info.clone();
+        }
+        let info = match self.probes.get(path).small_script() {
+            Some(text) => Some(parse_script(text)),
+            None => read_script(path),
+        };
+        let info = info.map(|mut info| {
+            for e in &mut info.entries {
+                e.resolved = self.entry(e, path, static_only);
+            }
+            info
+        });
+        self.scripts.insert(key, info.clone());
+        info
+    }
+
+    /// Where ld finds a file named in an implicit script: a library by search; an absolute
+    /// path as is (inside the sysroot if the script is); a relative one in the current
+    /// directory, the script's directory, then the search path.
+    fn entry(&mut self, entry: &ScriptEntry, script: &Path, static_only: bool) -> Option<PathBuf> {
+        if entry.library {
+            return self.library(&entry.name, entry.verbatim, static_only);
+        }
+        let sysroot = self.search.sysroot.as_deref();
+        let b = entry.name.as_bytes();
+        if b.starts_with(b"=") || b.starts_with(b"$SYSROOT") {
+            return Some(sysroot_path(&entry.name, sysroot)).filter(|p| p.exists());
+        }
+        let p = PathBuf::from(&entry.name);
+        if p.is_absolute() {
+            if is_under(script, sysroot) {
+                let inside = sysroot_path(&OsString::from_vec([b"=", b].concat()), sysroot);
+                if inside.exists() {
+                    return Some(inside);
+                }
+            }
+            return p.exists().then_some(p);
+        }
+        // Only looked at, not read: the scan does not read a script's entries.
+        let script_dir = script.parent().map(|d| d.join(&p));
+        std::iter::once(p.clone())
+            .chain(script_dir)
+            .chain(self.search.dirs.iter().map(|d| d.join(&p)))
+            .find(|c| c.is_file())
+    }
+}
+
+/// Each file's [`Probe`], once per line, whether it is there or not.
 #[derive(Default)]
 pub(super) struct Probes(HashMap<PathBuf, Probe>);
 
 impl Probes {
-    fn get(&mut self, path: &Path) -> std::borrow::Cow<'_, Probe> {
-        use std::borrow::Cow;
-        if self.0.contains_key(path) {
-            return Cow::Borrowed(&self.0[path]);
-        }
-        let p = Probe::of(path);
-        if p.kind == InputFileKind::Missing {
-            return Cow::Owned(p);
-        }
-        Cow::Borrowed(self.0.entry(path.to_path_buf()).or_insert(p))
+    fn get(&mut self, path: &Path) -> &Probe {
+        self.0
+            .entry(path.to_path_buf())
+            .or_insert_with(|| Probe::of(path))
     }
 }
 

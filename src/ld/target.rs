@@ -2,8 +2,10 @@
 //! incompatible library and goes on searching).
 
 use std::fs::{self, File};
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::line::InputFileKind;
 use crate::inputs::magic::{magic, Magic};
@@ -75,12 +77,16 @@ impl Target {
     }
 }
 
-fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+/// Reads into `buf` from `at` until it is full or the file ends (positioned reads: no seek
+/// between them).
+fn read_prefix_at(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match f.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
+        match f.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(n)
@@ -88,22 +94,27 @@ fn read_prefix(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
 
 /// What one open of a file tells ld's search: whether it is a regular file, its kind by its
 /// first bytes, the ELF header that decides whether ld takes it for a target (an archive's:
-/// its first object member's), and the whole file when it is a small script. A search that
-/// tries a library and then takes its kind, or names a script twice (gcc names
-/// `-lgcc_s` twice), reads each file once this way.
+/// its first object member's), its metadata, and the whole file when it is small. A search
+/// that tries a library and then takes its kind, or names a script twice (gcc names
+/// `-lgcc_s` twice), reads each file once this way; the link's later steps take the
+/// metadata and the small files' bytes from here (crt1.o, a user's object, `libc.so`) rather
+/// than asking the system again.
 #[derive(Debug, Clone)]
 pub struct Probe {
     pub kind: InputFileKind,
     /// A regular file (ld takes it, whatever its bytes, unless it is ELF for another target).
     pub regular: bool,
     elf_header: Option<[u8; 20]>,
-    /// The whole file, when it is text of at most [`SMALL_SCRIPT`] bytes.
-    pub small_script: Option<Box<[u8]>>,
+    /// The regular file's metadata.
+    pub meta: Option<fs::Metadata>,
+    /// The whole file, when it has at most [`SMALL_FILE`] bytes.
+    pub whole: Option<Arc<[u8]>>,
 }
 
-/// The bytes a probe reads: enough for every magic, and the whole of most implicit scripts
-/// (`libc.so`, `libgcc_s.so`).
-const SMALL_SCRIPT: usize = 512;
+/// The bytes a probe reads at most: enough for every magic, and the whole of the files on
+/// every gcc line but the libraries (crt objects of 1-3 KB, `libc.so`, `libgcc_s.so`) and of
+/// a small program's objects. One read of 4 KiB costs what one of 512 bytes does.
+const SMALL_FILE: usize = 4096;
 
 impl Probe {
     fn not_found(kind: InputFileKind) -> Probe {
@@ -111,7 +122,8 @@ impl Probe {
             kind,
             regular: false,
             elf_header: None,
-            small_script: None,
+            meta: None,
+            whole: None,
         }
     }
 
@@ -123,11 +135,13 @@ impl Probe {
             Ok(_) => return Probe::not_found(InputFileKind::Other),
             Err(_) => return Probe::not_found(InputFileKind::Missing),
         };
-        let Ok(mut f) = File::open(path) else {
+        let Ok(f) = File::open(path) else {
             return Probe::not_found(InputFileKind::Missing);
         };
-        let mut buf = [0u8; SMALL_SCRIPT];
-        let Ok(n) = read_prefix(&mut f, &mut buf) else {
+        // As many bytes as the file has, up to SMALL_FILE: one read, none to find the end.
+        let want = usize::try_from(meta.len()).map_or(SMALL_FILE, |l| l.min(SMALL_FILE));
+        let mut buf = [0u8; SMALL_FILE];
+        let Ok(n) = read_prefix_at(&f, &mut buf[..want], 0) else {
             return Probe::not_found(InputFileKind::Missing);
         };
         let head = &buf[..n];
@@ -141,16 +155,25 @@ impl Probe {
         };
         let elf_header = match kind {
             InputFileKind::Elf if n >= 20 => head[..20].try_into().ok(),
-            InputFileKind::Archive => first_member_header(&mut f, meta.len()).ok().flatten(),
+            InputFileKind::Archive => first_member_header(&f, meta.len()).ok().flatten(),
             _ => None,
         };
-        let whole = meta.len() <= n as u64;
+        // Whole only if nothing was cut short: a file that grew since its stat is not.
+        let whole = (meta.len() == n as u64).then(|| Arc::from(head));
         Probe {
             kind,
             regular: true,
             elf_header,
-            small_script: (kind == InputFileKind::Script && whole).then(|| head.into()),
+            meta: Some(meta),
+            whole,
         }
+    }
+
+    /// The text of a script small enough to have been read whole.
+    pub fn small_script(&self) -> Option<&[u8]> {
+        self.whole
+            .as_deref()
+            .filter(|_| self.kind == InputFileKind::Script)
     }
 
     /// Whether ld would take the file for this target (an unknown target takes everything;
@@ -164,12 +187,11 @@ impl Probe {
 }
 
 /// The first 20 bytes of the first ELF member of a regular archive.
-fn first_member_header(f: &mut File, len: u64) -> io::Result<Option<[u8; 20]>> {
+fn first_member_header(f: &File, len: u64) -> io::Result<Option<[u8; 20]>> {
     let mut pos = 8u64;
     let mut hdr = [0u8; 60];
     while pos + 60 <= len {
-        f.seek(SeekFrom::Start(pos))?;
-        if read_prefix(f, &mut hdr)? < 60 || &hdr[58..60] != b"`\n" {
+        if read_prefix_at(f, &mut hdr, pos)? < 60 || &hdr[58..60] != b"`\n" {
             return Ok(None);
         }
         let size: u64 = std::str::from_utf8(&hdr[48..58])
@@ -182,7 +204,7 @@ fn first_member_header(f: &mut File, len: u64) -> io::Result<Option<[u8; 20]>> {
             name.starts_with(b"/ ") || name.starts_with(b"//") || name.starts_with(b"/SYM64/");
         if !special && !name.starts_with(b"__.SYMDEF") {
             let mut m = [0u8; 20];
-            if read_prefix(f, &mut m)? == 20 && m.starts_with(b"\x7fELF") {
+            if read_prefix_at(f, &mut m, pos + 60)? == 20 && m.starts_with(b"\x7fELF") {
                 return Ok(Some(m));
             }
         }

@@ -150,7 +150,7 @@ impl Session {
         s.maps = Default::default();
         if verbose {
             eprintln!(
-                "fatpack:   before the first step {:.2}s; cleanup after the last (temp files, mappings) {:.2}s",
+                "fatpack:   before the first step {:.3}s; cleanup after the last (temp files, mappings) {:.3}s",
                 started
                     .checked_duration_since(process_start())
                     .map_or(0.0, |d| d.as_secs_f64()),

@@ -22,14 +22,20 @@ pub(super) fn refuse_an_input(line: &LinkLine) -> Result<(), LinkError> {
         // An output that does not exist yet (or cannot be resolved) is no input.
         return Ok(());
     };
-    // One stat per input; a real path (a lookup per component) only for the file itself.
+    // The inputs' metadata as the search saw it (a stat only where it has none); a real
+    // path (a lookup per component) only for the file itself.
     let same = line
         .inputs
         .iter()
-        .filter_map(|i| i.resolved.as_deref())
-        .filter(|p| {
-            std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (out.dev(), out.ino()))
+        .filter_map(|i| Some((i.resolved.as_deref()?, i.meta.as_ref())))
+        .filter(|(p, meta)| {
+            let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
+            match meta {
+                Some(m) => id(m) == id(&out),
+                None => std::fs::metadata(p).is_ok_and(|m| id(&m) == id(&out)),
+            }
         })
+        .map(|(p, _)| p)
         .find(|p| {
             let real = |p: &Path| std::fs::canonicalize(p).ok();
             real(p).is_some_and(|p| Some(p) == real(&line.output))

@@ -64,7 +64,7 @@ impl Session {
             .find(|s| s.name == "link")
             .map_or(0.0, |s| s.seconds);
         eprintln!(
-            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {} of device code stored in {}{}; link {:.2}s, total {:.2}s",
+            "fatpack: {}: packed {} modules ({} entries, {} unique blobs): {} of device code stored in {}{}; link {:.3}s, total {:.3}s",
             self.line.output.display(),
             summary.modules,
             summary.entries,
@@ -77,7 +77,7 @@ impl Session {
         );
         let times: Vec<String> = steps
             .iter()
-            .map(|s| format!("{} {:.2}s", s.name, s.seconds))
+            .map(|s| format!("{} {:.3}s", s.name, s.seconds))
             .collect();
         eprintln!("fatpack:   steps: {}", times.join(", "));
         // The peak only grows, so the step where it jumps is the one that set it.

@@ -42,14 +42,19 @@ impl Session {
             if device_free.contains(path) {
                 continue;
             }
-            // What is not a regular file is refused by the map below, naming it.
-            let meta = std::fs::metadata(path).ok().filter(|m| m.is_file());
-            if let Some(m) = &meta {
+            // What the search saw of it (a regular file only: anything else is refused by
+            // the map below, naming it).
+            let meta = input.meta.as_ref();
+            if let Some(m) = meta {
                 let free = if m.len() < super::device_free::MIN_LEN {
-                    // crt1.o, a user's small object: read and searched whole (a map of its
-                    // own costs more than the read); one with device code is mapped below.
-                    inputs::read_small(path)
-                        .is_ok_and(|bytes| cannot_hold_device_code(input.file_kind, &bytes))
+                    // crt1.o, a user's small object: searched whole, as the search read it or
+                    // read now (a map of its own costs more than the read); one with device
+                    // code is mapped below.
+                    match &input.whole {
+                        Some(bytes) => cannot_hold_device_code(input.file_kind, bytes),
+                        None => inputs::read_small(path)
+                            .is_ok_and(|bytes| cannot_hold_device_code(input.file_kind, &bytes)),
+                    }
                 } else {
                     known.known(path, m, input.file_kind)
                 };
@@ -60,7 +65,7 @@ impl Session {
             }
             let map = self.maps.get(path)?;
             if cannot_hold_device_code(input.file_kind, &map) {
-                if let Some(m) = &meta {
+                if let Some(m) = meta {
                     known.remember(path, m, input.file_kind);
                 }
                 device_free.insert(path.clone());
@@ -82,7 +87,7 @@ impl Session {
                 .filter(|s| !s.spans.is_empty())
                 .collect();
             if sections.is_empty() {
-                if let Some(m) = &meta {
+                if let Some(m) = meta {
                     known.remember(path, m, input.file_kind);
                 }
                 continue;
@@ -185,11 +190,7 @@ pub(super) fn names_a_large_archive(line: &LinkLine) -> bool {
         matches!(
             i.file_kind,
             Some(InputFileKind::Archive | InputFileKind::ThinArchive)
-        ) && i
-            .resolved
-            .as_deref()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .is_some_and(|m| m.len() >= LARGE)
+        ) && i.meta.as_ref().is_some_and(|m| m.len() >= LARGE)
     })
 }
 
