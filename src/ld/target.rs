@@ -212,3 +212,45 @@ fn first_member_header(f: &File, len: u64) -> io::Result<Option<[u8; 20]>> {
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe keeps a small file whole (the scan reads it from there) and its metadata; a
+    /// larger one only its kind and metadata; what is not there is Missing with neither.
+    #[test]
+    fn a_probe_keeps_small_files_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.o");
+        let mut bytes = b"\x7fELF\x02\x01\x01".to_vec();
+        bytes.resize(1448, 7);
+        fs::write(&small, &bytes).unwrap();
+        let p = Probe::of(&small);
+        assert_eq!(p.kind, InputFileKind::Elf);
+        assert_eq!(p.whole.as_deref(), Some(&bytes[..]));
+        assert_eq!(p.meta.as_ref().map(fs::Metadata::len), Some(1448));
+        assert!(p.small_script().is_none());
+
+        let large = dir.path().join("large.o");
+        bytes.resize(SMALL_FILE + 1, 7);
+        fs::write(&large, &bytes).unwrap();
+        let p = Probe::of(&large);
+        assert_eq!(p.kind, InputFileKind::Elf);
+        assert!(p.whole.is_none());
+        assert_eq!(
+            p.meta.as_ref().map(fs::Metadata::len),
+            Some(SMALL_FILE as u64 + 1)
+        );
+
+        let script = dir.path().join("libc.so");
+        fs::write(&script, b"/* GNU ld script */\nGROUP ( /lib/libc.so.6 )\n").unwrap();
+        assert!(Probe::of(&script)
+            .small_script()
+            .is_some_and(|t| t.starts_with(b"/* GNU")));
+
+        let missing = Probe::of(&dir.path().join("none.o"));
+        assert_eq!(missing.kind, InputFileKind::Missing);
+        assert!(missing.meta.is_none() && missing.whole.is_none() && !missing.regular);
+    }
+}
