@@ -307,22 +307,62 @@ fn input_bytes<'a>(m: &Extracted, map: &'a memmap2::Mmap) -> Result<&'a [u8], Li
     })
 }
 
-/// Lets go of the inputs' bytes of the modules in `pairs`: per file, the span from the first
-/// module's start to the last one's end.
-fn release_read(pairs: &[(u64, usize)], modules: &[Extracted], maps: &inputs::Maps) {
-    let mut spans: HashMap<&Path, (u64, u64)> = HashMap::new();
-    for &(_, m) in pairs {
-        let module = &modules[m];
-        let end = module.file_offset.saturating_add(module.len);
-        let span = spans
-            .entry(module.file.as_path())
-            .or_insert((module.file_offset, end));
-        *span = (span.0.min(module.file_offset), span.1.max(end));
+/// How many bytes of modules one run of the compare reads before it lets them go.
+const COMPARE_RUN: u64 = 8 << 20;
+
+/// `pairs` cut into consecutive runs of modules of up to `max` bytes each (a larger module
+/// is a run of its own).
+fn runs_of<'a>(
+    pairs: &'a [(u64, usize)],
+    modules: &[Extracted],
+    max: u64,
+) -> Vec<&'a [(u64, usize)]> {
+    let mut runs = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, &(_, m)) in pairs.iter().enumerate() {
+        let len = modules[m].len;
+        if i > start && bytes + len > max {
+            runs.push(&pairs[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += len;
     }
-    for (file, (start, end)) in spans {
+    if start < pairs.len() {
+        runs.push(&pairs[start..]);
+    }
+    runs
+}
+
+/// Lets go of the inputs' bytes of the modules in `pairs`: per file, the modules' ranges in
+/// order, those less than [`MERGE_GAP`] apart let go as one.
+fn release_read(pairs: &[(u64, usize)], modules: &[Extracted], maps: &inputs::Maps) {
+    let mut ranges: Vec<(&Path, u64, u64)> = pairs
+        .iter()
+        .map(|&(_, m)| {
+            let module = &modules[m];
+            let end = module.file_offset.saturating_add(module.len);
+            (module.file.as_path(), module.file_offset, end)
+        })
+        .collect();
+    ranges.sort_unstable();
+    let mut i = 0;
+    while i < ranges.len() {
+        let (file, start, mut end) = ranges[i];
+        i += 1;
+        while i < ranges.len()
+            && ranges[i].0 == file
+            && ranges[i].1 <= end.saturating_add(MERGE_GAP)
+        {
+            end = end.max(ranges[i].2);
+            i += 1;
+        }
         maps.release(file, start, end - start);
     }
 }
+
+/// Modules of one file closer than this are let go in one call (the bytes between them,
+/// archive members' headers and host code, are not read by the compare and rarely mapped).
+const MERGE_GAP: u64 = 1 << 20;
 
 /// Why the direct route's output was not stubbed; either way the copy route links again.
 #[derive(Debug)]
@@ -419,21 +459,31 @@ pub(super) fn stub_output(
     };
     let data = plan.data();
     let same = parts.time("compare", || {
-        let same = crate::parallel::map_ordered(&pairs, |&(at, m)| {
-            let module = &modules[m];
-            let map = maps.get(&module.file)?;
-            let theirs = input_bytes(module, &map)?;
-            let ours = crate::elf::file_range(data, at, module.len);
-            Ok::<_, LinkError>(ours == Some(theirs))
+        // In runs of up to COMPARE_RUN bytes: after each, the inputs' pages it read leave the
+        // resident set, once per file of the run rather than once per module (each release
+        // is a system call that every CPU this process's threads ran on must hear of, a TLB
+        // flush; static cuBLAS compares 1,207 modules on 16 threads), and never more than a
+        // run per thread is held.
+        let runs = runs_of(&pairs, modules, COMPARE_RUN);
+        let same = crate::parallel::map_ordered(&runs, |run| {
+            let mut same = Vec::with_capacity(run.len());
+            for &(at, m) in *run {
+                let module = &modules[m];
+                let map = maps.get(&module.file)?;
+                let theirs = input_bytes(module, &map)?;
+                same.push(crate::elf::file_range(data, at, module.len) == Some(theirs));
+            }
+            release_read(run, modules, maps);
+            Ok::<_, LinkError>(same)
         });
-        // The inputs' pages the compare read leave the resident set once per file, not once
-        // per module: each release is a system call that every thread's CPU must hear of
-        // (a TLB flush), and static cuBLAS compares 1,207 modules on 16 threads.
-        release_read(&pairs, modules, maps);
-        same
-    });
+        let mut flat = Vec::with_capacity(pairs.len());
+        for r in same {
+            flat.extend(r?);
+        }
+        Ok::<_, LinkError>(flat)
+    })?;
     for (same, &(at, m)) in same.into_iter().zip(&pairs) {
-        if !same? {
+        if !same {
             return Ok(Err(NotStubbed::Refused(format!(
                 "the container at offset {at:#x} differs from {}, whose first bytes it shares",
                 modules[m].module
