@@ -466,24 +466,22 @@ pub(super) fn stub_output(
         // run per thread is held.
         let runs = runs_of(&pairs, modules, COMPARE_RUN);
         let same = crate::parallel::map_ordered(&runs, |run| {
-            let mut same = Vec::with_capacity(run.len());
-            for &(at, m) in *run {
-                let module = &modules[m];
-                let map = maps.get(&module.file)?;
-                let theirs = input_bytes(module, &map)?;
-                same.push(crate::elf::file_range(data, at, module.len) == Some(theirs));
-            }
+            let same: Vec<Result<bool, LinkError>> = run
+                .iter()
+                .map(|&(at, m)| {
+                    let module = &modules[m];
+                    let map = maps.get(&module.file)?;
+                    let theirs = input_bytes(module, &map)?;
+                    Ok(crate::elf::file_range(data, at, module.len) == Some(theirs))
+                })
+                .collect();
             release_read(run, modules, maps);
-            Ok::<_, LinkError>(same)
+            same
         });
-        let mut flat = Vec::with_capacity(pairs.len());
-        for r in same {
-            flat.extend(r?);
-        }
-        Ok::<_, LinkError>(flat)
-    })?;
+        same.into_iter().flatten().collect::<Vec<_>>()
+    });
     for (same, &(at, m)) in same.into_iter().zip(&pairs) {
-        if !same {
+        if !same? {
             return Ok(Err(NotStubbed::Refused(format!(
                 "the container at offset {at:#x} differs from {}, whose first bytes it shares",
                 modules[m].module
@@ -518,6 +516,30 @@ pub(super) fn stub_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The compare's runs keep the pairs' order, hold at most the limit unless one module
+    /// alone is larger, and leave no pair out.
+    #[test]
+    fn compare_runs_cover_every_pair_in_order() {
+        let module = |len| Extracted {
+            module: String::new(),
+            origin: String::new(),
+            section: String::new(),
+            file: "a".into(),
+            file_offset: 0,
+            len,
+        };
+        let modules: Vec<Extracted> = [3, 4, 2, 9, 1, 1, 5].map(module).into();
+        let pairs: Vec<(u64, usize)> = (0..modules.len()).map(|m| (m as u64, m)).collect();
+        let runs = runs_of(&pairs, &modules, 7);
+        let lens: Vec<Vec<u64>> = runs
+            .iter()
+            .map(|r| r.iter().map(|&(_, m)| modules[m].len).collect())
+            .collect();
+        assert_eq!(lens, vec![vec![3, 4], vec![2], vec![9], vec![1, 1, 5]]);
+        assert_eq!(runs.concat(), pairs);
+        assert!(runs_of(&[], &modules, 7).is_empty());
+    }
 
     /// An output the direct route cannot stub (a container no input holds; a layout whose
     /// device code is not last) is left as it was: the copy route links again.
