@@ -345,6 +345,11 @@ impl Maps {
     }
 }
 
+/// How many bytes of a mapped file a pass reads between two releases of its pages
+/// ([`Maps::release`], [`let_go`]): few enough calls (each is a TLB flush on every CPU this
+/// process's threads ran on), little enough held resident.
+pub const RELEASE_STEP: u64 = 8 << 20;
+
 /// A walk over `[start, ..)` of a mapped file (entry headers, read in order) that lets the
 /// pages it has passed go a step at a time: reading one header maps the large page-cache
 /// folio around it, so that a walk of a 316 MB object otherwise left 247 MiB of it resident.
@@ -355,9 +360,6 @@ pub struct WalkRelease<'a> {
 }
 
 impl<'a> WalkRelease<'a> {
-    /// How far a walk goes between two releases.
-    const STEP: usize = 8 << 20;
-
     /// `release(offset, len)`: done with that range of the file (e.g. [`Maps::release`]).
     pub fn new(start: u64, release: &'a dyn Fn(u64, u64)) -> Self {
         WalkRelease {
@@ -369,7 +371,7 @@ impl<'a> WalkRelease<'a> {
 
     /// The walk has come to `upto` (from `start`): every byte before it is done with.
     pub fn walked(&mut self, upto: usize) {
-        if upto.saturating_sub(self.done) >= Self::STEP {
+        if upto.saturating_sub(self.done) as u64 >= RELEASE_STEP {
             (self.release)(self.start + self.done as u64, (upto - self.done) as u64);
             self.done = upto;
         }

@@ -307,9 +307,6 @@ fn input_bytes<'a>(m: &Extracted, map: &'a memmap2::Mmap) -> Result<&'a [u8], Li
     })
 }
 
-/// How many bytes of modules one run of the compare reads before it lets them go.
-const COMPARE_RUN: u64 = 8 << 20;
-
 /// `pairs` cut into consecutive runs of modules of up to `max` bytes each (a larger module
 /// is a run of its own).
 fn runs_of<'a>(
@@ -459,12 +456,12 @@ pub(super) fn stub_output(
     };
     let data = plan.data();
     let same = parts.time("compare", || {
-        // In runs of up to COMPARE_RUN bytes: after each, the inputs' pages it read leave the
+        // In runs of up to RELEASE_STEP bytes: after each, the inputs' pages it read leave the
         // resident set, once per file of the run rather than once per module (each release
         // is a system call that every CPU this process's threads ran on must hear of, a TLB
         // flush; static cuBLAS compares 1,207 modules on 16 threads), and never more than a
         // run per thread is held.
-        let runs = runs_of(&pairs, modules, COMPARE_RUN);
+        let runs = runs_of(&pairs, modules, inputs::RELEASE_STEP);
         let same = crate::parallel::map_ordered(&runs, |run| {
             let same: Vec<Result<bool, LinkError>> = run
                 .iter()

@@ -470,9 +470,6 @@ fn compress(level: i32, raw: &[u8]) -> Result<Option<Vec<u8>>, StoreBuildError> 
     })
 }
 
-/// How many bytes of blobs [`write_ready`] writes between two releases of the pages it read.
-const LET_GO_EVERY: u64 = 8 << 20;
-
 /// The store of `used` (module names, in the linker's order) from what [`prepare`] made, into
 /// `out`: nothing is decoded or compressed again.
 pub fn write_ready<W: Write + Seek>(
@@ -516,13 +513,13 @@ pub fn write_ready<W: Write + Seek>(
                 ))),
             })?;
             // Written once, its pages may leave the resident set, or writing the store would
-            // leave the whole of it resident once more. Every LET_GO_EVERY bytes the whole map
+            // leave the whole of it resident once more. Every RELEASE_STEP bytes the whole map
             // is let go at once, not each blob: each release is a system call that every CPU
             // this process's threads ran on must hear of (a TLB flush), and static cuBLAS
             // writes 666 blobs after the link.
             if let (Some(k), false) = (kept, r.deduplicated) {
                 unreleased += k.len;
-                if unreleased >= LET_GO_EVERY {
+                if unreleased >= crate::inputs::RELEASE_STEP {
                     crate::inputs::let_go(&map, 0, map.len() as u64);
                     unreleased = 0;
                 }
