@@ -72,7 +72,7 @@ pub enum InputFileKind {
 }
 
 /// One entry of an `INPUT(...)` / `GROUP(...)` command in a linker script.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ScriptEntry {
     /// As written (`-l` stripped for libraries, `:` too for verbatim ones).
     pub name: OsString,
@@ -80,13 +80,22 @@ pub struct ScriptEntry {
     pub verbatim: bool,
     pub as_needed: bool,
     pub in_group: bool,
+    /// Where the entry is written in the script's text (a quoted name's quotes included).
+    pub span: Range<usize>,
     /// Where ld would find it, if anywhere.
     pub resolved: Option<PathBuf>,
+    /// What the search saw of the file it found (an implicit script's entries only).
+    pub probe: Option<crate::ld::target::Probe>,
+    /// The entry's own entries, where it is an implicit script too (`libncurses.so` naming
+    /// `-ltinfo`, itself `INPUT(libtinfo.so.6)`).
+    pub script: Option<Box<ScriptInfo>>,
 }
 
 /// What a linker script says about files and directories.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct ScriptInfo {
+    /// The script as read (a rewritten copy replaces entries in it).
+    pub text: std::sync::Arc<[u8]>,
     pub entries: Vec<ScriptEntry>,
     /// `SEARCH_DIR(...)`, raw (`=` prefixes kept).
     pub search_dirs: Vec<OsString>,

@@ -8,6 +8,7 @@
 
 mod defaults;
 pub(crate) mod defaults_cache;
+mod files;
 mod getopt;
 mod line;
 mod options;
@@ -19,6 +20,7 @@ pub mod search;
 mod target;
 
 pub use defaults::{DefaultsCache, LinkerDefaults};
+pub use files::{rewrite_script, LinkFile, UnquotablePath};
 pub use line::*;
 pub use response::{
     fold_into_response_file, quote_response_arg, split_response_text, write_response_file,

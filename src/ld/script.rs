@@ -4,8 +4,10 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::defaults::find;
 use super::line::{ScriptEntry, ScriptInfo};
@@ -13,8 +15,9 @@ use super::line::{ScriptEntry, ScriptInfo};
 /// Linker scripts larger than this are not read for their file lists.
 pub(super) const MAX_SCRIPT_BYTES: u64 = 1 << 20;
 
-/// Splits linker-script text into words and the punctuation that matters for file lists.
-pub(super) fn script_tokens(text: &[u8]) -> Vec<Vec<u8>> {
+/// Splits linker-script text into words and the punctuation that matters for file lists,
+/// each with its bytes' range in `text` (a quoted word's quotes included).
+pub(super) fn script_tokens(text: &[u8]) -> Vec<(Vec<u8>, Range<usize>)> {
     let mut toks = Vec::new();
     let mut i = 0;
     while i < text.len() {
@@ -24,14 +27,14 @@ pub(super) fn script_tokens(text: &[u8]) -> Vec<Vec<u8>> {
         } else if c.is_ascii_whitespace() || c == b',' || c == b';' {
             i += 1;
         } else if matches!(c, b'(' | b')' | b'{' | b'}') {
-            toks.push(vec![c]);
+            toks.push((vec![c], i..i + 1));
             i += 1;
         } else if c == b'"' {
             let end = text[i + 1..]
                 .iter()
                 .position(|&b| b == b'"')
                 .map_or(text.len(), |e| i + 1 + e);
-            toks.push(text[i + 1..end].to_vec());
+            toks.push((text[i + 1..end].to_vec(), i..(end + 1).min(text.len())));
             i = end + 1;
         } else {
             let start = i;
@@ -42,7 +45,7 @@ pub(super) fn script_tokens(text: &[u8]) -> Vec<Vec<u8>> {
             {
                 i += 1;
             }
-            toks.push(text[start..i].to_vec());
+            toks.push((text[start..i].to_vec(), start..i));
         }
     }
     toks
@@ -51,8 +54,11 @@ pub(super) fn script_tokens(text: &[u8]) -> Vec<Vec<u8>> {
 /// Reads the parts of a linker script that name files: `INPUT(...)`, `GROUP(...)` (with
 /// `AS_NEEDED(...)` inside), `SEARCH_DIR(...)`, `INCLUDE`, and whether it uses `INSERT`.
 pub fn parse_script(text: &[u8]) -> ScriptInfo {
-    let toks = script_tokens(text);
-    let mut info = ScriptInfo::default();
+    let (toks, spans): (Vec<Vec<u8>>, Vec<Range<usize>>) = script_tokens(text).into_iter().unzip();
+    let mut info = ScriptInfo {
+        text: Arc::from(text),
+        ..ScriptInfo::default()
+    };
     let mut i = 0;
     while i < toks.len() {
         let t = toks[i].as_slice();
@@ -93,7 +99,10 @@ pub fn parse_script(text: &[u8]) -> ScriptInfo {
                                 verbatim,
                                 as_needed: as_needed_depth.is_some(),
                                 in_group,
+                                span: spans[i].clone(),
                                 resolved: None,
+                                probe: None,
+                                script: None,
                             });
                         }
                     }

@@ -289,8 +289,19 @@ impl<'a> Resolver<'a> {
         found
     }
 
-    /// The script at `path` with its entries found, named where `static_only` holds or not.
+    /// The script at `path` with its entries found, named where `static_only` holds or not;
+    /// an entry that is a script itself has its own entries found too (`in_progress`: the
+    /// scripts being resolved, outer first, so that a script naming itself ends).
     fn script(&mut self, path: &Path, static_only: bool) -> Option<ScriptInfo> {
+        self.script_within(path, static_only, &mut Vec::new())
+    }
+
+    fn script_within(
+        &mut self,
+        path: &Path,
+        static_only: bool,
+        in_progress: &mut Vec<PathBuf>,
+    ) -> Option<ScriptInfo> {
         let key = (path.to_path_buf(), static_only);
         if let Some(info) = self.scripts.get(&key) {
             return info.clone();
@@ -299,12 +310,25 @@ impl<'a> Resolver<'a> {
             Some(text) => Some(parse_script(text)),
             None => read_script(path),
         };
+        in_progress.push(path.to_path_buf());
         let info = info.map(|mut info| {
             for e in &mut info.entries {
                 e.resolved = self.entry(e, path, static_only);
+                let Some(found) = &e.resolved else { continue };
+                let probe = self.probes.get(found).clone();
+                if probe.kind == InputFileKind::Script
+                    && in_progress.len() < MAX_SCRIPT_DEPTH
+                    && !in_progress.contains(found)
+                {
+                    e.script = self
+                        .script_within(found, static_only, in_progress)
+                        .map(Box::new);
+                }
+                e.probe = Some(probe);
             }
             info
         });
+        in_progress.pop();
         self.scripts.insert(key, info.clone());
         info
     }
@@ -318,27 +342,32 @@ impl<'a> Resolver<'a> {
         }
         let sysroot = self.search.sysroot.as_deref();
         let b = entry.name.as_bytes();
+        // Each candidate is probed (and the probe kept): the scan reads what it found.
+        let mut there = |p: &Path| self.probes.get(p).kind != InputFileKind::Missing;
         if b.starts_with(b"=") || b.starts_with(b"$SYSROOT") {
-            return Some(sysroot_path(&entry.name, sysroot)).filter(|p| p.exists());
+            return Some(sysroot_path(&entry.name, sysroot)).filter(|p| there(p));
         }
         let p = PathBuf::from(&entry.name);
         if p.is_absolute() {
             if is_under(script, sysroot) {
                 let inside = sysroot_path(&OsString::from_vec([b"=", b].concat()), sysroot);
-                if inside.exists() {
+                if there(&inside) {
                     return Some(inside);
                 }
             }
-            return p.exists().then_some(p);
+            return there(&p).then_some(p);
         }
-        // Only looked at, not read: the scan does not read a script's entries.
         let script_dir = script.parent().map(|d| d.join(&p));
         std::iter::once(p.clone())
             .chain(script_dir)
             .chain(self.search.dirs.iter().map(|d| d.join(&p)))
-            .find(|c| c.is_file())
+            .find(|c| self.probes.get(c).regular)
     }
 }
+
+/// Implicit scripts named inside implicit scripts are followed this deep (ld has no limit;
+/// a real one is two deep, `libncurses.so` naming `libtinfo.so`).
+const MAX_SCRIPT_DEPTH: usize = 8;
 
 /// Each file's [`Probe`], once per line, whether it is there or not.
 #[derive(Default)]

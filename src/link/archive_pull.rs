@@ -104,24 +104,28 @@ pub(super) fn device_code_linked(
         return total;
     }
     let mut res = Resolution::default();
-    for input in &line.inputs {
-        let (Some(path), Some(InputFileKind::Elf)) = (&input.resolved, input.file_kind) else {
-            continue;
-        };
-        if let Ok(map) = maps.get(path) {
-            res.add(&map);
+    // The line's inputs and the files their scripts name (the C library's `libc.so`).
+    let files = line.files();
+    for f in &files {
+        if f.kind == Some(InputFileKind::Elf) {
+            if let Ok(map) = maps.get(f.path) {
+                res.add(&map);
+            }
         }
     }
     let mut archives = Vec::new();
-    for input in &line.inputs {
-        let (Some(path), Some(InputFileKind::Archive | InputFileKind::ThinArchive)) =
-            (&input.resolved, input.file_kind)
-        else {
+    for f in &files {
+        if !matches!(
+            f.kind,
+            Some(InputFileKind::Archive | InputFileKind::ThinArchive)
+        ) {
             continue;
-        };
-        let p = planned.iter().find(|p| p.id == input.id);
+        }
+        let p = planned
+            .iter()
+            .find(|p| p.id == f.input.id && p.within == f.within);
         let sections = p.map_or(&[][..], |p| &p.sections[..]);
-        match Archive::open(path, sections, maps, input.whole_archive) {
+        match Archive::open(f.path, sections, maps, f.input.whole_archive) {
             Some(a) => archives.push(a),
             // Unreadable here: one with device code (which the scan read) counts whole.
             None => total += p.map_or(0, Planned::device_bytes),

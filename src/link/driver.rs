@@ -112,7 +112,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     })?;
     // The store's work runs beside the linker; a failed link stops it (on drop).
     let ready = s.prepare_store(&rewritten);
-    let (code, linked) = s.step("link", |s| s.link(&planned, &rewritten, &runtime))?;
+    let (code, linked) = s.step("link", |s| s.link(&rewritten, &runtime))?;
     if let Some(r) = &ready {
         r.linked();
     }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::options::{Mode, PackOptions};
 use super::plan::Planned;
+use super::script_copies::{replacements, Copied};
 use super::session::Session;
 use super::LinkError;
 use crate::ld::{LinkLine, OutputKind};
@@ -71,8 +72,7 @@ pub(super) fn report(s: &Session, planned: &[Planned]) -> Result<i32, LinkError>
         return Ok(0);
     }
     let direct = s.route_for(planned).map(|_| ());
-    let mut replace = std::collections::BTreeMap::new();
-    for (seq, p) in planned.iter().enumerate() {
+    for p in planned {
         let containers: usize = p.sections.iter().map(|x| x.spans.len()).sum();
         out += &format!(
             "would {} {} ({containers} fatbin container{})\n",
@@ -84,10 +84,27 @@ pub(super) fn report(s: &Session, planned: &[Planned]) -> Result<i32, LinkError>
             p.path.display(),
             if containers == 1 { "" } else { "s" }
         );
-        let name = p.path.file_name().unwrap_or_default().to_string_lossy();
-        if direct.is_err() {
-            replace.insert(p.id, PathBuf::from(format!("<fatpack>/{seq:04}-{name}")));
-        }
+    }
+    // The names the copy route would give its copies (and the scripts naming them).
+    let mut replace = Default::default();
+    if direct.is_err() {
+        let in_temps = |seq: usize, path: &Path| {
+            let mut p = PathBuf::from("<fatpack>");
+            p.push(super::plan::numbered(seq, path));
+            p
+        };
+        let copied = planned.iter().enumerate().map(|(seq, p)| Copied {
+            id: p.id,
+            within: &p.within,
+            copy: in_temps(seq, &p.path),
+            original: &p.path,
+        });
+        let mut seq = planned.len();
+        replace = replacements(&s.line, copied, |script, _| {
+            seq += 1;
+            Ok(in_temps(seq - 1, script))
+        })?
+        .replace;
     }
     let (prepend, mut append) = super::real_link::link_extras(
         "<fatpack>/fatpack-glue.o".into(),

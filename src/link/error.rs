@@ -37,6 +37,12 @@ pub enum LinkError {
         output.display()
     )]
     ForeignModule { output: PathBuf, module: String },
+    /// A copy of an implicit linker script naming a rewritten input cannot be written.
+    #[error("{}: cannot write a copy of this linker script that names its rewritten inputs: {source}", script.display())]
+    ScriptCopy {
+        script: PathBuf,
+        source: crate::ld::UnquotablePath,
+    },
     #[error("waiting for the real linker: {0}")]
     Wait(#[source] std::io::Error),
     #[error(transparent)]

@@ -27,6 +27,7 @@ mod route_copy;
 mod route_direct;
 pub mod runtime;
 mod scan;
+mod script_copies;
 mod session;
 mod store_step;
 mod stub_output;

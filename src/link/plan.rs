@@ -17,7 +17,11 @@ use crate::rewrite::{archive, rewrite_object_parts, Extracted};
 
 /// One input that carries device code, and what to do with it.
 pub(super) struct Planned {
+    /// The line's input it is, or whose implicit script names it.
     pub(super) id: InputId,
+    /// Its entry's place in that script (and in the scripts inside it,
+    /// [`crate::ld::LinkFile::within`]): empty for the input itself.
+    pub(super) within: Vec<usize>,
     pub(super) path: PathBuf,
     pub(super) kind: FileKind,
     pub(super) sections: Vec<DeviceSection>,
@@ -110,6 +114,13 @@ pub(super) struct RewriteTimes {
 /// Write the rewritten copy of one planned input into `dir`; returns its path. The headers
 /// the scan kept for each rewritten object are let go as soon as it is rewritten: a link
 /// holds them only for what is still to rewrite.
+/// The name of the `seq`th file the link writes for the user's `path`: `0003-libfoo.a`.
+pub(super) fn numbered(seq: usize, path: &Path) -> OsString {
+    let mut name = OsString::from(format!("{seq:04}-"));
+    name.push(path.file_name().unwrap_or(OsStr::new("input")));
+    name
+}
+
 pub(super) fn rewrite_input(
     p: &mut Planned,
     seq: usize,
@@ -119,14 +130,7 @@ pub(super) fn rewrite_input(
     maps: &inputs::Maps,
     times: &mut RewriteTimes,
 ) -> Result<PathBuf, LinkError> {
-    let base = p
-        .path
-        .file_name()
-        .map(OsStr::to_owned)
-        .unwrap_or_else(|| OsString::from("input"));
-    let mut file_name = OsString::from(format!("{seq:04}-"));
-    file_name.push(&base);
-    let dest = dir.join(file_name);
+    let dest = dir.join(numbered(seq, &p.path));
     let map = maps.get(&p.path)?;
     match p.kind {
         FileKind::Object => rewrite_object(p, &map, &dest, names, extracted, maps)?,

@@ -4,11 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::abi;
 use super::account::current_rss_mib;
-use super::plan::Planned;
 use super::session::{Linked, Linking, Rewritten, RuntimeFiles, Session, Work};
 use super::LinkError;
 use super::{cleanup, names};
@@ -68,18 +67,16 @@ impl Session {
     /// plain link would give it). Returns the real linker's exit code.
     pub(super) fn link(
         &mut self,
-        planned: &[Planned],
         r: &Rewritten,
         files: &RuntimeFiles,
     ) -> Result<(i32, Linked), LinkError> {
-        let linking = self.start_link(planned, r, files)?;
+        let linking = self.start_link(r, files)?;
         self.finish_link(linking)
     }
 
     /// Starts the real link of the rewritten line into a temp output ([`Session::link`]).
     pub(super) fn start_link(
         &mut self,
-        planned: &[Planned],
         r: &Rewritten,
         files: &RuntimeFiles,
     ) -> Result<Linking, LinkError> {
@@ -95,12 +92,8 @@ impl Session {
         // about the temp output (disk full while the store is mapped) names the user's.
         let staged = self.outs.made_by_linker(&self.line.output)?;
         let tmp_out = staged.path().to_path_buf();
-        let copies: Vec<(PathBuf, PathBuf)> = planned
-            .iter()
-            .filter_map(|p| Some((r.replace.get(&p.id)?.clone(), p.path.clone())))
-            .collect();
         let user_names = names::UserNames::new(
-            &copies,
+            &r.copies,
             &tmp_out,
             &self.line.output,
             r.work.path(),

@@ -64,7 +64,7 @@ impl Session {
                 let runtime = self.step("add runtime and glue", |s| {
                     s.add_runtime(&planned[0].path, &r)
                 })?;
-                let linking = self.start_link(planned, &r, &runtime)?;
+                let linking = self.start_link(&r, &runtime)?;
                 (r, runtime, linking)
             }
         };
@@ -102,6 +102,7 @@ impl Session {
             .iter()
             .map(|p| Planned {
                 id: p.id,
+                within: p.within.clone(),
                 path: p.path.clone(),
                 kind: p.kind,
                 sections: Vec::new(),
@@ -125,6 +126,7 @@ impl Session {
             extracted,
             sources,
             replace: BTreeMap::new(),
+            copies: Vec::new(),
             machine,
             extra: super::tail::script_args(&path),
             work,
@@ -158,12 +160,13 @@ impl Session {
             extracted: Vec::new(),
             sources: Vec::new(),
             replace: BTreeMap::new(),
+            copies: Vec::new(),
             machine,
             extra: super::tail::script_args(&path),
             work,
         };
         let runtime = self.add_runtime(&self.line.output.clone(), &r)?;
-        let linking = self.start_link(&[], &r, &runtime)?;
+        let linking = self.start_link(&r, &runtime)?;
         self.account.early_note = "started before the scan";
         Ok(Some(Early {
             r,

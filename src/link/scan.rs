@@ -26,15 +26,15 @@ impl Session {
         // A library named twice (`-lgcc ... -lgcc`) is looked at once.
         let mut device_free: std::collections::HashSet<PathBuf> = Default::default();
         let known = super::device_free::DeviceFree::new();
-        for input in &self.line.inputs {
-            if input.binary {
+        // The line's inputs and the files their implicit scripts name (`libdev.so` holding
+        // `INPUT(libdevreal.a)`): ld links both.
+        for file in self.line.files() {
+            if file.input.binary {
                 continue;
             }
-            let Some(path) = &input.resolved else {
-                continue;
-            };
+            let path = file.path;
             if !matches!(
-                input.file_kind,
+                file.kind,
                 Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
             ) {
                 continue;
@@ -44,31 +44,31 @@ impl Session {
             }
             // What the search saw of it (a regular file only: anything else is refused by
             // the map below, naming it).
-            let meta = input.meta.as_ref();
+            let meta = file.meta;
             if let Some(m) = meta {
                 let free = if m.len() < super::device_free::MIN_LEN {
                     // crt1.o, a user's small object: searched whole, as the search read it or
                     // read now (a map of its own costs more than the read); one with device
                     // code is mapped below.
-                    match &input.whole {
-                        Some(bytes) => cannot_hold_device_code(input.file_kind, bytes),
+                    match file.whole {
+                        Some(bytes) => cannot_hold_device_code(file.kind, bytes),
                         None => inputs::read_small(path)
-                            .is_ok_and(|bytes| cannot_hold_device_code(input.file_kind, &bytes)),
+                            .is_ok_and(|bytes| cannot_hold_device_code(file.kind, &bytes)),
                     }
                 } else {
-                    known.known(path, m, input.file_kind)
+                    known.known(path, m, file.kind)
                 };
                 if free {
-                    device_free.insert(path.clone());
+                    device_free.insert(path.to_path_buf());
                     continue;
                 }
             }
             let map = self.maps.get(path)?;
-            if cannot_hold_device_code(input.file_kind, &map) {
+            if cannot_hold_device_code(file.kind, &map) {
                 if let Some(m) = meta {
-                    known.remember(path, m, input.file_kind);
+                    known.remember(path, m, file.kind);
                 }
-                device_free.insert(path.clone());
+                device_free.insert(path.to_path_buf());
                 continue;
             }
             // Identifies the file, and reads the device code of an object or archive.
@@ -88,13 +88,14 @@ impl Session {
                 .collect();
             if sections.is_empty() {
                 if let Some(m) = meta {
-                    known.remember(path, m, input.file_kind);
+                    known.remember(path, m, file.kind);
                 }
                 continue;
             }
             planned.push(Planned {
-                id: input.id,
-                path: path.clone(),
+                id: file.input.id,
+                within: file.within,
+                path: path.to_path_buf(),
                 kind: scanned.kind,
                 sections,
             });

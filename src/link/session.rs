@@ -48,8 +48,10 @@ pub(super) struct Rewritten {
     pub(super) work: Work,
     /// Every container taken out of an input, under its module name.
     pub(super) extracted: Vec<Extracted>,
-    /// Input id -> its rewritten copy.
+    /// Input id -> its rewritten copy, or a copy of its script naming rewritten copies.
     pub(super) replace: BTreeMap<InputId, PathBuf>,
+    /// Every file the rewrite wrote, with the user's file it stands for.
+    pub(super) copies: Vec<(PathBuf, PathBuf)>,
     /// The link's ELF machine (from its inputs).
     pub(super) machine: u16,
     /// Arguments for the real linker after the user's (the direct route's tail script).

@@ -2017,3 +2017,136 @@ fn every_environment_variable_is_in_the_table_the_helps_man_pages_and_readme() {
         }
     }
 }
+
+/// An archive named inside an implicit linker script (`-ldev` finding `libdev.so`, which is
+/// `INPUT(libdevreal.a)`; and one script deeper, `libouter.so` naming `-ldev`) is scanned and
+/// packed like one on the line: the direct route links the scripts as given, the copy route
+/// gives ld copies of the scripts naming the rewritten archive, and what ld writes about
+/// files (its depfile) names the user's.
+#[test]
+fn inputs_named_inside_implicit_linker_scripts_are_packed() {
+    let cuda = cuda_lib();
+    let w = wrapper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sub = d.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::copy(fixture("libfixture.a"), sub.join("libdevreal.a")).unwrap();
+    std::fs::write(
+        sub.join("libdev.so"),
+        "/* GNU ld script */\nINPUT ( libdevreal.a )\n",
+    )
+    .unwrap();
+    std::fs::write(
+        sub.join("libouter.so"),
+        "GROUP ( -ldev AS_NEEDED ( -lm ) )\n",
+    )
+    .unwrap();
+    // Calls the archive's launcher (so ld takes its member), never at run time.
+    let main_c = d.join("m.c");
+    std::fs::write(
+        &main_c,
+        "int launch_fill(int*);\nint main(int c, char** v){ if (c > 5) launch_fill(0); return 0; }\n",
+    )
+    .unwrap();
+    let main_o = d.join("m.o");
+    let (code, _, err) = run(Command::new("gcc")
+        .arg("-c")
+        .arg(&main_c)
+        .arg("-o")
+        .arg(&main_o));
+    assert_eq!(code, 0, "{err}");
+    for lib in ["dev", "outer"] {
+        for route in ["copy", "direct"] {
+            let what = format!("-l{lib}, {route} route");
+            let exe = d.join(format!("app-{lib}-{route}"));
+            let l = format!("-l{lib}");
+            let depfile = format!("-Wl,--dependency-file={}.d", exe.display());
+            let flags = [
+                "-Lsub",
+                l.as_str(),
+                &format!("-Wl,--fatpack-route={route}"),
+                "-Wl,--fatpack-verbose",
+                &depfile,
+            ];
+            let (code, _, err) = gxx_in(d, w.path(), &exe, &main_o, &cuda, &flags);
+            assert_eq!(code, 0, "{what}: {err}");
+            assert!(err.contains(&format!("route: {route}")), "{what}: {err}");
+            let r = inspect_json(&exe);
+            assert_eq!(r["packed"]["digest_matches"], true, "{what}");
+            assert_eq!(
+                module_names(&r),
+                ["sub/libdevreal.a(kernels.o)#0"],
+                "{what}"
+            );
+            assert_eq!(run(&mut Command::new(&exe)).0, 0, "{what}");
+            let deps = std::fs::read_to_string(format!("{}.d", exe.display())).unwrap();
+            assert!(deps.contains("sub/libdevreal.a"), "{what}: {deps}");
+            assert!(deps.contains(&format!("sub/lib{lib}.so")), "{what}: {deps}");
+            assert!(!deps.contains("fatpack"), "{what}: {deps}");
+        }
+        // The copy route's temps: the archive's copy, and a copy of each script up to the
+        // line's input, each naming the copy below it.
+        let exe = d.join("app-temps");
+        let l = format!("-l{lib}");
+        let flags = ["-Lsub", l.as_str(), "-Wl,--fatpack-route=copy"];
+        let mut dry = flags.to_vec();
+        dry.push("-Wl,--fatpack-dry-run");
+        let (code, out, err) = gxx_in(d, w.path(), &exe, &main_o, &cuda, &dry);
+        assert_eq!(code, 0, "{err}");
+        let top = if lib == "dev" {
+            "<fatpack>/0001-libdev.so"
+        } else {
+            "<fatpack>/0002-libouter.so"
+        };
+        assert!(out.contains("would rewrite sub/libdevreal.a ("), "{out}");
+        assert!(
+            out.contains(&format!("'{top}'")) && !out.contains(&format!(" {l} ")),
+            "{out}"
+        );
+        let mut save = flags.to_vec();
+        save.push("-Wl,--fatpack-save-temps");
+        let (code, _, err) = gxx_in(d, w.path(), &exe, &main_o, &cuda, &save);
+        assert_eq!(code, 0, "{err}");
+        let temps = d.join("app-temps.fatpack-temps");
+        let read = |name: &str| std::fs::read_to_string(temps.join(name)).unwrap();
+        assert_eq!(
+            read("0001-libdev.so"),
+            format!(
+                "/* GNU ld script */\nINPUT ( \"{}\" )\n",
+                temps.join("0000-libdevreal.a").display()
+            )
+        );
+        if lib == "outer" {
+            assert_eq!(
+                read("0002-libouter.so"),
+                format!(
+                    "GROUP ( \"{}\" AS_NEEDED ( -lm ) )\n",
+                    temps.join("0001-libdev.so").display()
+                )
+            );
+        }
+        std::fs::remove_dir_all(&temps).unwrap();
+    }
+}
+
+/// [`gxx`] run in `dir`, with `main_o` and `flags` before the CUDA libraries.
+fn gxx_in(
+    dir: &Path,
+    wrapper: &Path,
+    out: &Path,
+    main_o: &Path,
+    cuda: &Path,
+    flags: &[&str],
+) -> (i32, String, String) {
+    run(Command::new("g++")
+        .current_dir(dir)
+        .arg(format!("-B{}", wrapper.display()))
+        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
+        .arg("-o")
+        .arg(out)
+        .arg(main_o)
+        .args(flags)
+        .arg(format!("-L{}", cuda.display()))
+        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]))
+}
