@@ -79,9 +79,13 @@ pub fn append_section_in<T, E: From<TransformError>>(
     let shstrndx = lay.names_index();
     let shoff = lay.header.e_shoff.get(LE);
     let existing = lay.section_by_name(name).map(|(i, _)| i);
-    let end = f
-        .seek(SeekFrom::End(0))
-        .map_err(|e| E::from(io_err(path)(e)))?;
+    // Bytes a transform left past the end are written over (and cut below).
+    let end = match elf.stale_from.take() {
+        Some(len) => len,
+        None => f
+            .seek(SeekFrom::End(0))
+            .map_err(|e| E::from(io_err(path)(e)))?,
+    };
     // Where the bytes that may be overwritten start: the old store if it is last, else the
     // tables if they are last, else the end of the file.
     let data_end_except = |skip: Option<usize>| -> u64 {

@@ -14,6 +14,11 @@ pub struct OpenElf {
     pub path: PathBuf,
     pub file: File,
     pub layout: Layout,
+    /// Where the file's bytes end, when a transform left bytes past that (the cut's old
+    /// tail): the next section appended is written over them rather than after a cut and a
+    /// regrowth (the pages are in memory already; static cuBLAS's 70 MiB store goes where
+    /// the 70 MiB of containers were), and [`OpenElf::settle`] cuts them otherwise.
+    pub stale_from: Option<u64>,
 }
 
 impl OpenElf {
@@ -38,7 +43,16 @@ impl OpenElf {
             path: path.to_path_buf(),
             file,
             layout,
+            stale_from: None,
         })
+    }
+
+    /// Cuts the bytes a transform left past the file's end ([`OpenElf::stale_from`]).
+    pub fn settle(&mut self) -> Result<(), TransformError> {
+        if let Some(len) = self.stale_from.take() {
+            self.file.set_len(len).map_err(io_err(&self.path))?;
+        }
+        Ok(())
     }
 
     /// Writes the headers where they say they are.

@@ -22,6 +22,8 @@ pub struct LinkFile<'a> {
     pub meta: Option<&'a Metadata>,
     /// The whole file, where the search read all of it.
     pub whole: Option<&'a Arc<[u8]>>,
+    /// Its ELF type (`e_type`), where it is an ELF file.
+    pub elf_type: Option<u16>,
 }
 
 impl LinkLine {
@@ -38,6 +40,7 @@ impl LinkLine {
                     kind: input.file_kind,
                     meta: input.meta.as_ref(),
                     whole: input.whole.as_ref(),
+                    elf_type: input.elf_type,
                 });
             }
             if let Some(script) = &input.script {
@@ -64,6 +67,7 @@ fn push_entries<'a>(
                 kind: Some(probe.kind),
                 meta: probe.meta.as_ref(),
                 whole: probe.whole.as_ref(),
+                elf_type: probe.elf_type(),
             });
         }
         if let Some(inner) = &e.script {

@@ -135,6 +135,8 @@ pub struct Input {
     pub meta: Option<std::fs::Metadata>,
     /// The whole resolved file, when the search read all of it (a small one).
     pub whole: Option<std::sync::Arc<[u8]>>,
+    /// The resolved file's ELF type (`e_type`), where it is an ELF file.
+    pub elf_type: Option<u16>,
     /// For an input that is a linker script.
     pub script: Option<ScriptInfo>,
     pub(super) span: Range<usize>,

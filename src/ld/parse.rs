@@ -375,6 +375,7 @@ impl LinkLine {
             file_kind: None,
             meta: None,
             whole: None,
+            elf_type: None,
             script: None,
             span,
         });

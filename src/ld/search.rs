@@ -241,6 +241,7 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
                 let probe = r.probes.get(p);
                 input.meta = probe.meta.clone();
                 input.whole = probe.whole.clone();
+                input.elf_type = probe.elf_type();
                 probe.kind
             }
         });

@@ -113,8 +113,9 @@ pub struct Probe {
 
 /// The bytes a probe reads at most: enough for every magic, and the whole of the files on
 /// every gcc line but the libraries (crt objects of 1-3 KB, `libc.so`, `libgcc_s.so`) and of
-/// a small program's objects. One read of 4 KiB costs what one of 512 bytes does.
-const SMALL_FILE: usize = 4096;
+/// a small program's objects, and `libc_nonshared.a` (5 KB, named by `libc.so`). One read of
+/// 8 KiB costs what one of 512 bytes does.
+const SMALL_FILE: usize = 8192;
 
 impl Probe {
     fn not_found(kind: InputFileKind) -> Probe {
@@ -155,7 +156,7 @@ impl Probe {
         };
         let elf_header = match kind {
             InputFileKind::Elf if n >= 20 => head[..20].try_into().ok(),
-            InputFileKind::Archive => first_member_header(&f, meta.len()).ok().flatten(),
+            InputFileKind::Archive => first_member_header(&f, meta.len(), head).ok().flatten(),
             _ => None,
         };
         // Whole only if nothing was cut short: a file that grew since its stat is not.
@@ -166,6 +167,20 @@ impl Probe {
             elf_header,
             meta: Some(meta),
             whole,
+        }
+    }
+
+    /// The ELF file type (`e_type`) of an ELF file: a shared library (`ET_DYN`) holds no
+    /// device code a link rewrites, whatever its size.
+    pub fn elf_type(&self) -> Option<u16> {
+        let h = self
+            .elf_header
+            .filter(|_| self.kind == InputFileKind::Elf)?;
+        let bytes = [h[16], h[17]];
+        match h[5] {
+            1 => Some(u16::from_le_bytes(bytes)),
+            2 => Some(u16::from_be_bytes(bytes)),
+            _ => None,
         }
     }
 
@@ -186,12 +201,23 @@ impl Probe {
     }
 }
 
-/// The first 20 bytes of the first ELF member of a regular archive.
-fn first_member_header(f: &File, len: u64) -> io::Result<Option<[u8; 20]>> {
+/// The first 20 bytes of the first ELF member of a regular archive, read from `head` (its
+/// first bytes) where they are in it.
+fn first_member_header(f: &File, len: u64, head: &[u8]) -> io::Result<Option<[u8; 20]>> {
+    let read_at = |f: &File, buf: &mut [u8], pos: u64| -> io::Result<usize> {
+        let start = usize::try_from(pos).unwrap_or(usize::MAX);
+        match head.get(start..start.saturating_add(buf.len())) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(buf.len())
+            }
+            None => read_prefix_at(f, buf, pos),
+        }
+    };
     let mut pos = 8u64;
     let mut hdr = [0u8; 60];
     while pos + 60 <= len {
-        if read_prefix_at(f, &mut hdr, pos)? < 60 || &hdr[58..60] != b"`\n" {
+        if read_at(f, &mut hdr, pos)? < 60 || &hdr[58..60] != b"`\n" {
             return Ok(None);
         }
         let size: u64 = std::str::from_utf8(&hdr[48..58])
@@ -204,7 +230,7 @@ fn first_member_header(f: &File, len: u64) -> io::Result<Option<[u8; 20]>> {
             name.starts_with(b"/ ") || name.starts_with(b"//") || name.starts_with(b"/SYM64/");
         if !special && !name.starts_with(b"__.SYMDEF") {
             let mut m = [0u8; 20];
-            if read_prefix_at(f, &mut m, pos + 60)? == 20 && m.starts_with(b"\x7fELF") {
+            if read_at(f, &mut m, pos + 60)? == 20 && m.starts_with(b"\x7fELF") {
                 return Ok(Some(m));
             }
         }

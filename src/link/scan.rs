@@ -39,7 +39,9 @@ impl Session {
             ) {
                 continue;
             }
-            if device_free.contains(path) {
+            // A shared library's device code is its own (told from the header the search
+            // read: libc.so.6 and libstdc++.so are on every line).
+            if device_free.contains(path) || file.elf_type == Some(object::elf::ET_DYN) {
                 continue;
             }
             // What the search saw of it (a regular file only: anything else is refused by

@@ -111,6 +111,8 @@ pub fn finish_in(
     digest: &[u8; 32],
     embedded: bool,
 ) -> Result<Option<Mapping>, OutputError> {
+    // A side-file store wrote nothing over what the cut left past the end.
+    elf.settle()?;
     let mapping = place(elf, digest, embedded, embedded)?;
     mix_build_id(elf, digest)?;
     Ok(mapping)

@@ -451,14 +451,15 @@ impl CutInFile {
         let new = loads_in_place(r.out).map_err(&bad)?;
         check(r.out).map_err(&bad)?;
         drop(self.map);
-        self.file
-            .set_len(new_len as u64)
-            .map_err(io_at(&self.path))?;
+        // The old tail's bytes stay until the store is written over them (or the file is
+        // settled): cutting them here and growing the file again costs more than the write.
+        let mut file = OpenElf::with(&self.path, self.file, new)?;
+        file.stale_from = Some(new_len as u64);
         Ok(CutDone {
             containers,
             before: before as u64,
             after: new_len as u64,
-            file: OpenElf::with(&self.path, self.file, new)?,
+            file,
         })
     }
 }
