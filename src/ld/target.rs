@@ -279,4 +279,38 @@ mod tests {
         assert_eq!(missing.kind, InputFileKind::Missing);
         assert!(missing.meta.is_none() && missing.whole.is_none() && !missing.regular);
     }
+
+    /// The probe tells a shared library from an object by its header (the scan passes shared
+    /// libraries by), and an archive's first ELF member is read from the bytes the probe
+    /// already has when they hold it, or from the file when they do not.
+    #[test]
+    fn the_probe_tells_shared_libraries_and_reads_archive_members() {
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvcc13");
+        let so = Probe::of(&fixtures.join("libfixture.so"));
+        assert_eq!(so.elf_type(), Some(object::elf::ET_DYN));
+        let o = Probe::of(&fixtures.join("kernels.o"));
+        assert_eq!(o.elf_type(), Some(object::elf::ET_REL));
+        let a = Probe::of(&fixtures.join("libfixture.a"));
+        assert_eq!((a.kind, a.elf_type()), (InputFileKind::Archive, None));
+        let header = a.elf_header.expect("an archive's first member header");
+        assert!(header.starts_with(b"\x7fELF"));
+        // The same header when the member lies past the bytes read (a padded first member).
+        let dir = tempfile::tempdir().unwrap();
+        let mut ar = b"!<arch>\n".to_vec();
+        let pad = vec![b'x'; SMALL_FILE];
+        for (name, body) in [
+            (&b"pad.txt/        "[..], &pad[..]),
+            (b"m.o/            ", &header[..]),
+        ] {
+            ar.extend_from_slice(name);
+            ar.extend_from_slice(
+                format!("{:<12}{:<6}{:<6}{:<8}{:<10}`\n", 0, 0, 0, 644, body.len()).as_bytes(),
+            );
+            ar.extend_from_slice(body);
+        }
+        let far = dir.path().join("libfar.a");
+        fs::write(&far, &ar).unwrap();
+        assert_eq!(Probe::of(&far).elf_header, Some(header));
+    }
 }
