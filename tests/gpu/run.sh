@@ -102,7 +102,7 @@ show_failures() {
 echo
 echo "== suite variants"
 CAP=""
-VARIANTS=(plain plain_compress_all packed packed_direct packed_shared_cudart ptx_only ptx_only_plain packed_side_file packed_stripped packed_eu_stripped tail pruned_packed pruned_plain pruned_tail split_packed split_packed_sm90 packed_release_link split_release_sm90)
+VARIANTS=(plain plain_compress_all packed packed_direct packed_script packed_shared_cudart ptx_only ptx_only_plain packed_side_file packed_stripped packed_eu_stripped tail pruned_packed pruned_plain pruned_tail split_packed split_packed_sm90 packed_release_link split_release_sm90)
 declare -A suite_ms
 for v in "${VARIANTS[@]}"; do
     if ! built "$v"; then
