@@ -137,6 +137,12 @@ pub const VARIABLES: &[Variable] = &[
         help: "more C flags for the runtime's zstd, after fatpack's own",
     },
     Variable {
+        name: "FATPACK_DYNAMIC",
+        value: "1",
+        reader: Reader::Build,
+        help: "link the fatpack executable against the shared C library, not as a static PIE",
+    },
+    Variable {
         name: "FATPACK_RT_LD",
         value: "PATH",
         reader: Reader::Build,
