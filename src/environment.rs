@@ -140,7 +140,7 @@ pub const VARIABLES: &[Variable] = &[
         name: "FATPACK_DYNAMIC",
         value: "1",
         reader: Reader::Build,
-        help: "link the fatpack executable against the shared C library, not as a static PIE",
+        help: "link fatpack against the shared C library, not as a static PIE",
     },
     Variable {
         name: "FATPACK_RT_LD",
