@@ -43,6 +43,16 @@ pub enum LinkError {
         script: PathBuf,
         source: crate::ld::UnquotablePath,
     },
+    /// Device code no stub replaced, in a link whose `-T` script names files itself.
+    #[error(
+        "{source}: the linker script {} names files (INPUT, GROUP), which fatpack does not \
+         read for device code; name them on the command line instead",
+        script.display()
+    )]
+    UnscannedScriptInputs {
+        script: PathBuf,
+        source: crate::packed::OutputError,
+    },
     #[error("waiting for the real linker: {0}")]
     Wait(#[source] std::io::Error),
     #[error(transparent)]

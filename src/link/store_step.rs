@@ -110,7 +110,9 @@ impl Session {
             None => crate::elf::OpenElf::open(&linked.out)?,
         };
         let parts = &mut self.account.after_link;
-        let used = parts.time("modules used", || packed::linked_modules_in(&out))?;
+        let used = parts
+            .time("modules used", || packed::linked_modules_in(&out))
+            .map_err(|e| unscanned_script_inputs(&self.line, e))?;
         let ready = match parts.time("store made ready", || {
             ready.map(|r| {
                 r.use_only(&used);
@@ -204,5 +206,22 @@ impl Session {
             pending_side,
             mapping,
         })
+    }
+}
+
+/// `e`, an output holding device code no stub replaced, said with its likely cause where the
+/// line's `-T` or `-dT` script names files itself: those are not scanned (an implicit
+/// script's are, [`crate::ld::LinkLine::files`]).
+fn unscanned_script_inputs(line: &crate::ld::LinkLine, e: packed::OutputError) -> LinkError {
+    let script = line
+        .scripts
+        .iter()
+        .find(|s| s.info.as_ref().is_some_and(|i| !i.entries.is_empty()));
+    match (script, &e) {
+        (Some(s), packed::OutputError::Bad { .. }) => LinkError::UnscannedScriptInputs {
+            script: s.resolved.clone().unwrap_or_else(|| s.name.clone().into()),
+            source: e,
+        },
+        _ => e.into(),
     }
 }

@@ -2128,6 +2128,25 @@ fn inputs_named_inside_implicit_linker_scripts_are_packed() {
         }
         std::fs::remove_dir_all(&temps).unwrap();
     }
+    // A `-T` script's own INPUT is not read for device code: where its archive's code
+    // reaches the output beside code that was packed, the error says where it came from,
+    // and no output is left.
+    std::fs::write(
+        d.join("x.ld"),
+        "INPUT(sub/libdevreal.a)\nSECTIONS { .fpx : { *(.fpx) } } INSERT AFTER .text;\n",
+    )
+    .unwrap();
+    let exe = d.join("app-t");
+    let other = fixture("other.o");
+    let flags = [other.to_str().unwrap(), "-Wl,-T,x.ld"];
+    let (code, _, err) = gxx_in(d, w.path(), &exe, &main_o, &cuda, &flags);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("holds device code that was not packed")
+            && err.contains("the linker script x.ld names files (INPUT, GROUP)"),
+        "{err}"
+    );
+    assert!(!exe.exists());
 }
 
 /// [`gxx`] run in `dir`, with `main_o` and `flags` before the CUDA libraries.
