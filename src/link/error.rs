@@ -51,7 +51,7 @@ pub enum LinkError {
     )]
     UnscannedScriptInputs {
         script: PathBuf,
-        source: crate::packed::OutputError,
+        source: Box<crate::packed::OutputError>,
     },
     #[error("waiting for the real linker: {0}")]
     Wait(#[source] std::io::Error),

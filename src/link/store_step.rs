@@ -220,7 +220,7 @@ fn unscanned_script_inputs(line: &crate::ld::LinkLine, e: packed::OutputError) -
     match (script, &e) {
         (Some(s), packed::OutputError::Bad { .. }) => LinkError::UnscannedScriptInputs {
             script: s.resolved.clone().unwrap_or_else(|| s.name.clone().into()),
-            source: e,
+            source: Box::new(e),
         },
         _ => e.into(),
     }
