@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::line::{Input, InputFileKind, LinkLine, ScriptEntry, ScriptInfo};
+use super::target::Probe;
 
 /// A file the link reads.
 pub struct LinkFile<'a> {
@@ -18,12 +19,25 @@ pub struct LinkFile<'a> {
     pub within: Vec<usize>,
     pub path: &'a Path,
     pub kind: Option<InputFileKind>,
+    /// What the search saw of it.
+    pub probe: Option<&'a Probe>,
+}
+
+impl LinkFile<'_> {
     /// Its metadata as the search saw it (a regular file only).
-    pub meta: Option<&'a Metadata>,
+    pub fn meta(&self) -> Option<&Metadata> {
+        self.probe?.meta.as_ref()
+    }
+
     /// The whole file, where the search read all of it.
-    pub whole: Option<&'a Arc<[u8]>>,
+    pub fn whole(&self) -> Option<&Arc<[u8]>> {
+        self.probe?.whole.as_ref()
+    }
+
     /// Its ELF type (`e_type`), where it is an ELF file.
-    pub elf_type: Option<u16>,
+    pub fn elf_type(&self) -> Option<u16> {
+        self.probe?.elf_type()
+    }
 }
 
 impl LinkLine {
@@ -38,9 +52,7 @@ impl LinkLine {
                     within: Vec::new(),
                     path,
                     kind: input.file_kind,
-                    meta: input.meta.as_ref(),
-                    whole: input.whole.as_ref(),
-                    elf_type: input.elf_type,
+                    probe: input.probe.as_ref(),
                 });
             }
             if let Some(script) = &input.script {
@@ -65,9 +77,7 @@ fn push_entries<'a>(
                 within: within.clone(),
                 path,
                 kind: Some(probe.kind),
-                meta: probe.meta.as_ref(),
-                whole: probe.whole.as_ref(),
-                elf_type: probe.elf_type(),
+                probe: Some(probe),
             });
         }
         if let Some(inner) = &e.script {

@@ -129,14 +129,11 @@ pub struct Input {
     /// The file ld opens for it (filled in by `search::resolve`; plain paths as written).
     pub resolved: Option<PathBuf>,
     pub file_kind: Option<InputFileKind>,
-    /// The resolved file's metadata, as the search saw it (a regular file only): the link's
-    /// later steps ask the system no more (every stat is a trap in a VM, and a small link's
-    /// own time is mostly such calls).
-    pub meta: Option<std::fs::Metadata>,
-    /// The whole resolved file, when the search read all of it (a small one).
-    pub whole: Option<std::sync::Arc<[u8]>>,
-    /// The resolved file's ELF type (`e_type`), where it is an ELF file.
-    pub elf_type: Option<u16>,
+    /// What the search saw of the resolved file (its metadata, its bytes when small, its
+    /// ELF type), as for a script's entry ([`ScriptEntry::probe`]): the link's later steps
+    /// ask the system no more (every stat is a trap in a VM, and a small link's own time is
+    /// mostly such calls).
+    pub probe: Option<crate::ld::target::Probe>,
     /// For an input that is a linker script.
     pub script: Option<ScriptInfo>,
     pub(super) span: Range<usize>,
@@ -145,6 +142,11 @@ pub struct Input {
 impl Input {
     pub fn is_library(&self) -> bool {
         matches!(self.kind, InputKind::Library { .. })
+    }
+
+    /// The resolved file's metadata, as the search saw it (a regular file only).
+    pub fn meta(&self) -> Option<&std::fs::Metadata> {
+        self.probe.as_ref()?.meta.as_ref()
     }
 }
 

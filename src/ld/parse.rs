@@ -373,9 +373,7 @@ impl LinkLine {
             response_file: slot.from_file.then_some(slot.top),
             resolved: None,
             file_kind: None,
-            meta: None,
-            whole: None,
-            elf_type: None,
+            probe: None,
             script: None,
             span,
         });

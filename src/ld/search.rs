@@ -238,11 +238,10 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
             (Some(p), true) if p.exists() => InputFileKind::Binary,
             (Some(_), true) => InputFileKind::Missing,
             (Some(p), false) => {
-                let probe = r.probes.get(p);
-                input.meta = probe.meta.clone();
-                input.whole = probe.whole.clone();
-                input.elf_type = probe.elf_type();
-                probe.kind
+                let probe = r.probes.get(p).clone();
+                let kind = probe.kind;
+                input.probe = Some(probe);
+                kind
             }
         });
         if input.file_kind == Some(InputFileKind::Script) {

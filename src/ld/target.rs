@@ -204,7 +204,7 @@ impl Probe {
 /// The first 20 bytes of the first ELF member of a regular archive, read from `head` (its
 /// first bytes) where they are in it.
 fn first_member_header(f: &File, len: u64, head: &[u8]) -> io::Result<Option<[u8; 20]>> {
-    let read_at = |f: &File, buf: &mut [u8], pos: u64| -> io::Result<usize> {
+    let read_at = |buf: &mut [u8], pos: u64| -> io::Result<usize> {
         let start = usize::try_from(pos).unwrap_or(usize::MAX);
         match head.get(start..start.saturating_add(buf.len())) {
             Some(bytes) => {
@@ -217,7 +217,7 @@ fn first_member_header(f: &File, len: u64, head: &[u8]) -> io::Result<Option<[u8
     let mut pos = 8u64;
     let mut hdr = [0u8; 60];
     while pos + 60 <= len {
-        if read_at(f, &mut hdr, pos)? < 60 || &hdr[58..60] != b"`\n" {
+        if read_at(&mut hdr, pos)? < 60 || &hdr[58..60] != b"`\n" {
             return Ok(None);
         }
         let size: u64 = std::str::from_utf8(&hdr[48..58])
@@ -230,7 +230,7 @@ fn first_member_header(f: &File, len: u64, head: &[u8]) -> io::Result<Option<[u8
             name.starts_with(b"/ ") || name.starts_with(b"//") || name.starts_with(b"/SYM64/");
         if !special && !name.starts_with(b"__.SYMDEF") {
             let mut m = [0u8; 20];
-            if read_at(f, &mut m, pos + 60)? == 20 && m.starts_with(b"\x7fELF") {
+            if read_at(&mut m, pos + 60)? == 20 && m.starts_with(b"\x7fELF") {
                 return Ok(Some(m));
             }
         }

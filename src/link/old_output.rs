@@ -27,7 +27,7 @@ pub(super) fn refuse_an_input(line: &LinkLine) -> Result<(), LinkError> {
     let same = line
         .inputs
         .iter()
-        .filter_map(|i| Some((i.resolved.as_deref()?, i.meta.as_ref())))
+        .filter_map(|i| Some((i.resolved.as_deref()?, i.meta())))
         .filter(|(p, meta)| {
             let id = |m: &std::fs::Metadata| (m.dev(), m.ino());
             match meta {

@@ -41,18 +41,18 @@ impl Session {
             }
             // A shared library's device code is its own (told from the header the search
             // read: libc.so.6 and libstdc++.so are on every line).
-            if device_free.contains(path) || file.elf_type == Some(object::elf::ET_DYN) {
+            if device_free.contains(path) || file.elf_type() == Some(object::elf::ET_DYN) {
                 continue;
             }
             // What the search saw of it (a regular file only: anything else is refused by
             // the map below, naming it).
-            let meta = file.meta;
+            let meta = file.meta();
             if let Some(m) = meta {
                 let free = if m.len() < super::device_free::MIN_LEN {
                     // crt1.o, a user's small object: searched whole, as the search read it or
                     // read now (a map of its own costs more than the read); one with device
                     // code is mapped below.
-                    match file.whole {
+                    match file.whole() {
                         Some(bytes) => cannot_hold_device_code(file.kind, bytes),
                         None => inputs::read_small(path)
                             .is_ok_and(|bytes| cannot_hold_device_code(file.kind, &bytes)),
@@ -193,7 +193,7 @@ pub(super) fn names_a_large_archive(line: &LinkLine) -> bool {
         matches!(
             i.file_kind,
             Some(InputFileKind::Archive | InputFileKind::ThinArchive)
-        ) && i.meta.as_ref().is_some_and(|m| m.len() >= LARGE)
+        ) && i.meta().is_some_and(|m| m.len() >= LARGE)
     })
 }
 
