@@ -14,6 +14,9 @@
 #   ldplain - the real linker alone on the plain link's line (`ld @PROGRAM.rsp`, the line
 #            g++ gave ld in a logged plain link made before the rounds): what ld takes of
 #            the plain command;
+#   onep   - `direct` in one process (--fatpack-fork=no): against `direct`, which forks
+#            for these inputs and ends once the output is in place, what the process's own
+#            end costs the link;
 #   directw - `direct` with fatpack started by a small C program that times it as its
 #            parent sees it (fork to exit, its exit's teardown included): against the
 #            `total` fatpack reports, what its process costs outside its steps;
@@ -31,7 +34,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-routes.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep"
+mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep" "$W/onep"
 ln -s "$FP" "$W/fp/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/fp/g++"
 # A logging ld: writes its arguments, one per line, to $LDLOG (an ld response file), then runs ld.
@@ -70,6 +73,8 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.direct) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.directw) FPWALL="$W/directw/cublas.walls" g++ -B"$W/fpt" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -o "$out" check.o "${CUBLAS[@]}" ;;
     five.directw) FPWALL="$W/directw/five.walls" nvcc -rdc=true -arch=sm_90 -ccbin "$W/fpt/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
+    cublas.onep) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-fork=no -o "$out" check.o "${CUBLAS[@]}" ;;
+    five.onep) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-fork=no -o "$out" five.o "${FIVE[@]}" ;;
     cublas.late) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-early-link=no -o "$out" check.o "${CUBLAS[@]}" ;;
     cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
     five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
@@ -189,6 +194,9 @@ for prog in ${PROGRAMS:-cublas five}; do
         grep -h "early link:" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
         grep -h "steps:\|store:\|route:\|packed \|part by part" "$prog.$who.${ROUNDS:-5}.err" | sed "s/^/$prog $who: /"
     done
+    if [ -f "onep/$prog.bin" ] && [ -f "direct/$prog.bin" ]; then
+        cmp -s "onep/$prog.bin" "direct/$prog.bin" && echo "$prog: onep and direct wrote the same bytes" || echo "$prog: onep and direct DIFFER"
+    fi
     # The same store, or the same modules in the same order under other names (byte-identical
     # containers of archive members the linker pulled out of the archive's order).
     ref=copy

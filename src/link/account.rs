@@ -31,6 +31,9 @@ pub(super) struct Account {
     /// Whether the link was started before the scan, and what became of it
     /// (`--fatpack-verbose`).
     pub(super) early_note: &'static str,
+    /// Whether the link ran in a child of a fork (`super::handoff`), and why
+    /// (`--fatpack-verbose`).
+    pub(super) fork_note: String,
     /// Where the time of the steps after the real link went, part by part: they hold up
     /// the link's end, so each is named (`--fatpack-verbose`).
     pub(super) after_link: Parts,
@@ -77,6 +80,7 @@ impl Default for Account {
             elf_files: 0,
             route_note: "copy: the inputs with device code copied with stubs".into(),
             early_note: "not started (--fatpack-early-link, or the route cannot be direct)",
+            fork_note: String::new(),
             after_link: Parts::default(),
         }
     }

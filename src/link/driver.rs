@@ -64,6 +64,8 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     let mut s = Session::new(real, line, opts)?;
     s.step("resolve inputs", Session::resolve_inputs)?;
     super::old_output::refuse_an_input(&s.line)?;
+    // Before the first thread, temp file or child of the link.
+    s.account.fork_note = super::handoff::fork_if_worth_it(&s.opts, &s.line);
     let early = s.step("start the link early", Session::start_early)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
     if s.opts.dry_run {

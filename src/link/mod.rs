@@ -16,6 +16,7 @@ mod driver;
 mod dry_run;
 mod error;
 pub mod glue;
+pub mod handoff;
 mod names;
 mod old_output;
 pub mod options;

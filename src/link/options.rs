@@ -85,6 +85,11 @@ pub const OPTIONS: &[FatpackOption] = &[
         value: Some("auto|yes|no"),
         help: "start the direct route's link before the scan has read the inputs",
     },
+    FatpackOption {
+        name: "fork",
+        value: Some("auto|yes|no"),
+        help: "end once the output is in place, a child freeing the memory (auto: 64 MiB in)",
+    },
 ];
 
 /// `--fatpack-NAME[=VALUE]` and what it does, per option, for the help and man page.
@@ -133,6 +138,23 @@ pub struct PackOptions {
     /// `--fatpack-early-link=`: whether the direct route's link starts before the scan
     /// ([`EarlyLink`]).
     pub early_link: EarlyLink,
+    /// `--fatpack-fork=`: whether the link runs in a child that ends after the command
+    /// has ([`Fork`], `super::handoff`).
+    pub fork: Fork,
+}
+
+/// Whether the link's work runs in a child process, so that the command ends as soon as the
+/// output is in place and the child's end (the kernel freeing what it mapped and allocated)
+/// is nobody's wait. The output is the same bytes either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fork {
+    /// `auto` (the default): where the link reads objects and archives of
+    /// [`super::handoff::FORK_FROM`] bytes or more.
+    Auto,
+    /// `yes`: every link that reaches the scan.
+    Yes,
+    /// `no`: one process.
+    No,
 }
 
 /// Whether the direct route's real link starts before the scan has read the inputs, on the
@@ -238,6 +260,11 @@ impl PackOptions {
                 ("no", EarlyLink::No),
             ],
         )?;
+        let fork = choice(
+            line,
+            "fork",
+            &[("auto", Fork::Auto), ("yes", Fork::Yes), ("no", Fork::No)],
+        )?;
         let threads = match line.fatpack_value("threads") {
             None => None,
             Some(v) => Some(
@@ -256,6 +283,7 @@ impl PackOptions {
             mode,
             route,
             early_link,
+            fork,
             threads,
             side_file: switch(line, "side-file")?,
             save_temps: switch(line, "save-temps")?,

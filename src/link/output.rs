@@ -129,6 +129,7 @@ impl Session {
         }
         eprintln!("fatpack:   route: {}", self.account.route_note);
         eprintln!("fatpack:   early link: {}", self.account.early_note);
+        eprintln!("fatpack:   process: {}", self.account.fork_note);
         let done = match self.linked_as_given {
             true => "linked as given",
             false => "rewrote",

@@ -15,6 +15,7 @@ mod integrations;
 mod jobserver;
 mod ld_args;
 mod ld_direct;
+mod ld_fork;
 mod ld_pack;
 mod prune_conda;
 mod prune_cut;
