@@ -5,7 +5,7 @@
 # a small C parent as the linker's caller sees it (fork to reaped), less the total fatpack
 # reports; then one forked link under strace (seccomp-filtered, so only the calls named are
 # stopped): the process's first and last events, relative to its exec, and the widest gaps.
-#   [ROUNDS=5] bash bench/h200/exit_probe.sh FATPACK
+#   [ROUNDS=5] [STRACE=path] bash bench/h200/exit_probe.sh FATPACK
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
@@ -44,8 +44,10 @@ for r in $(seq "${ROUNDS:-5}"); do
     done
 done
 cmp -s auto.bin no.bin && echo "forked and one-process outputs: the same bytes" || echo "forked and one-process outputs DIFFER"
-command -v strace >/dev/null || { echo "no strace here"; exit 0; }
-strace -f --seccomp-bpf -ttt -o trace.txt \
+# STRACE=path: a strace brought along (with its libraries beside it).
+ST="${STRACE:-$(command -v strace)}"
+[ -x "$ST" ] || { echo "no strace here"; exit 0; }
+LD_LIBRARY_PATH="$(dirname "$ST")" "$ST" -f --seccomp-bpf -ttt -o trace.txt \
     -e trace=execve,exit_group,wait4,write,close,munmap,unlink,unlinkat,rename,renameat2,pipe2,clone,clone3,fork,vfork,ftruncate,fallocate,madvise \
     g++ -B"$W/fp" -Wl,--fatpack-verbose -o traced.bin check.o "${CUBLAS[@]}" 2>err.txt
 python3 - trace.txt <<'PY'
