@@ -74,8 +74,16 @@ print(f"fatpack pids {sorted(fp - ld_pids)}, real ld {sorted(ld_pids)}")
 print("first events (ms after fatpack's exec):")
 for p, t, s in mine[:12]:
     print(f"  {1000*(t-t0):9.2f}  {p}  {s[:110]}")
-print("last events:")
-for p, t, s in mine[-30:]:
+# From the line that says the total (the end of what fatpack's steps count) to the end.
+end = next((i for i, e in enumerate(mine) if e[2].startswith("write(2") and "total " in e[2]), len(mine) - 30)
+tail = mine[end:]
+print(f"from the total's line to the end: {len(tail)} events, {1000*(tail[-1][1]-tail[0][1]):.2f} ms")
+counts = {}
+for p, t, s in tail:
+    k = s.split("(")[0]
+    counts[k] = counts.get(k, 0) + 1
+print("  by call: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
+for p, t, s in tail[:160]:
     print(f"  {1000*(t-t0):9.2f}  {p}  {s[:110]}")
 gaps = sorted(((b[1] - a[1], a, b) for a, b in zip(mine, mine[1:])), reverse=True)[:8]
 print("widest gaps between fatpack's events:")
