@@ -11,27 +11,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-exit.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/fpt"
+mkdir -p "$W/fp"
 ln -s "$FP" "$W/fp/ld"
-cat >"$W/fpt/timer.c" <<C
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-int main(int c, char **v) {
-    struct timespec a, b; int st = 0; (void)c;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    pid_t p = fork();
-    if (p == 0) { execv("$FP", v); _exit(127); }
-    waitpid(p, &st, 0);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    FILE *f = fopen(getenv("FPWALL"), "a");
-    if (f) { fprintf(f, "%.4f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9); fclose(f); }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-C
-gcc -O2 -o "$W/fpt/ld" "$W/fpt/timer.c"
+source "$root/bench/h200/parent_timer.sh"
+parent_timer "$W/fpt" "$FP"
 source "$root/bench/h200/programs.sh"
 g++ -o plain.bin check.o "${CUBLAS[@]}" # page cache
 for r in $(seq "${ROUNDS:-5}"); do

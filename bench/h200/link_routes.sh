@@ -42,27 +42,9 @@ printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/ldlog" >"$W/ldlog/g++"
 chmod +x "$W/ldlog/ld" "$W/ldlog/g++"
 # A timing parent for fatpack as ld: appends fatpack's wall, fork to reaped, to $FPWALL.
-mkdir -p "$W/fpt" "$W/directw"
-cat >"$W/fpt/timer.c" <<C
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-int main(int c, char **v) {
-    struct timespec a, b; int st = 0; (void)c;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    pid_t p = fork();
-    if (p == 0) { execv("$FP", v); _exit(127); }
-    waitpid(p, &st, 0);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    FILE *f = fopen(getenv("FPWALL"), "a");
-    if (f) { fprintf(f, "%.4f\n", (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9); fclose(f); }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
-}
-C
-gcc -O2 -o "$W/fpt/ld" "$W/fpt/timer.c"
-printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fpt" >"$W/fpt/g++" && chmod +x "$W/fpt/g++"
+mkdir -p "$W/directw"
+source "$root/bench/h200/parent_timer.sh"
+parent_timer "$W/fpt" "$FP"
 source "$root/bench/h200/programs.sh"
 link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names its
          # device-link object after the output, and the store records module names)

@@ -131,38 +131,19 @@ fn a_forked_link_fails_as_ld_does() {
     }
 }
 
-/// Whether process `pid` is running (not gone, not a zombie).
-fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-        !st.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
-}
-
 /// A signal to the command (the parent) reaches the child, which stops its real linker and
 /// cleans up, and the command ends by that signal; a child killed outright ends the command
 /// by the same signal.
 #[test]
 fn a_forked_link_passes_signals_on_and_ends_as_its_child_did() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("tmp");
-    let out_dir = dir.path().join("out");
-    std::fs::create_dir_all(&tmp).unwrap();
-    std::fs::create_dir_all(&out_dir).unwrap();
-    // A real linker that hangs on the link itself (queries go to ld), writing its pid; or,
-    // with KILL_PARENT set, kills the process that ran it (the child) with SIGKILL.
-    let slow = dir.path().join("slow-ld");
-    let pids = dir.path().join("ld-pids");
-    write_executable(
-        &slow,
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ echo $$ $PPID >> {}; [ -n \"$KILL_PARENT\" ] && kill -KILL $PPID; exec sleep 60; }}; done\nexec ld \"$@\"\n",
-            pids.display()
-        ),
-    );
+    // A real linker that hangs on the link itself.
+    let SlowLinkDirs {
+        dir: _dir,
+        tmp,
+        out: out_dir,
+        slow,
+        pids,
+    } = slow_link_dirs();
     let start = |kill_parent: bool| {
         let mut c = fatpack_ld("yes", "direct", &out_dir.join("app"), &fixture_objs());
         c.env("TMPDIR", &tmp)

@@ -1223,21 +1223,14 @@ fn side_file_pairs_change_together() {
 #[test]
 fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
     let cuda = cuda_lib();
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("tmp");
-    let out_dir = dir.path().join("out");
-    std::fs::create_dir_all(&tmp).unwrap();
-    std::fs::create_dir_all(&out_dir).unwrap();
-    // A real linker that hangs on the link itself (queries go to ld).
-    let slow = dir.path().join("slow-ld");
-    let pids = dir.path().join("ld-pids");
-    write_executable(
-        &slow,
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ echo $$ >> {}; exec sleep 60; }}; done\nexec ld \"$@\"\n",
-            pids.display()
-        ),
-    );
+    // A real linker that hangs on the link itself.
+    let SlowLinkDirs {
+        dir: _dir,
+        tmp,
+        out: out_dir,
+        slow,
+        pids,
+    } = slow_link_dirs();
     // Both routes: the direct route's link starts before the scan (the line names cudart),
     // the copy route's after the rewrite; either way, one real link per run.
     let start = |route: &str| {
@@ -1299,24 +1292,17 @@ fn signals_leave_no_temp_files_and_the_next_link_sweeps_after_sigkill() {
     assert!(!ours(&tmp).is_empty() && !ours(&out_dir).is_empty());
     // The linkers SIGTERM and SIGINT reached are gone; stop the one SIGKILL orphaned.
     let pids = std::fs::read_to_string(&pids).unwrap();
-    let pids: Vec<i32> = pids.lines().map(|l| l.parse().unwrap()).collect();
+    let pids: Vec<i32> = pids
+        .lines()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
     assert_eq!(pids.len(), 3);
     for (i, &pid) in pids.iter().enumerate() {
-        // Running, not gone or a zombie waiting for its new parent to reap it.
-        let running = || {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-                !st.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-        };
         let t0 = std::time::Instant::now();
-        while i < 2 && running() && t0.elapsed().as_secs() < 10 {
+        while i < 2 && running(pid) && t0.elapsed().as_secs() < 10 {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert_eq!(running(), i == 2, "linker {i} (pid {pid})");
+        assert_eq!(running(pid), i == 2, "linker {i} (pid {pid})");
         // SAFETY: SIGKILL to the `sleep` our fake linker became.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }

@@ -288,3 +288,53 @@ pub fn prune_with(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
         .arg(out));
     (code, err)
 }
+
+/// A real linker at `path` that hangs on the link itself (a query such as `--version` goes to
+/// ld): it appends "PID PPID" to `pids`, then becomes `sleep 60`; with `KILL_PARENT` set in its
+/// environment it first kills the process that ran it with SIGKILL.
+pub fn slow_linker(path: &Path, pids: &Path) {
+    write_executable(
+        path,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -o ] && {{ echo $$ $PPID >> {}; [ -n \"$KILL_PARENT\" ] && kill -KILL $PPID; exec sleep 60; }}; done\nexec ld \"$@\"\n",
+            pids.display()
+        ),
+    );
+}
+
+/// A temp folder for links that are stopped mid-way: `tmp/` (their TMPDIR), `out/` (their
+/// outputs) and a [`slow_linker`] at `slow-ld` writing to `ld-pids`.
+pub struct SlowLinkDirs {
+    pub dir: tempfile::TempDir,
+    pub tmp: PathBuf,
+    pub out: PathBuf,
+    pub slow: PathBuf,
+    pub pids: PathBuf,
+}
+
+pub fn slow_link_dirs() -> SlowLinkDirs {
+    let dir = tempfile::tempdir().unwrap();
+    let (tmp, out) = (dir.path().join("tmp"), dir.path().join("out"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let (slow, pids) = (dir.path().join("slow-ld"), dir.path().join("ld-pids"));
+    slow_linker(&slow, &pids);
+    SlowLinkDirs {
+        dir,
+        tmp,
+        out,
+        slow,
+        pids,
+    }
+}
+
+/// Whether process `pid` is running (not gone, and not a zombie waiting to be reaped).
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        !st.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
