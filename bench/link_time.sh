@@ -29,6 +29,10 @@ mkdir -p wrap && ln -sf "$root/target/release/fatpack" wrap/ld
 if [ -n "${OTHER:-}" ]; then mkdir -p wrap-other && ln -sf "$(realpath "$OTHER")" wrap-other/ld; fi
 objs="main.o $(ls obj*.o | sort -V | tr '\n' ' ')"
 libs="-L$CUDA_HOME/lib -lcudart_static -ldl -lpthread -lrt"
+# Peak memory is read from the command's caller (the largest process it waited for): a forked
+# link's child and its real linker are not waited for by the command, so links run in one
+# process here (FATPACK_FORK=no; a forked link ends sooner by the child's end, milliseconds).
+export FATPACK_FORK=no
 sync
 runs="${RUNS:-3}"
 : >rows.txt

@@ -46,6 +46,7 @@ pub const RUNTIME: &str = "FATPACK_RUNTIME";
 pub const VERBOSE: &str = "FATPACK_VERBOSE";
 pub const THREADS: &str = "FATPACK_THREADS";
 pub const MODE: &str = "FATPACK_MODE";
+pub const FORK: &str = "FATPACK_FORK";
 pub const CACHE_DIR: &str = "FATPACK_CACHE_DIR";
 pub const LD_DEPTH: &str = "FATPACK_LD_DEPTH";
 pub const TRACE_WORKERS: &str = "FATPACK_TRACE_WORKERS";
@@ -69,6 +70,12 @@ pub const VARIABLES: &[Variable] = &[
         value: "auto|packed|tail",
         reader: Reader::Link,
         help: "the mode of every link whose line gives no --fatpack-mode",
+    },
+    Variable {
+        name: FORK,
+        value: "auto|yes|no",
+        reader: Reader::Link,
+        help: "--fatpack-fork of every link whose line gives none (no: one process)",
     },
     Variable {
         name: VERBOSE,

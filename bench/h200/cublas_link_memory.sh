@@ -13,6 +13,10 @@ mkdir -p "$W/fp" && ln -s "$FP" "$W/fp/ld"
 export PATH="$CUDA/bin:$PATH"
 nvcc -O2 -std=c++17 -c "$root/tests/gpu/cublas/cublas_check.cu" -o "$W/check.o"
 LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
+# Peak memory is read from the command's caller (the largest process it waited for): a forked
+# link's child and its real linker are not waited for by the command, so links run in one
+# process here (FATPACK_FORK=no; a forked link ends sooner by the child's end, milliseconds).
+export FATPACK_FORK=no
 # timed NAME CMD...: wall seconds and the peak RSS of the largest process CMD ran.
 timed() {
     python3 - "$@" <<'PY'

@@ -20,6 +20,10 @@ echo "$(nproc) CPUs; $(nvcc --version | tail -2 | head -1)"
 nvcc -O2 -std=c++17 -c "$root/tests/gpu/cublas/cublas_check.cu" -o "$W/check.o" || exit 1
 LIBS=(-L"$CUDA/lib64" -lcublas_static -lcublasLt_static -lculibos -lcudart_static -lpthread -ldl -lrt)
 cat "$CUDA/lib64/libcublas_static.a" "$CUDA/lib64/libcublasLt_static.a" >/dev/null
+# Peak memory is read from the command's caller (the largest process it waited for): a forked
+# link's child and its real linker are not waited for by the command, so links run in one
+# process here (FATPACK_FORK=no; a forked link ends sooner by the child's end, milliseconds).
+export FATPACK_FORK=no
 # timed NAME CMD...: "NAME wall peak_MiB rc" (peak: the largest process CMD ran).
 timed() {
     python3 - "$@" <<'PY'

@@ -39,7 +39,7 @@ pub(super) fn fork_if_worth_it(opts: &PackOptions, line: &LinkLine) -> String {
     let bytes = input_bytes(line);
     let mib = bytes as f64 / f64::from(1 << 20);
     let wanted = match opts.fork {
-        Fork::No => return "one process (--fatpack-fork=no)".into(),
+        Fork::No => return "one process (--fatpack-fork or FATPACK_FORK: no)".into(),
         Fork::Yes => true,
         Fork::Auto => bytes >= FORK_FROM,
     };

@@ -88,7 +88,7 @@ pub const OPTIONS: &[FatpackOption] = &[
     FatpackOption {
         name: "fork",
         value: Some("auto|yes|no"),
-        help: "end once the output is in place, a child freeing the memory (auto: 64 MiB in)",
+        help: "end when the output is in place; a child frees memory (auto: 64 MiB in)",
     },
 ];
 
@@ -260,9 +260,10 @@ impl PackOptions {
                 ("no", EarlyLink::No),
             ],
         )?;
-        let fork = choice(
+        let fork = choice_or_env(
             line,
             "fork",
+            crate::environment::FORK,
             &[("auto", Fork::Auto), ("yes", Fork::Yes), ("no", Fork::No)],
         )?;
         let threads = match line.fatpack_value("threads") {

@@ -61,7 +61,7 @@ fn a_forked_link_writes_the_bytes_one_process_writes() {
             assert_eq!(code, 0, "{route} {fork}: {err}");
             let said = match fork {
                 "yes" => "process: the link ran in a child, and the command ended once the output was in place",
-                "no" => "process: one process (--fatpack-fork=no)",
+                "no" => "process: one process (--fatpack-fork or FATPACK_FORK: no)",
                 _ => "MiB; forked from 64 MiB)",
             };
             assert!(err.contains(said), "{route} {fork}: {err}");
@@ -197,4 +197,46 @@ fn a_forked_link_passes_signals_on_and_ends_as_its_child_did() {
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     // SAFETY: SIGKILL to the `sleep` the orphaned fake linker became.
     unsafe { libc::kill(ld, libc::SIGKILL) };
+}
+
+/// `FATPACK_FORK` stands in for `--fatpack-fork` where the line gives none, the line wins,
+/// and a value it does not know is an error naming the variable, before anything is written.
+#[test]
+fn fatpack_fork_in_the_environment() {
+    let (cuda, w) = (cuda_lib(), wrapper_dir());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("app");
+    let link = |env: &str, line: Option<&str>| {
+        let mut extra = vec!["-Wl,--fatpack-verbose".to_string()];
+        extra.extend(line.map(|f| format!("-Wl,--fatpack-fork={f}")));
+        let mut c = Command::new("g++");
+        c.arg(format!("-B{}", w.path().display()))
+            .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
+            .env("FATPACK_FORK", env)
+            .args(&extra)
+            .arg("-o")
+            .arg(&out)
+            .args(fixture_objs())
+            .arg(format!("-L{}", cuda.display()))
+            .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
+        run(&mut c)
+    };
+    let forked = "process: the link ran in a child";
+    let (code, _, err) = link("yes", None);
+    assert!(code == 0 && err.contains(forked), "{err}");
+    let (code, _, err) = link("no", None);
+    assert!(
+        code == 0 && err.contains("process: one process (--fatpack-fork or FATPACK_FORK: no)"),
+        "{err}"
+    );
+    let (code, _, err) = link("no", Some("yes"));
+    assert!(code == 0 && err.contains(forked), "{err}");
+    std::fs::remove_file(&out).unwrap();
+    let (code, _, err) = link("maybe", None);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("FATPACK_FORK") && err.contains("maybe"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }
