@@ -78,6 +78,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-mode -d '
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-threads -d 'at most N threads (or FATPACK_THREADS; under make, its jobserver)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-route -d 'direct: link inputs as given, stub the output; copy: link stubbed copies' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-early-link -d 'start the direct route\'s link before the scan has read the inputs' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-fork -d 'end when the output is in place; a child frees memory (auto: 64 MiB in)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-side-file -d 'the store in <output>.fatpack beside the output, not inside it'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-verbose -d 'what was packed; time and memory per step (or FATPACK_VERBOSE=1)'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-save-temps -d 'keep rewritten inputs and the ld line in <output>.fatpack-temps/'
