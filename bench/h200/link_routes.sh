@@ -11,6 +11,10 @@
 #            CPUs);
 #   rsp    - the real linker alone on the direct route's line (`ld @ld.rsp`, from a
 #            --fatpack-save-temps link made before the rounds): what ld itself takes there;
+#   rspnw  - `rsp` with each `--wrap=X` given as `--defsym=__real_X=X` (needs rsp in WHO): the
+#            same symbols resolved and nothing wrapped (not a working program), to part the
+#            wraps' cost from the rest of fatpack's line: GNU ld with any --wrap looks every
+#            global symbol's name up once more, in its table of wrapped names;
 #   ldplain - the real linker alone on the plain link's line (`ld @PROGRAM.rsp`, the line
 #            g++ gave ld in a logged plain link made before the rounds): what ld takes of
 #            the plain command;
@@ -61,6 +65,7 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
     five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
     *.rsp) ld @"$W/rsp/$prog.bin.fatpack-temps/ld.rsp" ;;
+    *.rspnw) ld @"$W/rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
     *.ldplain) ld @"$W/ldplain/$prog.rsp" ;;
     five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
     five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=copy -o "$out" five.o "${FIVE[@]}" ;;
@@ -74,7 +79,8 @@ for prog in ${PROGRAMS:-cublas five}; do
         case $prog in
         cublas) g++ -B"$W/fp" -Wl,--fatpack-route=direct -Wl,--fatpack-save-temps -o rsp/cublas.bin check.o "${CUBLAS[@]}" ;;
         five) nvcc -rdc=true -arch=sm_90 -keep -keep-dir keep -ccbin "$W/fp/g++" -Xlinker --fatpack-route=direct -Xlinker --fatpack-save-temps -o rsp/five.bin five.o "${FIVE[@]}" ;;
-        esac 2>/dev/null ;;
+        esac 2>/dev/null
+        sed 's/^--wrap=\(.*\)$/--defsym=__real_\1=\1/' "rsp/$prog.bin.fatpack-temps/ld.rsp" >"rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
     esac
     case " ${WHO:-} " in
     *" ldplain "*)
@@ -114,8 +120,11 @@ for prog, w in walls.items():
     after = st.get("stub output", 0) + st.get("write store", 0) + st.get("commit output", 0)
     # fatpack's steps up to the end of the real link (with the early link, the scan and the
     # naming of modules ran beside it), against the real linker alone on the same line.
-    extra = [
-        ("ld alone: on fatpack's line - on the plain line (rsp - ldplain)", med["rsp"] - med["ldplain"]),
+    line = [("ld alone: on fatpack's line - on the plain line (rsp - ldplain)", med["rsp"] - med["ldplain"])]
+    if "rspnw" in med:
+        line = [("ld alone: the wraps (rsp - rspnw)", med["rsp"] - med["rspnw"]),
+                ("ld alone: the rest of fatpack's line (rspnw - ldplain)", med["rspnw"] - med["ldplain"])]
+    extra = line + [
         ("fatpack until the link ended - ld alone on its line", fp_total - after - med["rsp"]),
         ("stub output (after the link)", st.get("stub output", 0)),
         ("write store (after the link)", st.get("write store", 0)),
