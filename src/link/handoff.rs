@@ -1,15 +1,16 @@
 //! The end of a big link, left behind: the process the build waits for ends as soon as the
-//! output is in place, and a child that did the work ends after it. A process's end frees
-//! all it mapped and allocated, and a link that read a gigabyte of static libraries leaves
-//! the kernel 10-14 ms of that (static cuBLAS on the GPU machine, BENCHMARKS.md): time the
-//! build would otherwise wait for. mold does the same (its `--fork`).
+//! output is in place, and a child that did the work ends after it. Letting go of what a
+//! link that read a gigabyte of static libraries mapped and allocated, and the kernel's
+//! teardown of the process, took 9-14 ms after static cuBLAS's link on the GPU machine, and
+//! 2-3 ms are left with the fork (BENCHMARKS.md): time the build would otherwise wait for.
+//! mold does the same (its `--fork`).
 //!
 //! How: before the link's first thread, temp file or child, the process forks. The parent
 //! waits on a pipe and passes the signals a build sends (INT, TERM, HUP, QUIT) on to the
-//! child. The child does the link; when `main` is done with it, it lets go of stdin, stdout
-//! and stderr (nothing that reads a command's output to its end, as ninja does, then waits
-//! for the child's exit) and writes its exit status into the pipe ([`report`]). The parent
-//! exits with that status. A child that ends without writing it (killed; or the real linker
+//! child. The child does the link; once its output is in place and its temps are gone (or,
+//! for a failed link, once `main` is done), it lets go of stdin, stdout and stderr (nothing
+//! that reads a command's output to its end, as ninja does, then waits for the child's exit)
+//! and writes its exit status into the pipe ([`report`]). The parent exits with that status. A child that ends without writing it (killed; or the real linker
 //! run in its place, for a link not worth packing) is waited for, and its end is the
 //! parent's: the same exit status, or the same signal.
 
