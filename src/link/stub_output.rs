@@ -229,6 +229,13 @@ fn read_placed(data: &[u8], wanted: &HashSet<&[u8]>) -> Placed {
     // Anchors the output names more than once (a local of the same name elsewhere) tell
     // nothing.
     let mut twice: HashSet<Vec<u8>> = HashSet::new();
+    // The lengths of the names wanted: most of a big output's functions (long C++ names,
+    // hundreds of thousands in static cuBLAS) are passed by on their length, not hashed.
+    let longest = wanted.iter().map(|n| n.len()).max().unwrap_or(0);
+    let mut wanted_len = vec![false; longest + 1];
+    for n in wanted {
+        wanted_len[n.len()] = true;
+    }
     for sym in records::<Sym>(syms) {
         let kind = sym.st_info & 0xf;
         if kind == object::elf::STT_FILE {
@@ -237,8 +244,8 @@ fn read_placed(data: &[u8], wanted: &HashSet<&[u8]>) -> Placed {
         }
         let index = usize::from(sym.st_shndx.get(LE));
         if kind == object::elf::STT_FUNC && !wanted.is_empty() && index != 0 {
-            if let Some(name) =
-                c_str(strings, sym.st_name.get(LE) as usize).filter(|n| wanted.contains(n))
+            if let Some(name) = c_str(strings, sym.st_name.get(LE) as usize)
+                .filter(|n| wanted_len.get(n.len()).copied().unwrap_or(false) && wanted.contains(n))
             {
                 if out
                     .anchors
