@@ -38,6 +38,18 @@ impl LinkFile<'_> {
     pub fn elf_type(&self) -> Option<u16> {
         self.probe?.elf_type()
     }
+
+    /// Whether it is a file whose device code a link takes in: an object or an archive
+    /// (not a `-b binary` input, not a shared library, whose device code is its own: told
+    /// from the header the search read, as libc.so.6 and libstdc++.so are on every line).
+    pub fn may_hold_linked_device_code(&self) -> bool {
+        !self.input.binary
+            && matches!(
+                self.kind,
+                Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
+            )
+            && self.elf_type() != Some(object::elf::ET_DYN)
+    }
 }
 
 impl LinkLine {

@@ -10,15 +10,16 @@
 //! child. The child does the link; once its output is in place and its temps are gone (or,
 //! for a failed link, once `main` is done), it lets go of stdin, stdout and stderr (nothing
 //! that reads a command's output to its end, as ninja does, then waits for the child's exit)
-//! and writes its exit status into the pipe ([`report`]). The parent exits with that status. A child that ends without writing it (killed; or the real linker
-//! run in its place, for a link not worth packing) is waited for, and its end is the
-//! parent's: the same exit status, or the same signal.
+//! and writes its exit status into the pipe ([`report`]). The parent exits with that status.
+//! A child that ends without writing it (killed; or the real linker run in its place, for a
+//! link not worth packing) is waited for, and its end is the parent's: the same exit
+//! status, or the same signal.
 
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::options::{Fork, PackOptions};
-use crate::ld::{InputFileKind, LinkLine};
+use crate::ld::LinkLine;
 
 /// The inputs' bytes from which `--fatpack-fork=auto` forks: below them the end costs
 /// little (2 ms for 300 MiB of objects on the dev machine) and the fork itself 0.1-0.3 ms.
@@ -37,13 +38,12 @@ static CHILD: AtomicI32 = AtomicI32::new(0);
 /// returns in the child (or where no fork was made) what was done, for `--fatpack-verbose`.
 /// The parent never returns.
 pub(super) fn fork_if_worth_it(opts: &PackOptions, line: &LinkLine) -> String {
+    if opts.fork == Fork::No {
+        return "one process (--fatpack-fork or FATPACK_FORK: no)".into();
+    }
     let bytes = input_bytes(line);
     let mib = bytes as f64 / f64::from(1 << 20);
-    let wanted = match opts.fork {
-        Fork::No => return "one process (--fatpack-fork or FATPACK_FORK: no)".into(),
-        Fork::Yes => true,
-        Fork::Auto => bytes >= FORK_FROM,
-    };
+    let wanted = opts.fork == Fork::Yes || bytes >= FORK_FROM;
     if !wanted {
         return format!(
             "one process (objects and archives of {mib:.1} MiB; forked from {} MiB)",
@@ -67,16 +67,11 @@ pub(super) fn fork_if_worth_it(opts: &PackOptions, line: &LinkLine) -> String {
     }
 }
 
-/// The bytes of the objects and archives the link reads.
+/// The bytes of the objects and archives the link reads (what the scan maps).
 fn input_bytes(line: &LinkLine) -> u64 {
     line.files()
         .iter()
-        .filter(|f| {
-            matches!(
-                f.kind,
-                Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
-            ) && f.elf_type() != Some(object::elf::ET_DYN)
-        })
+        .filter(|f| f.may_hold_linked_device_code())
         .filter_map(|f| f.meta().map(|m| m.len()))
         .sum()
 }

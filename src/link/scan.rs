@@ -29,19 +29,8 @@ impl Session {
         // The line's inputs and the files their implicit scripts name (`libdev.so` holding
         // `INPUT(libdevreal.a)`): ld links both.
         for file in self.line.files() {
-            if file.input.binary {
-                continue;
-            }
             let path = file.path;
-            if !matches!(
-                file.kind,
-                Some(InputFileKind::Elf | InputFileKind::Archive | InputFileKind::ThinArchive)
-            ) {
-                continue;
-            }
-            // A shared library's device code is its own (told from the header the search
-            // read: libc.so.6 and libstdc++.so are on every line).
-            if device_free.contains(path) || file.elf_type() == Some(object::elf::ET_DYN) {
+            if !file.may_hold_linked_device_code() || device_free.contains(path) {
                 continue;
             }
             // What the search saw of it (a regular file only: anything else is refused by
