@@ -107,10 +107,10 @@ fn static_unwinder(out: &Path, target: &str) {
 }
 
 /// Links the `fatpack` executable as a static PIE (`-static-pie`, glibc's static archives):
-/// a process that loads no shared library starts 0.45 ms sooner on the dev machine (2.65 →
-/// 2.19 ms for a small link's `fatpack ld` with the real linker replaced by `true`: no
-/// `libc.so.6` and `libm.so.6` to map, relocate and bind, 50 fewer page faults), a fifth of
-/// what `fatpack ld` adds to a small link. rustc names the C libraries itself (`-lc -lm
+/// a process that loads no shared library starts 0.4 ms sooner on the dev machine (2.72 →
+/// 2.31 ms for a small link's `fatpack ld` with the real linker replaced by `true`: no
+/// `libc.so.6` and `libm.so.6` to map, relocate and bind, 21 fewer page faults;
+/// BENCHMARKS.md, stop 51), a fifth of what `fatpack ld` adds to a small link. rustc names the C libraries itself (`-lc -lm
 /// ...` after `-Bdynamic`), so, as for the unwinder, a folder searched by the executable's
 /// link only holds a `libNAME.so` for each naming glibc's `libNAME.a`. Tests and examples
 /// stay dynamic. Only where the C compiler has every archive and `rcrt1.o`; a build with
