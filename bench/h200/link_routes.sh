@@ -7,8 +7,8 @@
 #            containers replaced by stubs afterwards;
 #   late   - the direct route with its link started after the scan (--fatpack-early-link=no;
 #            `direct` starts it before, both lines naming cudart);
-#   t4     - `direct` with --fatpack-threads=4 (the store's work beside the linker on fewer
-#            CPUs);
+#   tN     - `direct` with --fatpack-threads=N, t4 or t2, say (the store's work beside the
+#            linker on fewer CPUs);
 #   rsp    - the real linker alone on the direct route's line (`ld @ld.rsp`, from a
 #            --fatpack-save-temps link made before the rounds): what ld itself takes there;
 #   rspnw  - `rsp` with each `--wrap=X` given as `--defsym=__real_X=X` (needs rsp in WHO): the
@@ -24,7 +24,10 @@
 #   directw - `direct` with fatpack started by a small C program that times it as its
 #            parent sees it (fork to exit, its exit's teardown included): against the
 #            `total` fatpack reports, what its process costs outside its steps;
-# and which of the two the default (--fatpack-route=auto) takes for each program. With
+# Each link's stderr records the real linker's CPU time (fatpack's verbose "linker CPU"
+# line; bash's `time` for ld alone), and their medians are printed per variant: with the
+# walls, whether fatpack's work beside the linker slows it.
+# And which of the two the default (--fatpack-route=auto) takes for each program. With
 # plain, ldplain, rsp and direct all in WHO, it then accounts, per program, for the direct
 # link's time over plain's, part by part (medians of the rounds).
 # nvcc's own temp files on those saved lines are kept (-keep) so that they can be linked again.
@@ -36,9 +39,11 @@
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
+TIMEFORMAT='ld CPU: user %3Us, sys %3Ss'
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-routes.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/t4" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep" "$W/onep"
+mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep" "$W/onep"
+for who in ${WHO:-}; do mkdir -p "$W/$who"; done
 ln -s "$FP" "$W/fp/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/fp/g++"
 # A logging ld: writes its arguments, one per line, to $LDLOG (an ld response file), then runs ld.
@@ -62,11 +67,11 @@ link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names
     cublas.onep) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-fork=no -o "$out" check.o "${CUBLAS[@]}" ;;
     five.onep) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-fork=no -o "$out" five.o "${FIVE[@]}" ;;
     cublas.late) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-early-link=no -o "$out" check.o "${CUBLAS[@]}" ;;
-    cublas.t4) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads=4 -o "$out" check.o "${CUBLAS[@]}" ;;
-    five.t4) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads=4 -o "$out" five.o "${FIVE[@]}" ;;
-    *.rsp) ld @"$W/rsp/$prog.bin.fatpack-temps/ld.rsp" ;;
-    *.rspnw) ld @"$W/rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
-    *.ldplain) ld @"$W/ldplain/$prog.rsp" ;;
+    cublas.t[0-9]*) g++ -B"$W/fp" -Wl,--fatpack-verbose -Wl,--fatpack-route=direct -Wl,--fatpack-threads="${who#t}" -o "$out" check.o "${CUBLAS[@]}" ;;
+    five.t[0-9]*) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -Xlinker --fatpack-threads="${who#t}" -o "$out" five.o "${FIVE[@]}" ;;
+    *.rsp) time ld @"$W/rsp/$prog.bin.fatpack-temps/ld.rsp" ;;
+    *.rspnw) time ld @"$W/rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
+    *.ldplain) time ld @"$W/ldplain/$prog.rsp" ;;
     five.plain) nvcc -rdc=true -arch=sm_90 -o "$out" five.o "${FIVE[@]}" ;;
     five.copy) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=copy -o "$out" five.o "${FIVE[@]}" ;;
     five.direct) nvcc -rdc=true -arch=sm_90 -ccbin "$W/fp/g++" -Xlinker --fatpack-verbose -Xlinker --fatpack-route=direct -o "$out" five.o "${FIVE[@]}" ;;
@@ -138,6 +143,19 @@ for prog, w in walls.items():
         print(f"{prog}:   {k:<62} {v:+7.3f} s {100 * v / med['plain']:+6.2f} %")
     d = med["direct"] - med["plain"]
     print(f"{prog}:   {'direct - plain':<62} {d:+7.3f} s {100 * d / med['plain']:+6.2f} %")
+# The real linker's CPU time per variant (medians over the rounds).
+for prog, w in walls.items():
+    cpu = {}
+    for who, v in w.items():
+        for rnd in range(1, len(v) + 1):
+            m = re.search(r"(?:linker|ld) CPU: user ([0-9.]+)s, sys ([0-9.]+)s",
+                          open(f"{prog}.{who}.{rnd}.err").read())
+            if m:
+                cpu.setdefault(who, []).append((float(m.group(1)), float(m.group(2))))
+    if cpu:
+        print(f"{prog}: the real linker's CPU, user + sys (s, medians): " + ", ".join(
+            f"{who} {statistics.median(u for u, _ in v):.3f} + {statistics.median(s for _, s in v):.3f}"
+            for who, v in cpu.items()))
 # The steps after the link, part by part (medians over the direct rounds).
 for prog, w in walls.items():
     if "direct" not in w:

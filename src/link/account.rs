@@ -97,14 +97,28 @@ pub(super) fn current_rss_mib() -> f64 {
     (pages * page) as f64 / 1048576.0
 }
 
-/// Peak resident set (MiB) of this process (`RUSAGE_SELF`) or of its largest finished child
-/// (`RUSAGE_CHILDREN`: the real linker), as `getrusage` reports it; 0 if it cannot.
-pub(super) fn peak_rss_mib(who: libc::c_int) -> f64 {
+/// What `getrusage` reports of this process (`RUSAGE_SELF`) or of its finished children
+/// (`RUSAGE_CHILDREN`: the real linker); all 0 if it cannot.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Usage {
+    /// Peak resident set (MiB); of the children, the largest one's.
+    pub(super) peak_rss_mib: f64,
+    /// CPU seconds in user mode and in the kernel.
+    pub(super) user_s: f64,
+    pub(super) sys_s: f64,
+}
+
+pub(super) fn usage(who: libc::c_int) -> Usage {
     // SAFETY: an all-zero rusage is a valid value of a plain C struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `u` is a valid, writable rusage for the call.
     if unsafe { libc::getrusage(who, &mut u) } != 0 {
-        return 0.0;
+        return Usage::default();
     }
-    u.ru_maxrss as f64 / 1024.0
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Usage {
+        peak_rss_mib: u.ru_maxrss as f64 / 1024.0,
+        user_s: secs(u.ru_utime),
+        sys_s: secs(u.ru_stime),
+    }
 }

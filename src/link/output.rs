@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::account::peak_rss_mib;
+use super::account::usage;
 use super::plan::Planned;
 use super::session::{Linked, Session};
 use super::LinkError;
@@ -85,11 +85,18 @@ impl Session {
             .iter()
             .map(|s| format!("{} {:.0}", s.name, s.peak_rss_mib))
             .collect();
+        let linker = usage(libc::RUSAGE_CHILDREN);
         eprintln!(
             "fatpack:   peak RSS (MiB) after each step: {}; while the linker ran this process held {:.0}, the linker's own peak {:.0}",
             peaks.join(", "),
             self.account.rss_during_link,
-            peak_rss_mib(libc::RUSAGE_CHILDREN)
+            linker.peak_rss_mib
+        );
+        // Beside the steps' walls: whether the work fatpack does beside the linker slows it
+        // (CPU time it spends waiting on memory shows as user time).
+        eprintln!(
+            "fatpack:   linker CPU: user {:.3}s, sys {:.3}s",
+            linker.user_s, linker.sys_s
         );
         eprintln!(
             "fatpack:   inputs: {} ELF files read (archive members included), their headers parsed {} times by the scan and the rewrite",

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::account::{peak_rss_mib, Account, Step};
+use super::account::{usage, Account, Step};
 use super::options::PackOptions;
 use super::plan::Planned;
 use super::LinkError;
@@ -146,7 +146,7 @@ impl Session {
         self.account.steps.push(Step {
             name,
             seconds: t.elapsed().as_secs_f64(),
-            peak_rss_mib: peak_rss_mib(libc::RUSAGE_SELF),
+            peak_rss_mib: usage(libc::RUSAGE_SELF).peak_rss_mib,
             elf_parses: crate::elf::parse_count() - parses,
         });
         r
