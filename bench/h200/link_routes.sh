@@ -143,6 +143,17 @@ for prog, w in walls.items():
         print(f"{prog}:   {k:<62} {v:+7.3f} s {100 * v / med['plain']:+6.2f} %")
     d = med["direct"] - med["plain"]
     print(f"{prog}:   {'direct - plain':<62} {d:+7.3f} s {100 * d / med['plain']:+6.2f} %")
+# Each variant against plain in the same round (the rounds' ratios, their median): a slow
+# spell of a shared machine that lasts a round falls on both links of it.
+for prog, w in walls.items():
+    if "plain" not in w:
+        continue
+    for who, v in w.items():
+        if who == "plain" or len(v) != len(w["plain"]):
+            continue
+        r = sorted(a / b for a, b in zip(v, w["plain"]))
+        print(f"{prog}: {who} / plain, round by round: median {statistics.median(r):.3f} "
+              f"(rounds {r[0]:.3f}-{r[-1]:.3f}, {sum(x <= 1.03 for x in r)} of {len(r)} at or under 1.03)")
 # The real linker's CPU time per variant (medians over the rounds).
 for prog, w in walls.items():
     cpu = {}
