@@ -507,6 +507,21 @@ fn only_archive_members_the_link_pulls_in_are_packed() {
             line.contains("while the linker ran this process held "),
             "{line}"
         );
+        // The real linker's CPU time (a link that reads libraries takes some of each).
+        let cpu = err
+            .lines()
+            .find_map(|l| l.strip_prefix("fatpack:   linker CPU: user "))
+            .unwrap_or_else(|| panic!("{lib}: no linker CPU line: {err}"));
+        let (user, sys) = cpu
+            .split_once("s, sys ")
+            .and_then(|(u, s)| {
+                Some((
+                    u.parse::<f64>().ok()?,
+                    s.strip_suffix('s')?.parse::<f64>().ok()?,
+                ))
+            })
+            .unwrap_or_else(|| panic!("{lib}: {cpu}"));
+        assert!(user + sys > 0.0, "{lib}: {cpu}");
         // The account covers the whole command: what came before the first step and the
         // cleanup after the last are reported too.
         assert!(
