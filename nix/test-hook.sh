@@ -43,7 +43,7 @@ case_() {
     # Not in an `if`: there bash would ignore `set -e` inside the subshell too.
     set +e
     (
-        unset NIX_CFLAGS_COMPILE NIX_CFLAGS_COMPILE_BEFORE NIX_CFLAGS_LINK NIX_LDFLAGS \
+        unset NIX_CFLAGS_COMPILE NIX_CFLAGS_COMPILE_BEFORE NIX_CFLAGS_LINK NIX_LDFLAGS NIX_LDFLAGS_BEFORE \
             NIX_BUILD_TOP FATPACK_REAL_LD dontUseFatpack fatpackFlags fatpackWrapDir \
             fatpackHookSourced postHooks
         unset -f runHook fatpackSetupLinker
@@ -245,14 +245,15 @@ t_survives_fixup() { # what stdenv's fixupPhase does to outputs: strip -S, patch
 # A stand-in for nixpkgs' cc-wrapper and bintools wrapper: the cc-wrapper calls the real
 # driver as  [NIX_CFLAGS_COMPILE_BEFORE] ARGS -B<cc-wrapper>/bin/ [NIX_CFLAGS_COMPILE]
 # [NIX_CFLAGS_LINK, when linking], and its bin/ holds `ld`, the bintools wrapper, which
-# notes that it ran and calls the real ld.
+# notes that it ran and calls the real ld as  [NIX_LDFLAGS_BEFORE] ARGS [NIX_LDFLAGS]
+# (where nixpkgs' ld-wrapper puts them; NIX_LDFLAGS holds -L<input>/lib for every input).
 make_fake_nix_cc() {
     local cc="$work/fake-cc" bt="$work/fake-bintools"
     mkdir -p "$cc/bin" "$bt/bin"
     cat >"$bt/bin/ld" <<EOF
 #!/usr/bin/env bash
 echo "bintools-wrapper ld \$*" >>"$work/bintools.calls"
-exec "$real_ld" "\$@"
+exec "$real_ld" \${NIX_LDFLAGS_BEFORE:-} "\$@" \${NIX_LDFLAGS:-}
 EOF
     chmod +x "$bt/bin/ld"
     ln -sf "$bt/bin/ld" "$cc/bin/ld"
@@ -290,6 +291,22 @@ t_link_through_cc_wrapper() {
     grep -q -- "-o" "$work/bintools.calls" || fail "fatpack did not run the bintools wrapper's ld"
 }
 
+t_link_library_from_nix_ldflags() { # -lkern found only in a folder NIX_LDFLAGS names
+    make_fake_nix_cc
+    local dep="$work/dep/lib"
+    mkdir -p "$dep"
+    ar rcs "$dep/libkern.a" "$fixtures/kernels.o" "$fixtures/other.o"
+    export NIX_CFLAGS_COMPILE="-O2" NIX_LDFLAGS="-L$dep -L$CUDA_HOME/lib"
+    unset NIX_CFLAGS_LINK
+    # shellcheck disable=SC1090
+    source "$hook"
+    g++ -o app "$fixtures/main.o" -lkern -lcudart_static -ldl -lpthread -lrt
+    eq "$(./app)" "fixture main ok" "app output"
+    is_packed app section
+    "$fatpack" inspect --json app | grep -q 'libkern.a(kernels.o)' ||
+        fail "libkern.a's device code was not packed"
+}
+
 t_link_only_flags_lose_to_cc_wrapper() { # why the hook does not use NIX_CFLAGS_LINK for -B
     make_fake_nix_cc
     local d="$work/naive-wrap"
@@ -317,6 +334,7 @@ case_ link-plain t_link_plain
 case_ link-mold t_link_mold
 case_ survives-fixup t_survives_fixup
 case_ link-through-cc-wrapper t_link_through_cc_wrapper
+case_ link-library-from-nix-ldflags t_link_library_from_nix_ldflags
 case_ link-only-flags-lose t_link_only_flags_lose_to_cc_wrapper
 if [ "$failed" -ne 0 ]; then
     echo "nix hook tests: $failed of $((passed + failed)) FAILED: ${names[*]}"

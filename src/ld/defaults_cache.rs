@@ -23,7 +23,7 @@ use super::defaults::LinkerDefaults;
 /// The variable that moves the cache (or, empty, turns it off).
 pub const CACHE_DIR_ENV: &str = crate::environment::CACHE_DIR;
 /// The first line of an entry: what wrote it and in which layout.
-const HEADER: &str = "fatpack linker defaults 1";
+const HEADER: &str = "fatpack linker defaults 2";
 
 /// One linker's entry.
 pub(super) struct Kept {
@@ -115,6 +115,12 @@ fn encode(d: &LinkerDefaults) -> Vec<u8> {
     for dir in &d.search_dirs {
         s += &format!("dir {}\n", hex(dir.as_bytes()));
     }
+    for dir in &d.dirs_before {
+        s += &format!("before {}\n", hex(dir.as_os_str().as_bytes()));
+    }
+    for dir in &d.dirs_after {
+        s += &format!("after {}\n", hex(dir.as_os_str().as_bytes()));
+    }
     s += "end\n";
     s.into_bytes()
 }
@@ -147,6 +153,12 @@ fn decode(bytes: &[u8]) -> Option<LinkerDefaults> {
             "format" => d.output_format = Some(String::from_utf8(value).ok()?),
             "sysroot" => d.sysroot = Some(PathBuf::from(std::ffi::OsString::from_vec(value))),
             "dir" => d.search_dirs.push(std::ffi::OsString::from_vec(value)),
+            "before" => d
+                .dirs_before
+                .push(std::ffi::OsString::from_vec(value).into()),
+            "after" => d
+                .dirs_after
+                .push(std::ffi::OsString::from_vec(value).into()),
             _ => return None,
         }
     }
@@ -163,6 +175,8 @@ mod tests {
             search_dirs: vec!["=/usr/lib".into(), "/opt/odd dir\u{e9}".into()],
             output_format: Some("elf64-x86-64".into()),
             sysroot: Some(PathBuf::from("/")),
+            dirs_before: vec![PathBuf::from("/nix/store/x-glibc/lib")],
+            dirs_after: vec![PathBuf::from("/nix/store/y cuda/lib"), PathBuf::from("/z")],
         };
         let bytes = encode(&d);
         assert_eq!(decode(&bytes), Some(d.clone()));

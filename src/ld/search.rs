@@ -148,8 +148,9 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
         .map(|d| sysroot_path(&d.raw, sys))
         .collect();
 
-    // -L and -T SEARCH_DIRs go into one list in command-line order.
-    let mut dirs: Vec<PathBuf> = Vec::new();
+    // -L and -T SEARCH_DIRs go into one list in command-line order, behind the -L options a
+    // wrapper that is the real linker puts ahead of the line ([`LinkerDefaults::dirs_before`]).
+    let mut dirs: Vec<PathBuf> = defaults.dirs_before.clone();
     let mut next_l = 0;
     let mut replaces_default = false;
     for script in line.scripts.iter_mut().filter(|s| !s.default_script) {
@@ -176,6 +177,9 @@ pub fn resolve(line: &mut LinkLine, defaults: &LinkerDefaults) -> SearchPath {
         }
     }
     dirs.extend(cmdline[next_l..].iter().cloned());
+    // A wrapper's -L options behind the line's (Nix's NIX_LDFLAGS): command-line directories,
+    // searched whatever script or -nostdlib the line has.
+    dirs.extend(defaults.dirs_after.iter().cloned());
     dirs.extend(y_dirs);
 
     if !replaces_default {

@@ -53,6 +53,18 @@ pub enum LinkError {
         script: PathBuf,
         source: Box<crate::packed::OutputError>,
     },
+    /// Device code no stub replaced, in a link with libraries fatpack did not find where
+    /// the real linker did.
+    #[error(
+        "{source}: fatpack could not find {} where the real linker did: its command adds \
+         library directories that it does not say (a wrapper around lld or mold, say); name \
+         them on the line with -L",
+        libraries.join(", ")
+    )]
+    UnfoundLibraries {
+        libraries: Vec<String>,
+        source: Box<crate::packed::OutputError>,
+    },
     #[error("waiting for the real linker: {0}")]
     Wait(#[source] std::io::Error),
     #[error(transparent)]

@@ -209,19 +209,42 @@ impl Session {
     }
 }
 
-/// `e`, an output holding device code no stub replaced, said with its likely cause where the
-/// line's `-T` or `-dT` script names files itself: those are not scanned (an implicit
-/// script's are, [`crate::ld::LinkLine::files`]).
+/// `e`, an output holding device code no stub replaced, said with its likely cause: the
+/// line's `-T` or `-dT` script names files itself (those are not scanned; an implicit
+/// script's are, [`crate::ld::LinkLine::files`]), or libraries fatpack did not find were found
+/// by the real linker (its command searches directories fatpack was not told of).
 fn unscanned_script_inputs(line: &crate::ld::LinkLine, e: packed::OutputError) -> LinkError {
+    if !matches!(e, packed::OutputError::Bad { .. }) {
+        return e.into();
+    }
     let script = line
         .scripts
         .iter()
         .find(|s| s.info.as_ref().is_some_and(|i| !i.entries.is_empty()));
-    match (script, &e) {
-        (Some(s), packed::OutputError::Bad { .. }) => LinkError::UnscannedScriptInputs {
+    if let Some(s) = script {
+        return LinkError::UnscannedScriptInputs {
             script: s.resolved.clone().unwrap_or_else(|| s.name.clone().into()),
             source: Box::new(e),
-        },
-        _ => e.into(),
+        };
+    }
+    let unfound: Vec<String> = line
+        .inputs
+        .iter()
+        .filter(|i| i.file_kind == Some(crate::ld::InputFileKind::Missing))
+        .filter_map(|i| match i.kind {
+            crate::ld::InputKind::Library { verbatim, .. } => Some(format!(
+                "-l{}{}",
+                if verbatim { ":" } else { "" },
+                i.name.to_string_lossy()
+            )),
+            _ => None,
+        })
+        .collect();
+    if unfound.is_empty() {
+        return e.into();
+    }
+    LinkError::UnfoundLibraries {
+        libraries: unfound,
+        source: Box::new(e),
     }
 }

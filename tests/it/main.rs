@@ -17,6 +17,7 @@ mod ld_args;
 mod ld_direct;
 mod ld_fork;
 mod ld_pack;
+mod ld_wrapped;
 mod prune_conda;
 mod prune_cut;
 mod prune_deb;
