@@ -1884,11 +1884,11 @@ fn a_link_without_device_code_is_the_real_linkers_and_its_defaults_are_kept() {
     assert_eq!(entries.len(), 1, "{entries:?}");
     let kept = std::fs::read_to_string(&entries[0]).unwrap();
     assert!(
-        kept.starts_with("fatpack linker defaults 1\n") && kept.ends_with("end\n"),
+        kept.starts_with("fatpack linker defaults 2\n") && kept.ends_with("end\n"),
         "{kept}"
     );
     assert!(link(&d.join("fp2"), true) == plain);
-    std::fs::write(&entries[0], "fatpack linker defaults 1\ndir zz\n").unwrap();
+    std::fs::write(&entries[0], "fatpack linker defaults 2\ndir zz\n").unwrap();
     assert!(link(&d.join("fp3"), true) == plain);
     assert_eq!(
         std::fs::read_to_string(&entries[0]).unwrap(),
