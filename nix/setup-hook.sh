@@ -14,7 +14,9 @@
 #   - adds -Wl,<flag> to NIX_CFLAGS_LINK (link steps only) for each entry of fatpackFlags;
 #   - exports FATPACK_REAL_LD: the ld on PATH (the bintools wrapper, in Nix) found before
 #     anything else, unless FATPACK_REAL_LD is already set. Set it to "" to have fatpack
-#     look up the real linker per name instead (-fuse-ld=gold/lld/mold keeps gold/lld/mold then).
+#     look up the real linker per name instead (-fuse-ld=gold/lld/mold keeps gold/lld/mold then);
+#   - in a Nix build, exports FATPACK_CACHE_DIR=$NIX_BUILD_TOP/fatpack-cache unless it is
+#     set: what fatpack asks the bintools wrapper is asked once per build, not per link.
 #
 # Settings (derivation attributes or environment):
 #   dontUseFatpack=1     do nothing
@@ -82,6 +84,13 @@ fatpackSetupLinker() {
     done
     if [[ -n "${NIX_CFLAGS_LINK+set}" ]]; then
         export NIX_CFLAGS_LINK
+    fi
+
+    # What fatpack asks the real linker about itself (the bintools wrapper's answer depends on
+    # its environment, the same for every link of the build) is kept in a folder of the build:
+    # asked once, not on every link (a Nix build's home is not writable). Kept if set.
+    if [[ -n "${NIX_BUILD_TOP:-}" && -z "${FATPACK_CACHE_DIR+set}" ]]; then
+        export FATPACK_CACHE_DIR="$NIX_BUILD_TOP/fatpack-cache"
     fi
 
     export fatpackWrapDir="$dir"

@@ -44,6 +44,7 @@ case_() {
     set +e
     (
         unset NIX_CFLAGS_COMPILE NIX_CFLAGS_COMPILE_BEFORE NIX_CFLAGS_LINK NIX_LDFLAGS NIX_LDFLAGS_BEFORE \
+            FATPACK_CACHE_DIR \
             NIX_BUILD_TOP FATPACK_REAL_LD dontUseFatpack fatpackFlags fatpackWrapDir \
             fatpackHookSourced postHooks
         unset -f runHook fatpackSetupLinker
@@ -176,6 +177,13 @@ t_nix_build_top() {
     source "$hook"
     eq "$fatpackWrapDir" "$NIX_BUILD_TOP/fatpack-wrap" fatpackWrapDir
     [ -L "$NIX_BUILD_TOP/fatpack-wrap/ld" ] || fail "no ld link"
+    eq "$FATPACK_CACHE_DIR" "$NIX_BUILD_TOP/fatpack-cache" FATPACK_CACHE_DIR
+    # One already set (empty: no cache) is kept.
+    unset fatpackWrapDir
+    export FATPACK_CACHE_DIR=
+    # shellcheck disable=SC1090
+    source "$hook"
+    eq "${FATPACK_CACHE_DIR-unset}" "" "FATPACK_CACHE_DIR set before"
 }
 
 t_stdenv_post_hook() { # inside stdenv: registered in postHooks, run by `runHook postHook`
@@ -297,14 +305,26 @@ t_link_library_from_nix_ldflags() { # -lkern found only in a folder NIX_LDFLAGS 
     mkdir -p "$dep"
     ar rcs "$dep/libkern.a" "$fixtures/kernels.o" "$fixtures/other.o"
     export NIX_CFLAGS_COMPILE="-O2" NIX_LDFLAGS="-L$dep -L$CUDA_HOME/lib"
+    export NIX_BUILD_TOP="$work/build-top"
+    mkdir -p "$NIX_BUILD_TOP"
     unset NIX_CFLAGS_LINK
     # shellcheck disable=SC1090
     source "$hook"
-    g++ -o app "$fixtures/main.o" -lkern -lcudart_static -ldl -lpthread -lrt
-    eq "$(./app)" "fixture main ok" "app output"
-    is_packed app section
-    "$fatpack" inspect --json app | grep -q 'libkern.a(kernels.o)' ||
-        fail "libkern.a's device code was not packed"
+    rm -f "$work/bintools.calls"
+    local i
+    for i in 1 2; do
+        rm -f app
+        g++ -o app "$fixtures/main.o" -lkern -lcudart_static -ldl -lpthread -lrt
+        eq "$(./app)" "fixture main ok" "app output, link $i"
+        is_packed app section
+        "$fatpack" inspect --json app | grep -q 'libkern.a(kernels.o)' ||
+            fail "link $i: libkern.a's device code was not packed"
+    done
+    # The wrapper was asked where it searches once, for both links (kept in the build).
+    eq "$(grep -c -- '--verbose' "$work/bintools.calls")" 1 "queries of the wrapper"
+    # Another environment is another answer: asked again.
+    NIX_LDFLAGS="-L$CUDA_HOME/lib -L$dep" g++ -o app "$fixtures/main.o" -lkern -lcudart_static -ldl -lpthread -lrt
+    eq "$(grep -c -- '--verbose' "$work/bintools.calls")" 2 "queries of the wrapper, new environment"
 }
 
 t_link_only_flags_lose_to_cc_wrapper() { # why the hook does not use NIX_CFLAGS_LINK for -B

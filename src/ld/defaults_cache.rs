@@ -5,14 +5,18 @@
 //! An entry is named by a digest of everything the answer depends on: the linker's path
 //! as the link names it and its identity (device, inode, size, modification and change
 //! times: a linker upgraded or replaced in place gets a new name), the emulation asked for,
-//! and this fatpack's version. Only a linker that is an ELF executable is kept: a wrapper script
-//! (Nix's `ld-wrapper`, say) may answer differently from one environment to the next.
+//! and this fatpack's version. A wrapper script (Nix's bintools wrapper, say) answers from its
+//! environment too (`NIX_LDFLAGS`): its answer is kept only in a folder `$FATPACK_CACHE_DIR`
+//! names (the Nix setup hook names one inside the build), under a digest of the script's
+//! bytes and of the whole environment but for the shell's own bookkeeping (`_`, `OLDPWD`,
+//! `SHLVL`) and fatpack's depth count: in one build that is the same for every link, and the
+//! wrapper is run once, not twice more per link (`bench/wrapped_small_links.sh`).
 //!
 //! Where: `$FATPACK_CACHE_DIR` (empty: no cache), else `$XDG_CACHE_HOME/fatpack`, else
 //! `~/.cache/fatpack`. Nothing here is ever an error: an entry that cannot be read is asked
 //! again, one that cannot be written is not kept (a read-only home, a build sandbox).
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
@@ -41,13 +45,13 @@ impl Kept {
         let mut magic = [0u8; 4];
         let mut f = std::fs::File::open(ld).ok()?;
         std::io::Read::read_exact(&mut f, &mut magic).ok()?;
-        if &magic != b"\x7fELF" {
-            return None;
-        }
         // SipHash (std's): no CPU-feature probe, which costs a link more than the hash
         // (cpuid traps to the hypervisor on a virtual machine).
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
+        if &magic != b"\x7fELF" {
+            wrapper_context(&mut f, meta.len())?.hash(&mut h);
+        }
         ld.as_os_str().as_bytes().hash(&mut h);
         (
             meta.dev(),
@@ -88,6 +92,29 @@ impl Kept {
             let _ = tmp.persist(&self.path);
         }
     }
+}
+
+/// A wrapper script's bytes and the environment it runs in, as [`wrapper_context`] takes them.
+type WrapperContext = (Vec<u8>, Vec<(OsString, OsString)>);
+
+/// What a wrapper script's answer depends on besides its path and identity: its bytes and the
+/// environment (sorted; the shell's bookkeeping and fatpack's depth count left out). `None`
+/// where a wrapper's answer is not kept: no `$FATPACK_CACHE_DIR` named, or a "script" over
+/// 1 MiB (not a wrapper).
+fn wrapper_context(script: &mut std::fs::File, len: u64) -> Option<WrapperContext> {
+    std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty())?;
+    if len > 1 << 20 {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Seek::rewind(script).ok()?;
+    std::io::Read::read_to_end(script, &mut bytes).ok()?;
+    let skip = ["_", "OLDPWD", "SHLVL", super::real::DEPTH_ENV];
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .filter(|(k, _)| !skip.iter().any(|s| k == s))
+        .collect();
+    env.sort();
+    Some((bytes, env))
 }
 
 /// The cache folder, or `None` when it is off or there is no home to put it in.

@@ -63,8 +63,9 @@ fn origins(out: &Path) -> Vec<String> {
 
 /// GNU ld and gold through a wrapper: the library only the wrapper's directories hold is
 /// packed, and where both of its directories hold one of that name, the one the linker takes
-/// (the directory ahead of the line's) is the one packed. With the defaults cache on and off
-/// (a wrapper is asked on every link; its answer is never kept).
+/// (the directory ahead of the line's) is the one packed. With the defaults cache off, and on
+/// (a folder `FATPACK_CACHE_DIR` names: the wrapper's answer is kept there, and read back by
+/// the next link).
 #[test]
 fn a_wrappers_own_library_directories_are_searched_in_its_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -77,7 +78,7 @@ fn a_wrappers_own_library_directories_are_searched_in_its_order() {
         library(&after, "kern", &["kernels.o", "other.o"]);
         let wrapper = wrapping(dir.path(), linker, &before, &after);
         let out = dir.path().join(format!("app-{linker}"));
-        for cache_dir in ["", cache.to_str().unwrap()] {
+        for cache_dir in ["", cache.to_str().unwrap(), cache.to_str().unwrap()] {
             let (code, _, err) = link_through(&wrapper, &out, &[("FATPACK_CACHE_DIR", cache_dir)]);
             assert_eq!(code, 0, "{linker}, cache {cache_dir:?}: {err}");
             let o = origins(&out);
@@ -87,7 +88,7 @@ fn a_wrappers_own_library_directories_are_searched_in_its_order() {
             );
         }
         let kept = std::fs::read_dir(cache.join("linker-defaults")).map_or(0, |d| d.count());
-        assert_eq!(kept, 0, "a wrapper's answer was kept");
+        assert!(kept >= 1, "{linker}: the wrapper's answer was not kept");
         // A library of that name ahead of the line's directories too: ld takes that one.
         library(&before, "kern", &["kernels_all.o", "other.o"]);
         let (code, _, err) = link_through(&wrapper, &out, &[("FATPACK_CACHE_DIR", "")]);
