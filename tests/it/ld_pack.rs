@@ -6,15 +6,6 @@ use std::process::Command;
 
 use crate::common::*;
 
-fn module_names(report: &serde_json::Value) -> Vec<String> {
-    report["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["origin"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn packed_executable_runs_and_holds_every_entry() {
     let cuda = cuda_lib();

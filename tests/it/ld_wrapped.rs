@@ -32,9 +32,14 @@ fn wrapping(dir: &Path, linker: &str, before: &Path, after: &Path) -> PathBuf {
     w
 }
 
-/// `g++ -B<fatpack> main.o -lkern -lcudart_static ...` with `FATPACK_REAL_LD=wrapper` (cudart
-/// named on the line: only the kernels' library is the wrapper's to find).
-fn link_through(wrapper: &Path, out: &Path, extra_env: &[(&str, &str)]) -> (i32, String, String) {
+/// `g++ -B<fatpack> main.o [-L DIR] -lkern -lcudart_static ...` with `FATPACK_REAL_LD=wrapper`
+/// (cudart's folder named on the line: only the kernels' library is the wrapper's to find).
+fn link_through(
+    wrapper: &Path,
+    out: &Path,
+    line_dir: Option<&Path>,
+    extra_env: &[(&str, &str)],
+) -> (i32, String, String) {
     let fp = wrapper_dir();
     let mut c = Command::new("g++");
     c.arg(format!("-B{}", fp.path().display()))
@@ -43,6 +48,7 @@ fn link_through(wrapper: &Path, out: &Path, extra_env: &[(&str, &str)]) -> (i32,
         .arg("-o")
         .arg(out)
         .arg(fixture("main.o"))
+        .args(line_dir.map(|d| format!("-L{}", d.display())))
         .arg("-lkern")
         .arg(format!("-L{}", cuda_lib().display()))
         .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]);
@@ -53,12 +59,7 @@ fn link_through(wrapper: &Path, out: &Path, extra_env: &[(&str, &str)]) -> (i32,
 }
 
 fn origins(out: &Path) -> Vec<String> {
-    inspect_json(out)["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["origin"].as_str().unwrap().to_string())
-        .collect()
+    module_names(&inspect_json(out))
 }
 
 /// GNU ld and gold through a wrapper: the library only the wrapper's directories hold is
@@ -79,7 +80,8 @@ fn a_wrappers_own_library_directories_are_searched_in_its_order() {
         let wrapper = wrapping(dir.path(), linker, &before, &after);
         let out = dir.path().join(format!("app-{linker}"));
         for cache_dir in ["", cache.to_str().unwrap(), cache.to_str().unwrap()] {
-            let (code, _, err) = link_through(&wrapper, &out, &[("FATPACK_CACHE_DIR", cache_dir)]);
+            let (code, _, err) =
+                link_through(&wrapper, &out, None, &[("FATPACK_CACHE_DIR", cache_dir)]);
             assert_eq!(code, 0, "{linker}, cache {cache_dir:?}: {err}");
             let o = origins(&out);
             assert!(
@@ -91,7 +93,7 @@ fn a_wrappers_own_library_directories_are_searched_in_its_order() {
         assert!(kept >= 1, "{linker}: the wrapper's answer was not kept");
         // A library of that name ahead of the line's directories too: ld takes that one.
         library(&before, "kern", &["kernels_all.o", "other.o"]);
-        let (code, _, err) = link_through(&wrapper, &out, &[("FATPACK_CACHE_DIR", "")]);
+        let (code, _, err) = link_through(&wrapper, &out, None, &[("FATPACK_CACHE_DIR", "")]);
         assert_eq!(code, 0, "{linker}: {err}");
         let o = origins(&out);
         assert!(
@@ -112,7 +114,7 @@ fn a_library_only_the_real_linker_found_is_named() {
     library(&after, "kern", &["kernels.o", "other.o"]);
     let wrapper = wrapping(dir.path(), "ld.lld", &before, &after);
     let out = dir.path().join("app");
-    let (code, _, err) = link_through(&wrapper, &out, &[("FATPACK_CACHE_DIR", "")]);
+    let (code, _, err) = link_through(&wrapper, &out, None, &[("FATPACK_CACHE_DIR", "")]);
     assert_ne!(code, 0, "{err}");
     assert!(
         err.contains("fatpack could not find -lkern where the real linker did")
@@ -121,18 +123,7 @@ fn a_library_only_the_real_linker_found_is_named() {
     );
     assert!(!out.exists(), "an output was left");
     // Named on the line, it is found and packed.
-    let fp = wrapper_dir();
-    let (code, _, err) = run(Command::new("g++")
-        .arg(format!("-B{}", fp.path().display()))
-        .env(PACK_ALWAYS.0, PACK_ALWAYS.1)
-        .env("FATPACK_REAL_LD", &wrapper)
-        .arg("-o")
-        .arg(&out)
-        .arg(fixture("main.o"))
-        .arg(format!("-L{}", after.display()))
-        .arg("-lkern")
-        .arg(format!("-L{}", cuda_lib().display()))
-        .args(["-lcudart_static", "-ldl", "-lpthread", "-lrt"]));
+    let (code, _, err) = link_through(&wrapper, &out, Some(&after), &[("FATPACK_CACHE_DIR", "")]);
     assert_eq!(code, 0, "{err}");
     assert!(origins(&out).iter().any(|m| m == "libkern.a(kernels.o)#0"));
 }

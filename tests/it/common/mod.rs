@@ -129,6 +129,16 @@ pub fn inspect_json(file: &Path) -> serde_json::Value {
     v[0].clone()
 }
 
+/// Each module's origin (`libkern.a(kernels.o)#0`, say) in an `inspect --json` report.
+pub fn module_names(report: &serde_json::Value) -> Vec<String> {
+    report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["origin"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The fixtures hold less device code than `fatpack ld` packs by default
 /// (`fatpack::link::PACK_THRESHOLD`): a test of packing asks for it, as a user would for a
 /// small program, with this environment (a `--fatpack-mode` on the line wins over it).
