@@ -169,7 +169,9 @@ enum Command {
     ///
     /// `fatpack run -- make -j8`, `fatpack run -- cmake --build build`: gcc, g++, clang and
     /// nvcc find fatpack's `ld`, `ld.bfd`, `ld.gold`, `ld.lld` and `ld.mold` first
-    /// (COMPILER_PATH), with nothing in the build changed.
+    /// (COMPILER_PATH), with nothing in the build changed. Where the home cannot be written
+    /// (a build sandbox) and FATPACK_CACHE_DIR is not set, the build's links share a cache
+    /// folder of the run's own.
     #[command(after_help = "Examples:\n  \
         fatpack run -- cmake --build build\n  \
         fatpack run -- make -j8\n  \

@@ -10,6 +10,11 @@
 //! configured CMake trees included (CMake caches flags, not this). Links that call a linker
 //! directly (not through a compiler driver) are not seen. The folder is removed when the
 //! command ends, or on a signal, which the command gets too.
+//!
+//! Where the links' cache ([`crate::ld::defaults_cache`]) has no folder it can write (a build
+//! sandbox's home: Debian's sbuild, Guix, Nix) and `FATPACK_CACHE_DIR` is not set, the build
+//! gets one in that folder: what a link learns of the real linker and of inputs free of
+//! device code is then learnt once per build, not once per link.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -43,6 +48,11 @@ pub fn wrapper_folder(dir: &Path, fatpack: &Path) -> Result<(), IoError> {
     Ok(())
 }
 
+/// Whether a file can be made in `dir` (made, if it is not there yet).
+fn writable(dir: &Path) -> bool {
+    std::fs::create_dir_all(dir).is_ok() && tempfile::tempfile_in(dir).is_ok()
+}
+
 /// Runs `command` with fatpack as the linker of every compiler driver it starts; its exit
 /// code (128 + N if a signal ended it).
 pub fn run(command: &[OsString]) -> Result<i32, RunError> {
@@ -56,9 +66,15 @@ pub fn run(command: &[OsString]) -> Result<i32, RunError> {
         path.push(":");
         path.push(old);
     }
+    let cache = folder.path().join("cache");
+    let own_cache = std::env::var_os(crate::ld::defaults_cache::CACHE_DIR_ENV).is_none()
+        && !crate::ld::defaults_cache::cache_dir().is_some_and(|d| writable(&d));
     let out = signals::run_child(|| {
-        std::process::Command::new(program)
-            .args(args)
+        let mut c = std::process::Command::new(program);
+        if own_cache {
+            c.env(crate::ld::defaults_cache::CACHE_DIR_ENV, &cache);
+        }
+        c.args(args)
             .env("COMPILER_PATH", &path)
             .spawn()
             .map_err(|source| RunError::Start {

@@ -307,3 +307,52 @@ fn commands_of(top: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// A build whose home cannot hold the links' cache (a sandbox's) gets one for its duration,
+/// inside `fatpack run`'s own folder (gone afterwards); one that can, or that names its own
+/// `FATPACK_CACHE_DIR` (empty included), is left as it is.
+#[test]
+fn a_build_whose_home_cannot_be_written_gets_a_cache_for_its_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let not_a_dir = dir.path().join("home-is-a-file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let hello = dir.path().join("hello.c");
+    std::fs::write(&hello, "int main(void) { return 0; }\n").unwrap();
+    let script = format!(
+        "gcc -o {out} {src} && echo \"cache=${{FATPACK_CACHE_DIR-unset}}\" && \
+         ls \"$FATPACK_CACHE_DIR/linker-defaults\" | wc -l",
+        out = dir.path().join("hello").display(),
+        src = hello.display()
+    );
+    let fatpack_run = |home: &std::path::Path, cache: Option<&str>, script: &str| {
+        let mut c = Command::new(fatpack_bin());
+        c.args(["run", "--", "sh", "-c", script])
+            .env("HOME", home)
+            .env("TMPDIR", &tmp)
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("FATPACK_CACHE_DIR");
+        if let Some(v) = cache {
+            c.env("FATPACK_CACHE_DIR", v);
+        }
+        run(&mut c)
+    };
+    let (code, out, err) = fatpack_run(&not_a_dir, None, &script);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let cache = lines[0].strip_prefix("cache=").unwrap();
+    assert!(cache.starts_with(tmp.to_str().unwrap()), "{out}");
+    assert_eq!(
+        lines[1].trim(),
+        "1",
+        "the link's answer was not kept: {out}"
+    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "left behind");
+    // A home that can be written, and a FATPACK_CACHE_DIR given (empty: no cache): as is.
+    let show = "echo \"[${FATPACK_CACHE_DIR-unset}]\"";
+    let (_, out, _) = fatpack_run(dir.path(), None, show);
+    assert_eq!(out, "[unset]\n");
+    let (_, out, _) = fatpack_run(&not_a_dir, Some(""), show);
+    assert_eq!(out, "[]\n");
+}
