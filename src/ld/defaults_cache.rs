@@ -178,14 +178,10 @@ fn decode(bytes: &[u8]) -> Option<LinkerDefaults> {
         let value = unhex(value)?;
         match key {
             "format" => d.output_format = Some(String::from_utf8(value).ok()?),
-            "sysroot" => d.sysroot = Some(PathBuf::from(std::ffi::OsString::from_vec(value))),
-            "dir" => d.search_dirs.push(std::ffi::OsString::from_vec(value)),
-            "before" => d
-                .dirs_before
-                .push(std::ffi::OsString::from_vec(value).into()),
-            "after" => d
-                .dirs_after
-                .push(std::ffi::OsString::from_vec(value).into()),
+            "sysroot" => d.sysroot = Some(PathBuf::from(OsString::from_vec(value))),
+            "dir" => d.search_dirs.push(OsString::from_vec(value)),
+            "before" => d.dirs_before.push(OsString::from_vec(value).into()),
+            "after" => d.dirs_after.push(OsString::from_vec(value).into()),
             _ => return None,
         }
     }

@@ -144,6 +144,18 @@ impl Input {
         matches!(self.kind, InputKind::Library { .. })
     }
 
+    /// A library input as the line spells it (`-lNAME`, `-l:FILE`), for messages.
+    pub fn library_spelling(&self) -> Option<String> {
+        match self.kind {
+            InputKind::Library { verbatim, .. } => Some(format!(
+                "-l{}{}",
+                if verbatim { ":" } else { "" },
+                self.name.to_string_lossy()
+            )),
+            _ => None,
+        }
+    }
+
     /// The resolved file's metadata, as the search saw it (a regular file only).
     pub fn meta(&self) -> Option<&std::fs::Metadata> {
         self.probe.as_ref()?.meta.as_ref()

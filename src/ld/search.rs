@@ -227,12 +227,8 @@ fn resolve_inputs(inputs: &mut [super::line::Input], search: &SearchPath) -> Vec
             InputKind::Path | InputKind::JustSymbols => Some(PathBuf::from(&input.name)),
             InputKind::Library { verbatim, .. } => {
                 let found = r.library(&input.name, verbatim, input.static_search);
-                if found.is_none() {
-                    let colon = if verbatim { ":" } else { "" };
-                    notes.push(format!(
-                        "cannot find -l{colon}{}",
-                        input.name.to_string_lossy()
-                    ));
+                if let (None, Some(lib)) = (&found, input.library_spelling()) {
+                    notes.push(format!("cannot find {lib}"));
                 }
                 found
             }

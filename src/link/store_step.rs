@@ -112,7 +112,7 @@ impl Session {
         let parts = &mut self.account.after_link;
         let used = parts
             .time("modules used", || packed::linked_modules_in(&out))
-            .map_err(|e| unscanned_script_inputs(&self.line, e))?;
+            .map_err(|e| with_likely_cause(&self.line, e))?;
         let ready = match parts.time("store made ready", || {
             ready.map(|r| {
                 r.use_only(&used);
@@ -213,7 +213,7 @@ impl Session {
 /// line's `-T` or `-dT` script names files itself (those are not scanned; an implicit
 /// script's are, [`crate::ld::LinkLine::files`]), or libraries fatpack did not find were found
 /// by the real linker (its command searches directories fatpack was not told of).
-fn unscanned_script_inputs(line: &crate::ld::LinkLine, e: packed::OutputError) -> LinkError {
+fn with_likely_cause(line: &crate::ld::LinkLine, e: packed::OutputError) -> LinkError {
     if !matches!(e, packed::OutputError::Bad { .. }) {
         return e.into();
     }
@@ -231,14 +231,7 @@ fn unscanned_script_inputs(line: &crate::ld::LinkLine, e: packed::OutputError) -
         .inputs
         .iter()
         .filter(|i| i.file_kind == Some(crate::ld::InputFileKind::Missing))
-        .filter_map(|i| match i.kind {
-            crate::ld::InputKind::Library { verbatim, .. } => Some(format!(
-                "-l{}{}",
-                if verbatim { ":" } else { "" },
-                i.name.to_string_lossy()
-            )),
-            _ => None,
-        })
+        .filter_map(crate::ld::Input::library_spelling)
         .collect();
     if unfound.is_empty() {
         return e.into();
