@@ -22,17 +22,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FP="$(realpath "$1")"
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-ablation.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/ldlog"
+mkdir -p "$W/fp"
 ln -s "$FP" "$W/fp/ld"
-printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v ld)" >"$W/ldlog/ld"
-chmod +x "$W/ldlog/ld"
 source "$root/bench/h200/programs.sh"
+logging_ld "$W/ldlog"
 g++ -B"$W/fp" -Wl,--fatpack-route=direct -Wl,--fatpack-save-temps -o rsp.bin check.o "${CUBLAS[@]}" 2>/dev/null
 LDLOG=ldplain.rsp g++ -B"$W/ldlog" -o plain.bin check.o "${CUBLAS[@]}" || exit 1
 T=rsp.bin.fatpack-temps
 [ -f "$T/ld.rsp" ] || { echo "no saved line"; exit 1; }
 cp "$T/ld.rsp" rsp.rsp
-sed 's/^--wrap=\(.*\)$/--defsym=__real_\1=\1/' rsp.rsp >nw.rsp
+nowrap_line rsp.rsp >nw.rsp
 # Drops "-T" and the path after it.
 no_tail() { awk 'BEGIN { s = 0 } /^-T$/ { s = 1; next } s == 1 { s = 0; next } { print }' "$1"; }
 no_rt() { grep -v -e '/fatpack-glue\.o$' -e '/libfatpack_rt\.a$' -e '^--wrap=' "$1" |

@@ -42,19 +42,17 @@ FP="$(realpath "$1")"
 TIMEFORMAT='ld CPU: user %3Us, sys %3Ss'
 W="$(mktemp -d "${TMPDIR:-/tmp}/fatpack-routes.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
-mkdir -p "$W/fp" "$W/copy" "$W/direct" "$W/plain" "$W/late" "$W/rsp" "$W/ldplain" "$W/ldlog" "$W/keep" "$W/onep"
-for who in ${WHO:-}; do mkdir -p "$W/$who"; done
+# Each variant's outputs in a folder of its name (plain's always: it warms the page cache).
+mkdir -p "$W/fp" "$W/keep" "$W/plain"
+for who in ${WHO:-plain copy direct}; do mkdir -p "$W/$who"; done
 ln -s "$FP" "$W/fp/ld"
 printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/fp" >"$W/fp/g++" && chmod +x "$W/fp/g++"
-# A logging ld: writes its arguments, one per line, to $LDLOG (an ld response file), then runs ld.
-printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v ld)" >"$W/ldlog/ld"
-printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$W/ldlog" >"$W/ldlog/g++"
-chmod +x "$W/ldlog/ld" "$W/ldlog/g++"
 # A timing parent for fatpack as ld: appends fatpack's wall, fork to reaped, to $FPWALL.
 mkdir -p "$W/directw"
 source "$root/bench/h200/parent_timer.sh"
 parent_timer "$W/fpt" "$FP"
 source "$root/bench/h200/programs.sh"
+logging_ld "$W/ldlog"
 link() { # PROGRAM WHO: writes WHO/PROGRAM.bin (one name per program: nvcc names its
          # device-link object after the output, and the store records module names)
     local prog=$1 who=$2 out="$2/$1.bin"
@@ -85,7 +83,7 @@ for prog in ${PROGRAMS:-cublas five}; do
         cublas) g++ -B"$W/fp" -Wl,--fatpack-route=direct -Wl,--fatpack-save-temps -o rsp/cublas.bin check.o "${CUBLAS[@]}" ;;
         five) nvcc -rdc=true -arch=sm_90 -keep -keep-dir keep -ccbin "$W/fp/g++" -Xlinker --fatpack-route=direct -Xlinker --fatpack-save-temps -o rsp/five.bin five.o "${FIVE[@]}" ;;
         esac 2>/dev/null
-        sed 's/^--wrap=\(.*\)$/--defsym=__real_\1=\1/' "rsp/$prog.bin.fatpack-temps/ld.rsp" >"rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
+        nowrap_line "rsp/$prog.bin.fatpack-temps/ld.rsp" >"rsp/$prog.bin.fatpack-temps/nowrap.rsp" ;;
     esac
     case " ${WHO:-} " in
     *" ldplain "*)

@@ -6,10 +6,22 @@
 #   medians TIMES           - per program, each link's walls, median and ratio to plain;
 #   rounds N WHO...         - per program (cublas, five): one plain link for the page cache,
 #                             then N rounds of the WHOs' links interleaved ("NAME wall rc" in
-#                             times.txt), then their medians.
+#                             times.txt), then their medians;
+#   logging_ld DIR          - DIR/ld writes its arguments, one per line, to $LDLOG (an ld
+#                             response file), then runs ld; DIR/g++ is g++ -BDIR;
+#   nowrap_line RSP         - prints the saved line RSP with each `--wrap=X` given as
+#                             `--defsym=__real_X=X` (the same symbols, no table of wrapped names).
+# Sourced by line_ablation.sh too.
 # Programs: the static cuBLAS program of tests/gpu/cublas (g++), and bench/h200/five_libs.cu
 # on static cuBLAS, cuSOLVER, cuSPARSE, cuFFT (device-linked callback) and cuRAND through
 # `nvcc -rdc=true`.
+logging_ld() {
+    mkdir -p "$1"
+    printf '#!/bin/sh\nprintf "%%s\\n" "$@" >"$LDLOG"\nexec %s "$@"\n' "$(command -v ld)" >"$1/ld"
+    printf '#!/bin/sh\nexec g++ -B"%s" "$@"\n' "$1" >"$1/g++"
+    chmod +x "$1/ld" "$1/g++"
+}
+nowrap_line() { sed 's/^--wrap=\(.*\)$/--defsym=__real_\1=\1/' "$1"; }
 CUDA="${CUDA_HOME:-/usr/local/cuda}"
 export PATH="$CUDA/bin:$PATH"
 echo "$(nproc) CPUs; $(nvcc --version | tail -2 | head -1); $(ld --version | head -1)"
