@@ -22,15 +22,15 @@
 //! under the names the archive gives), so memory stays bounded and a hostile name never
 //! reaches the file system.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use fatpack_format::select::{capability_string, REAL_GPUS};
 
-use super::tarball::{spool_tar, write_tar, Entry, Kind};
+use super::tarball::{self, spool_tar, write_tar, Entry, Kind};
 use super::variant;
-use super::{add, names, prune_spooled, Written};
+use super::{add, metadata, names, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
 use crate::prune::{PruneError, PruneReport, Selection};
@@ -97,6 +97,7 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
         Format::Conda => {
             let mut zip = zip::ZipArchive::new(BufReader::new(file))
                 .map_err(|e| bad(input, super::zip_problem(&e)))?;
+            super::zip_layout::check(input, &mut zip)?;
             let mut outer = Vec::new();
             let mut metadata_json = None;
             for i in 0..zip.len() {
@@ -108,9 +109,12 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
                 if name == "metadata.json" {
                     let mut b = Vec::new();
                     (&mut m)
-                        .take(SMALL)
+                        .take(SMALL + 1)
                         .read_to_end(&mut b)
-                        .map_err(io_at(input))?;
+                        .map_err(|e| bad(input, format!("metadata.json: {e}; refused")))?;
+                    if b.len() as u64 > SMALL {
+                        return Err(bad(input, "metadata.json: too large for what it is"));
+                    }
                     metadata_json = Some(b);
                 } else if name == format!("pkg-{stem}.tar.zst")
                     || name == format!("info-{stem}.tar.zst")
@@ -217,24 +221,8 @@ fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(
             ));
         }
     }
-    let mut seen = HashSet::new();
+    tarball::check_tree(input, entries, names::Absolute::Refused)?;
     for e in entries {
-        if !seen.insert(e.name.as_str()) {
-            return Err(bad(
-                input,
-                format!("entry {} is in it twice; refused", e.name),
-            ));
-        }
-        if let Kind::Symlink(t) | Kind::HardLink(t) = &e.kind {
-            let link_dir = match &e.kind {
-                Kind::HardLink(_) => "",
-                _ => e.name.as_str(),
-            };
-            let from = if link_dir.is_empty() { "x" } else { link_dir };
-            if let Some(why) = names::escaping_link(from, t) {
-                return Err(bad(input, format!("entry {}: {why}; refused", e.name)));
-            }
-        }
         if e.info {
             continue;
         }
@@ -263,7 +251,9 @@ fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(
                 format!("{}: info/paths.json says {path_type}; refused", e.name),
             ));
         }
-        if let Some((_, sha, len)) = &e.data {
+        // A hard link is checked as the file it shares bytes with: paths.json lists it with
+        // that file's sha256 and size.
+        if let Some((_, sha, len)) = tarball::bytes_of(entries, e) {
             let sha_ok = p["sha256"].as_str() == Some(sha.as_str());
             let len_ok = p["size_in_bytes"].as_u64().is_none_or(|s| s == *len);
             if !sha_ok || !len_ok {
@@ -285,6 +275,60 @@ fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(
         ));
     }
     Ok(())
+}
+
+/// What `index.json` says the package is, each field checked against conda's syntax and
+/// against the file name (`{name}-{version}-{build}`): the output's name and metadata are
+/// built from these alone.
+struct Identity {
+    build: String,
+    build_number: u64,
+}
+
+fn identity(input: &Path, index: &serde_json::Value, stem: &str) -> Result<Identity, PruneError> {
+    let text = |key: &str| {
+        index[key].as_str().ok_or_else(|| {
+            bad(
+                input,
+                format!("info/index.json has no {key} string; refused"),
+            )
+        })
+    };
+    let (name, version, build) = (text("name")?, text("version")?, text("build")?);
+    for (key, value, check) in [
+        ("name", name, metadata::conda_name as fn(&str) -> _),
+        ("version", version, metadata::conda_version),
+        ("build", build, metadata::conda_build),
+    ] {
+        check(value).map_err(|why| {
+            bad(
+                input,
+                format!("info/index.json {key}: {value:?} is {why}; refused"),
+            )
+        })?;
+    }
+    let build_number = metadata::conda_build_number(&index["build_number"]).map_err(|why| {
+        bad(
+            input,
+            format!(
+                "info/index.json build_number {}: {why}; refused",
+                index["build_number"]
+            ),
+        )
+    })?;
+    if stem != format!("{name}-{version}-{build}") {
+        return Err(bad(
+            input,
+            format!(
+                "its file name does not match its info/index.json ({name}-{version}-{build}); \
+                 refused"
+            ),
+        ));
+    }
+    Ok(Identity {
+        build: build.to_string(),
+        build_number,
+    })
 }
 
 /// The metapackage a variant depends on (see the module header).
@@ -335,6 +379,7 @@ pub(in crate::prune) fn prune_conda(
     let mut pkg = spool(input, &stem, format, scratch.path())?;
     let paths = read_json(input, &pkg.entries, "info/paths.json")?;
     let mut index = read_json(input, &pkg.entries, "info/index.json")?;
+    identity(input, &index, &stem)?;
     check(input, &pkg.entries, &paths)?;
     let mut report = PruneReport::default();
     let mut changed: BTreeMap<String, (String, u64)> = BTreeMap::new();
@@ -351,10 +396,14 @@ pub(in crate::prune) fn prune_conda(
     }
     let claims = super::claims(input, &report)?;
     let label = variant::label(sel).replace('.', "_");
-    let build = index["build"].as_str().unwrap_or_default().to_string();
+    let Identity {
+        build,
+        build_number,
+        ..
+    } = identity(input, &index, &stem)?;
     let new_build = format!("{build}_{label}");
     let bump = 1 + (REAL_GPUS.len() - claims.len()) as u64;
-    let build_number = index["build_number"].as_u64().unwrap_or(0) + bump;
+    let build_number = build_number + bump;
     let spec = format!("{CUDA_ARCH} {}", cuda_arch_spec(&claims));
     index["build"] = serde_json::json!(new_build);
     index["build_number"] = serde_json::json!(build_number);
@@ -364,6 +413,14 @@ pub(in crate::prune) fn prune_conda(
             deps.push(serde_json::json!(spec));
         }
         None => index["depends"] = serde_json::json!([spec]),
+    }
+    // A hard link to a pruned file shares its new bytes, and so its new line.
+    for e in pkg.entries.iter().filter(|e| !e.info) {
+        if let Kind::HardLink(t) = &e.kind {
+            if let Some(line) = changed.get(t).cloned() {
+                changed.insert(e.name.clone(), line);
+            }
+        }
     }
     let mut new_paths = paths.clone();
     for p in new_paths["paths"].as_array_mut().into_iter().flatten() {

@@ -20,9 +20,9 @@ use std::path::Path;
 use fatpack_format::select::capability_string;
 use md5::Digest;
 
-use super::tarball::{hex, spool_tar, write_tar, Entry, Kind};
+use super::tarball::{self, hex, spool_tar, write_tar, Entry, Kind};
 use super::variant;
-use super::{add, prune_spooled, Written};
+use super::{add, metadata, names, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
 use crate::prune::{PruneError, PruneReport, Selection};
@@ -201,6 +201,22 @@ fn md5_file(path: &Path) -> Result<String, PruneError> {
 /// Every regular file of the data archive against `md5sums` (conffiles aside), every line
 /// of it a file, no name twice.
 fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneError> {
+    // Absolute links are read against the root dpkg installs into (policy 10.5 asks for them
+    // between top-level folders); relative ones must not climb above it.
+    tarball::check_tree(input, &pkg.data, names::Absolute::FromRoot)?;
+    tarball::check_tree(input, &pkg.control, names::Absolute::Refused)?;
+    if let Some(e) = pkg
+        .control
+        .iter()
+        .find(|e| e.data.is_none() && e.name != ".")
+    {
+        if e.kind != Kind::Dir {
+            return Err(bad(
+                input,
+                format!("control archive entry {} is a link; refused", e.name),
+            ));
+        }
+    }
     let sums = control_file(input, &pkg.control, "md5sums")?.ok_or_else(|| {
         bad(
             input,
@@ -324,6 +340,19 @@ fn variant_control(
         .ok_or_else(|| bad(input, "control has no Version"))?
         .to_string();
     let arch = field(&f, "Architecture").unwrap_or("all").to_string();
+    // Each becomes part of the output's file name and of the variant's control file.
+    for (what, value, check) in [
+        ("Package", &name, metadata::debian_package as fn(&str) -> _),
+        ("Version", &version, metadata::debian_version),
+        ("Architecture", &arch, metadata::debian_architecture),
+    ] {
+        check(value).map_err(|why| {
+            bad(
+                input,
+                format!("control {what}: {value:?} is {why}; refused"),
+            )
+        })?;
+    }
     let new_name = format!("{name}-{suffix}");
     let provide = format!("{name} (= {version})");
     let gpus: Vec<String> = claims.iter().map(|c| capability_string(*c)).collect();

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest;
 
 use super::tarball::{hex, sha256_file};
-use super::variant;
+use super::{metadata, variant};
 use crate::commit::Outputs;
 use crate::error::io_at;
 use crate::prune::PruneError;
@@ -52,22 +52,27 @@ fn bad(path: &Path, message: impl Into<String>) -> PruneError {
     }
 }
 
-/// PEP 503's normalized project name.
+/// PEP 503's normalized project name: `re.sub(r"[-_.]+", "-", name).lower()`.
 fn normalize(name: &str) -> String {
     let mut out = String::new();
-    let mut sep = false;
     for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            sep = true;
-            continue;
+        match c {
+            '-' | '_' | '.' if out.ends_with('-') => {}
+            '-' | '_' | '.' => out.push('-'),
+            c => out.push(c.to_ascii_lowercase()),
         }
-        if sep && !out.is_empty() {
-            out.push('-');
-        }
-        sep = false;
-        out.push(c.to_ascii_lowercase());
     }
     out
+}
+
+/// Text for HTML, escaped (PEP 503 pages carry file names; the checks in [`read_wheel`]
+/// already keep them to safe characters).
+fn html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// Reads the wheel `path` as it is copied into `files` (streamed: a torch wheel is
@@ -89,6 +94,18 @@ fn read_wheel(path: &Path, files: &Path) -> Result<(Wheel, Option<serde_json::Va
             ))
         }
     };
+    // Each part goes into a URL, a page and a file name: checked before any is used.
+    let checks = [
+        (dist.as_str(), metadata::wheel_distribution as fn(&str) -> _),
+        (version.as_str(), metadata::wheel_version),
+    ];
+    let tags = parts[2..]
+        .iter()
+        .map(|t| (*t, metadata::wheel_tag as fn(&str) -> _));
+    for (part, check) in checks.into_iter().chain(tags) {
+        check(part)
+            .map_err(|why| bad(path, format!("its name's part {part:?} is {why}; refused")))?;
+    }
     let copy = files.join(&file);
     std::fs::copy(path, &copy).map_err(io_at(path))?;
     let (sha256, _) = sha256_file(&copy)?;
@@ -224,13 +241,17 @@ pub fn index(dir: &Path, output: &Path) -> Result<IndexReport, PruneError> {
             }
             let page: String = rows
                 .iter()
-                .map(|(f, sha)| format!("<a href=\"{up}files/{f}#sha256={sha}\">{f}</a><br>\n"))
+                .map(|(f, sha)| {
+                    let f = html(f);
+                    format!("<a href=\"{up}files/{f}#sha256={sha}\">{f}</a><br>\n")
+                })
                 .collect();
             let pdir = base.join(project);
             std::fs::create_dir_all(&pdir).map_err(io_at(&pdir))?;
-            let html = format!("<!DOCTYPE html>\n<html><body>\n{page}</body></html>\n");
-            std::fs::write(pdir.join("index.html"), html).map_err(io_at(&pdir))?;
-            links.push(format!("<a href=\"{project}/\">{project}</a><br>\n"));
+            let doc = format!("<!DOCTYPE html>\n<html><body>\n{page}</body></html>\n");
+            std::fs::write(pdir.join("index.html"), doc).map_err(io_at(&pdir))?;
+            let p = html(project);
+            links.push(format!("<a href=\"{p}/\">{p}</a><br>\n"));
             report
                 .indexes
                 .entry(folder.clone())
@@ -255,5 +276,7 @@ mod tests {
     fn project_names_are_normalized_as_pep_503_says() {
         assert_eq!(normalize("Nvidia_CuFFT"), "nvidia-cufft");
         assert_eq!(normalize("a.-_b"), "a-b");
+        assert_eq!(normalize("_x__Y"), "-x-y");
+        assert_eq!(html("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
     }
 }

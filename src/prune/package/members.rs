@@ -113,6 +113,7 @@ fn wheel(
     let file = std::fs::File::open(input).map_err(io_at(input))?;
     let mut zip =
         zip::ZipArchive::new(BufReader::new(file)).map_err(|e| bad(super::zip_problem(&e)))?;
+    super::zip_layout::check(input, &mut zip)?;
     for i in 0..zip.len() {
         let mut m = zip
             .by_index(i)

@@ -20,11 +20,13 @@ mod deb;
 mod folder;
 mod index;
 mod members;
+mod metadata;
 mod names;
 mod record;
 mod tarball;
 pub mod variant;
 mod wheel;
+mod zip_layout;
 
 pub(super) use conda::{format_of as conda_format, prune_conda};
 pub(super) use deb::{is_deb_name, prune_deb};
@@ -193,6 +195,12 @@ fn destination(
     why: &str,
     outs: &mut Outputs,
 ) -> Result<PathBuf, PruneError> {
+    if let Err(why) = metadata::plain_file_name(name) {
+        return Err(PruneError::Package {
+            path: output.to_path_buf(),
+            message: format!("the package's name {name:?} is {why}; refused"),
+        });
+    }
     let named = output.file_name().and_then(|n| n.to_str());
     if output.is_dir() {
         return Ok(output.join(name));

@@ -125,7 +125,102 @@ pub(super) fn spool_tar(
             data,
         });
     }
+    drain(input, archive.into_inner())
+}
+
+/// What may follow a tar's end-of-archive blocks in its stream: the zero padding of the
+/// last record (GNU tar and dpkg-deb pad to 10240 bytes).
+const MAX_TRAILER: u64 = 64 << 10;
+
+/// Reads what is left of a tar's stream to its end, so that its container's own checks run
+/// (gzip's CRC-32 and length, xz's and zstd's checksums, bzip2's CRCs, the zip member's
+/// CRC-32, all checked at the end of the stream); anything but padding there is refused.
+fn drain(input: &Path, mut rest: impl Read) -> Result<(), PruneError> {
+    let mut buf = [0u8; 1 << 13];
+    let mut seen = 0u64;
+    loop {
+        let n = rest.read(&mut buf).map_err(|e| {
+            bad(
+                input,
+                format!("its archive fails its container's check ({e}): damaged; refused"),
+            )
+        })?;
+        if n == 0 {
+            return Ok(());
+        }
+        seen += n as u64;
+        if seen > MAX_TRAILER || buf[..n].iter().any(|&b| b != 0) {
+            return Err(bad(
+                input,
+                "data after the end of one of its tar archives; refused",
+            ));
+        }
+    }
+}
+
+/// The entries of one package (every inner archive's, in order) checked as a tree: no name
+/// twice, every hard link to a file before it in the same archive, every symlink followed
+/// through the others and staying inside, nothing written through a symlink
+/// ([`names::Links`]). `absolute`: how the format reads an absolute symlink.
+pub(super) fn check_tree(
+    input: &Path,
+    entries: &[Entry],
+    absolute: names::Absolute,
+) -> Result<(), PruneError> {
+    let mut seen: std::collections::HashMap<&str, &Entry> = std::collections::HashMap::new();
+    for e in entries {
+        if seen.insert(e.name.as_str(), e).is_some() {
+            return Err(bad(
+                input,
+                format!("entry {} is in it twice; refused", e.name),
+            ));
+        }
+        if let Kind::HardLink(t) = &e.kind {
+            let to_a_file = seen
+                .get(t.as_str())
+                .is_some_and(|to| to.data.is_some() && to.info == e.info && to.name != e.name);
+            if !to_a_file {
+                return Err(bad(
+                    input,
+                    format!(
+                        "entry {}: a hard link to {t:?}, which is not a file before it in its \
+                         archive; refused",
+                        e.name
+                    ),
+                ));
+            }
+        }
+    }
+    let links = names::Links::new(
+        entries.iter().filter_map(|e| match &e.kind {
+            Kind::Symlink(t) => Some((e.name.as_str(), t.as_str())),
+            _ => None,
+        }),
+        absolute,
+    );
+    for e in entries.iter().filter(|e| e.name != ".") {
+        if let Some(why) = links.check(&e.name) {
+            return Err(bad(input, format!("entry {}: {why}; refused", e.name)));
+        }
+    }
     Ok(())
+}
+
+/// The spooled file that holds the bytes of `e`: its own, or a hard link's target's
+/// (checked by [`check_tree`] to be a file before it).
+pub(super) fn bytes_of<'a>(
+    entries: &'a [Entry],
+    e: &'a Entry,
+) -> Option<&'a (PathBuf, String, u64)> {
+    match (&e.data, &e.kind) {
+        (Some(d), _) => Some(d),
+        (None, Kind::HardLink(t)) => entries
+            .iter()
+            .find(|to| to.name == *t && to.info == e.info)?
+            .data
+            .as_ref(),
+        _ => None,
+    }
 }
 
 pub(super) fn sha256_file(path: &Path) -> Result<(String, u64), PruneError> {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::record::{self, Algo, Hasher};
 use super::variant::{self, WheelForm};
-use super::{add, names, prune_member, Written};
+use super::{add, metadata, names, prune_member, Written};
 use crate::commit::Outputs;
 use crate::error::io_at;
 use crate::inputs;
@@ -127,6 +127,17 @@ impl Naming {
         };
         if had_label {
             parts.pop();
+        }
+        // The output's name is made of these: each checked first.
+        let checks = [
+            (dist, metadata::wheel_distribution as fn(&str) -> _),
+            (version, metadata::wheel_version),
+        ];
+        let tags = parts
+            .iter()
+            .map(|t| (*t, metadata::wheel_tag as fn(&str) -> _));
+        for (part, check) in checks.into_iter().chain(tags) {
+            check(part).map_err(|why| bad(format!("{part:?} in its name is {why}; refused")))?;
         }
         let label = variant::label(sel);
         let (new_version, label) = match form {
@@ -241,6 +252,7 @@ fn members(input: &Path, zip: &mut Zip) -> Result<Vec<Member>, PruneError> {
             ),
         ));
     }
+    super::zip_layout::check(input, zip)?;
     let mut seen = HashSet::new();
     let mut out = Vec::with_capacity(zip.len());
     for i in 0..zip.len() {
@@ -304,6 +316,31 @@ fn check_listed(
     for name in &rec.unhashed {
         if files.contains(name.as_str()) && !naming.rewritten(name) {
             return Err(bad(format!("RECORD lists {name} without a hash; refused")));
+        }
+    }
+    Ok(())
+}
+
+/// Every member against every symlink of the wheel, each followed through the others
+/// ([`names::Links`]): nothing written through a link, no link out of the wheel.
+fn check_links(input: &Path, zip: &mut Zip, members: &[Member]) -> Result<(), PruneError> {
+    let mut targets = Vec::new();
+    for (i, m) in members.iter().enumerate().filter(|(_, m)| m.is_symlink()) {
+        let target = read_small(input, zip, i, &m.name)?;
+        let target = String::from_utf8(target)
+            .map_err(|_| wheel_error(input, format!("symlink {}: target is not UTF-8", m.name)))?;
+        targets.push((m.name.clone(), target));
+    }
+    let links = names::Links::new(
+        targets.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+        names::Absolute::Refused,
+    );
+    for m in members {
+        if let Some(why) = links.check(m.name.trim_end_matches('/')) {
+            return Err(wheel_error(
+                input,
+                format!("member {}: {why}; refused", m.name),
+            ));
         }
     }
     Ok(())
@@ -401,6 +438,7 @@ pub(in crate::prune) fn prune_wheel(
     let text = String::from_utf8(text).map_err(|_| wheel_error(input, "RECORD is not UTF-8"))?;
     let rec = record::parse(&text).map_err(|m| wheel_error(input, m))?;
     check_listed(input, &naming, &members, &rec)?;
+    check_links(input, &mut zip, &members)?;
     let dest = super::destination(
         output,
         &naming.file_name,
