@@ -182,7 +182,7 @@ impl EntryId {
 #[error(
     "`{text}` is not an arch: expected sm_XX, compute_XX or a CMake-style \
      XX[a|f][-real|-virtual]{}",
-    did_you_mean(text)
+    did_you_mean_arch(text)
 )]
 pub struct ArchParseError {
     pub text: String,
@@ -283,18 +283,35 @@ pub struct CapabilityParseError {
 /// `; did you mean 9.0?` where `text` holds a number that is a compute capability
 /// (`sm-90`, `arch90`, `9,0`), or nothing.
 pub fn did_you_mean(text: &str) -> String {
+    match meant_number(text) {
+        Some(n) if parse_capability(text).is_err() => {
+            format!("; did you mean {}.{} (sm_{n})?", n / 10, n % 10)
+        }
+        _ => String::new(),
+    }
+}
+
+/// `; did you mean sm_90?` where `text` holds a number that is an arch (`sm-90`, `arch90`),
+/// spelled as `--keep` and `--arch` take it, or nothing.
+pub fn did_you_mean_arch(text: &str) -> String {
+    match meant_number(text) {
+        Some(n) if parse_targets(text).is_err() => format!("; did you mean sm_{n}?"),
+        _ => String::new(),
+    }
+}
+
+/// The compute capability a misspelling holds (`sm-90`, `9,0`: 90).
+fn meant_number(text: &str) -> Option<u32> {
     let digits: String = text
         .chars()
         .skip_while(|c| !c.is_ascii_digit())
         .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
         .filter(char::is_ascii_digit)
         .collect();
-    match digits.parse::<u32>() {
-        Ok(n) if (10..=1299).contains(&n) && parse_capability(text).is_err() => {
-            format!("; did you mean {}.{} (sm_{n})?", n / 10, n % 10)
-        }
-        _ => String::new(),
-    }
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (10..=1299).contains(n))
 }
 
 /// One compute capability (`major * 10 + minor`) in any spelling a user has at hand: `9.0`

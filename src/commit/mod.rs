@@ -456,10 +456,12 @@ impl Outputs {
             .iter()
             .map(|d| lock::FolderLock::take(d))
             .collect::<Result<Vec<_>, _>>()?;
-        match (self.linker, &staged[..]) {
-            (true, [one]) => replace_like_ld(one)?,
-            _ => rename_all(self, staged)?,
-        }
+        // A signal waits for the renames, and once they are done it ends the command with
+        // 0: what was asked for is in place ([`signals::committing`]).
+        signals::committing(|| match (self.linker, &staged[..]) {
+            (true, [one]) => replace_like_ld(one),
+            _ => rename_all(self, staged),
+        })?;
         for d in dirs.iter().filter(|_| !self.linker) {
             // The renames themselves made durable.
             if let Ok(f) = std::fs::File::open(d) {

@@ -15,6 +15,8 @@ use std::sync::{Mutex, MutexGuard, Once};
 
 /// Paths to remove if a signal ends the process.
 static PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Held while outputs are renamed into place; `true` once they all are.
+static COMMITTED: Mutex<bool> = Mutex::new(false);
 /// The real linker's pid while it runs, else 0.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 /// Held while a child is being started: a signal then waits until its pid is known, so that
@@ -41,6 +43,8 @@ pub fn install() {
                     // The write returns EFBIG; the error path cleans up.
                     continue;
                 }
+                // A commit under way finishes first: never half of a set of outputs.
+                let committed = *COMMITTED.lock().unwrap_or_else(|e| e.into_inner());
                 let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
                 let child = CHILD.load(Ordering::Acquire);
                 if child > 0 {
@@ -49,6 +53,14 @@ pub fn install() {
                 }
                 for p in paths().drain(..) {
                     remove(&p);
+                }
+                if committed {
+                    // The outputs are whole and in place: the command did what it was asked.
+                    eprintln!(
+                        "fatpack: signal {sig} after the output was put in place; it is \
+                         complete"
+                    );
+                    std::process::exit(0);
                 }
                 let _ = signal_hook::low_level::emulate_default_handler(sig);
                 std::process::exit(128 + sig);
@@ -67,6 +79,17 @@ fn remove(p: &Path) {
         }
         Err(_) => {}
     }
+}
+
+/// Runs `rename` (which puts a command's outputs in place) with signals held off until it
+/// returns; once it has succeeded, a signal ends the process with 0 rather than by the
+/// signal: the command's work is done (a late SIGTERM must not tell a build it failed).
+pub fn committing<T, E>(rename: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    install();
+    let mut done = COMMITTED.lock().unwrap_or_else(|e| e.into_inner());
+    let out = rename()?;
+    *done = true;
+    Ok(out)
 }
 
 /// Makes a temp with `make` (which returns it and its path) and has it removed if a signal

@@ -172,9 +172,17 @@ pub fn replace_sections_parts(
             Some(b) => Part::Bytes(b),
             None => {
                 let b = body(i)?;
-                // `body` is a slice of `data`: where it starts in it.
-                let start = b.as_ptr() as usize - data.as_ptr() as usize;
-                Part::Input(start..start + b.len())
+                // `body` is a slice of `data` (where it starts in it), or, for a section with
+                // no bytes in the file (SHT_NULL past index 0, an empty one), an empty slice
+                // that may lie anywhere.
+                let start = (b.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+                match b.is_empty() {
+                    true => Part::Bytes(Vec::new()),
+                    false if start.checked_add(b.len()).is_some_and(|e| e <= data.len()) => {
+                        Part::Input(start..start + b.len())
+                    }
+                    false => return Err(ElfEditError::Malformed("a section outside the file")),
+                }
             }
         };
         s.sh_size.set(LE, part.len() as u64);

@@ -18,6 +18,12 @@ pub enum PruneError {
         fatpack_format::arch::did_you_mean(text)
     )]
     Capability { text: String },
+    #[error("{option} {text}: {why}")]
+    NoSuchCapability {
+        option: &'static str,
+        text: String,
+        why: String,
+    },
     #[error(
         "module {module}: --keep {keep} keeps none of its entries (it has {has}); the pruned \
          binary could not run its kernels anywhere (pass --allow-empty to do it anyway)"

@@ -72,7 +72,9 @@ pub struct PruneReport {
 
 /// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
 pub fn parse_keep(text: &str) -> Result<BTreeSet<EntryId>, PruneError> {
-    Ok(parse_target_list(text)?.into_iter().collect())
+    let targets = parse_target_list(text)?.into_iter().collect();
+    selection::check_keep(text, &targets)?;
+    Ok(targets)
 }
 
 /// An entry as selection sees it (kinds other than SASS and PTX are never chosen).

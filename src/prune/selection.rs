@@ -59,9 +59,74 @@ pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 /// GPUs; `compute_90`, `90-virtual` name the PTX of a virtual arch; `9.0+PTX` both
 /// (fatpack-format's one capability parser, whose lists `--keep` reads too).
 pub fn parse_capabilities(text: &str) -> Result<ForTargets, PruneError> {
-    fatpack_format::arch::parse_for_list(text).map_err(|_| PruneError::Capability {
-        text: text.to_string(),
-    })
+    let targets =
+        fatpack_format::arch::parse_for_list(text).map_err(|_| PruneError::Capability {
+            text: text.to_string(),
+        })?;
+    for &cap in targets.gpus.iter().chain(&targets.ptx) {
+        known(cap, |c| capability_string(c)).map_err(|why| PruneError::NoSuchCapability {
+            option: "--for",
+            text: text.to_string(),
+            why,
+        })?;
+    }
+    Ok(targets)
+}
+
+/// `--keep`'s targets, each an arch some GPU has ([`known`]).
+pub(super) fn check_keep(text: &str, targets: &BTreeSet<EntryId>) -> Result<(), PruneError> {
+    for t in targets {
+        known(t.arch, |c| format!("sm_{c}")).map_err(|why| PruneError::NoSuchCapability {
+            option: "--keep",
+            text: text.to_string(),
+            why,
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether `cap` is a compute capability that exists: one of the GPUs NVIDIA has shipped
+/// or announced ([`select::REAL_GPUS`], Maxwell 5.0 to Blackwell 12.1, the capabilities
+/// nvcc 13 builds for among them), or a newer one that the nvcc on `PATH` lists
+/// (`nvcc --list-gpu-arch`). A typo (`90.0`, `sm_91`, `sm_20`) would otherwise select
+/// nothing a GPU runs and write a package that serves no one. `spell`: how the option
+/// spells a capability, for the suggestion.
+fn known(cap: u32, spell: impl Fn(u32) -> String) -> Result<(), String> {
+    if select::REAL_GPUS.contains(&cap) || nvcc_lists(cap) {
+        return Ok(());
+    }
+    // The nearest capability that exists, preferring the same major version.
+    let nearest = select::REAL_GPUS
+        .iter()
+        .copied()
+        .min_by_key(|&c| ((c / 10).abs_diff(cap / 10), c.abs_diff(cap)))
+        .expect("a list of GPUs");
+    let scaled = [cap / 10, cap / 100]
+        .into_iter()
+        .find(|c| select::REAL_GPUS.contains(c));
+    let suggestion = spell(scaled.unwrap_or(nearest));
+    Err(format!(
+        "no GPU has compute capability {} (they run from 5.0 to 12.1, and newer ones where \
+         the nvcc on PATH lists them); did you mean {suggestion}?",
+        capability_string(cap)
+    ))
+}
+
+/// Whether `nvcc --list-gpu-arch` (the nvcc on `PATH`, if any) lists `sm_{cap}` or
+/// `compute_{cap}`: an arch newer than fatpack, that the user's toolkit builds for.
+fn nvcc_lists(cap: u32) -> bool {
+    let out = std::process::Command::new("nvcc")
+        .arg("--list-gpu-arch")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else { return false };
+    let text = String::from_utf8_lossy(&out.stdout);
+    out.status.success()
+        && text.split_whitespace().any(|w| {
+            let number = w.trim_start_matches("sm_").trim_start_matches("compute_");
+            number.trim_end_matches(['a', 'f']) == cap.to_string()
+        })
 }
 
 impl Selection {

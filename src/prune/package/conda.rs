@@ -394,7 +394,7 @@ pub(in crate::prune) fn prune_conda(
         add(&mut report, e.name.clone(), before, *len, one);
         changed.insert(e.name.clone(), (sha.clone(), *len));
     }
-    let claims = super::claims(input, &report)?;
+    let claims = super::claims(input, &report, sel)?;
     let label = variant::label(sel).replace('.', "_");
     let Identity {
         build,

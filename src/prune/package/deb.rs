@@ -408,7 +408,7 @@ pub(in crate::prune) fn prune_deb(
             }
         }
     }
-    let claims = super::claims(input, &report)?;
+    let claims = super::claims(input, &report, sel)?;
     let control_path = control_file(input, &pkg.control, "control")?
         .ok_or_else(|| bad(input, "no control file in its control archive"))?;
     let text =

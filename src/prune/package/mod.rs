@@ -70,6 +70,21 @@ pub struct Written {
 /// One whose device code cannot be read fails the whole package, as it fails alone: a
 /// package never ships a damaged fat binary unpruned under a label that says it was pruned.
 fn has_device_code(path: &Path, data: &[u8]) -> Result<bool, PruneError> {
+    let damaged = |why: String| {
+        PruneError::Input(inputs::InputError::Malformed {
+            origin: path.display().to_string(),
+            message: format!("a damaged ELF file: {why}"),
+        })
+    };
+    // A 64-bit little-endian ELF file (the class of every host fatpack reads) whose headers
+    // do not read is damaged, and fails the package as it fails alone: it could be a fat
+    // binary, and copied unpruned it would ship under a label that says it was pruned.
+    // Other classes (32-bit firmware, big-endian) cannot hold device code: copied.
+    if data.starts_with(b"\x7fELF") && data.get(4..6) == Some(&[2, 1]) {
+        if let Err(e) = crate::elf::Layout::parse(data) {
+            return Err(damaged(e.to_string()));
+        }
+    }
     let kind = inputs::sniff(data);
     if !matches!(
         kind,
@@ -83,10 +98,7 @@ fn has_device_code(path: &Path, data: &[u8]) -> Result<bool, PruneError> {
     }
     if let (_, Some(layout)) = inputs::classify(data) {
         if let Some(why) = layout.bad_segment(data.len() as u64) {
-            return Err(PruneError::Input(inputs::InputError::Malformed {
-                origin: path.display().to_string(),
-                message: format!("a damaged ELF file: {why}"),
-            }));
+            return Err(damaged(why.to_string()));
         }
     }
     let scanned = inputs::scan_at(path, data, inputs::Depth::Spans)?;
@@ -163,7 +175,7 @@ fn add(report: &mut PruneReport, path: String, before: u64, after: u64, one: Pru
 /// What a package variant may claim: the GPUs that still get, from every module of every
 /// file, the entry the whole package gave them. A package with no fat binary, or whose
 /// prune leaves no GPU served as before, is refused: its variant would claim nothing.
-fn claims(input: &Path, report: &PruneReport) -> Result<Vec<u32>, PruneError> {
+fn claims(input: &Path, report: &PruneReport, sel: &Selection) -> Result<Vec<u32>, PruneError> {
     let refuse = |m: &str| {
         Err(PruneError::Package {
             path: input.to_path_buf(),
@@ -181,6 +193,29 @@ fn claims(input: &Path, report: &PruneReport) -> Result<Vec<u32>, PruneError> {
             "after this prune no GPU gets from it what the whole package gave it: the \
              variant would claim nothing; refused",
         );
+    }
+    // The label names the GPUs asked for: each must be one the package serves as before, or
+    // the label would say one thing and the properties another (an sm90 variant pruned
+    // `--for 8.0` has nothing for 8.0, and still runs only on 9.0).
+    if let Selection::For(t) = sel {
+        let missing: Vec<String> = t
+            .gpus
+            .iter()
+            .filter(|c| !claims.contains(c))
+            .map(|&c| fatpack_format::select::capability_string(c))
+            .collect();
+        if !missing.is_empty() {
+            let serves: Vec<String> = claims
+                .iter()
+                .map(|&c| fatpack_format::select::capability_string(c))
+                .collect();
+            return refuse(&format!(
+                "gives GPU {} no code of its own (it serves {}): a package labelled for it \
+                 would not run there as the label says; refused",
+                missing.join(", "),
+                serves.join(", ")
+            ));
+        }
     }
     Ok(claims)
 }

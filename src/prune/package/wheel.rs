@@ -477,7 +477,7 @@ pub(in crate::prune) fn prune_wheel(
         }
     }
     progress.done();
-    let claims = super::claims(input, &w.report)?;
+    let claims = super::claims(input, &w.report, sel)?;
     let new_info = naming.rename(&naming.old_info);
     if let Some(label) = &naming.label {
         let values = variant::sm_arch_values(&w.report.runs);
