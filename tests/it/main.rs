@@ -10,6 +10,7 @@ mod extract_cli;
 mod fatbin_model;
 mod fresh_nvcc;
 mod golden;
+mod hostile_packages;
 mod inspect_cli;
 mod integrations;
 mod jobserver;

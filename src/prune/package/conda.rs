@@ -84,7 +84,7 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
     match format {
         Format::TarBz2 => {
             let bz = bzip2::read::BzDecoder::new(BufReader::new(file));
-            spool_tar(input, bz, false, spool, &mut entries)?;
+            spool_tar(input, "its tar archive", bz, false, spool, &mut entries)?;
             for e in &mut entries {
                 e.info = e.name == "info" || e.name.starts_with("info/");
             }
@@ -121,7 +121,7 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
                 {
                     let info = name.starts_with("info-");
                     let zst = zstd::stream::read::Decoder::new(&mut m).map_err(io_at(input))?;
-                    spool_tar(input, zst, info, spool, &mut entries)?;
+                    spool_tar(input, &name, zst, info, spool, &mut entries)?;
                 } else {
                     return Err(bad(
                         input,

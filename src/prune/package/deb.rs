@@ -146,14 +146,14 @@ fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
         } else if let (Some(codec), None) = (Codec::of(&name, "control.tar"), &control) {
             let mut entries = Vec::new();
             let r = codec.reader(&mut body).map_err(io_at(input))?;
-            spool_tar(input, r, true, scratch, &mut entries)?;
+            spool_tar(input, &name, r, true, scratch, &mut entries)?;
             control_codec = codec;
             control = Some(entries);
         } else if let (Some(codec), Some(_), None) = (Codec::of(&name, "data.tar"), &control, &data)
         {
             let mut entries = Vec::new();
             let r = codec.reader(&mut body).map_err(io_at(input))?;
-            spool_tar(input, r, false, scratch, &mut entries)?;
+            spool_tar(input, &name, r, false, scratch, &mut entries)?;
             data_codec = codec;
             data = Some(entries);
         } else if !(name.starts_with('_') && control.is_none()) {

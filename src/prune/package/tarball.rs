@@ -45,15 +45,22 @@ pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Reads one tar stream into `into`, spooling files under `spool`.
+/// Reads one tar stream (the package's member `what`, named in errors) into `into`,
+/// spooling files under `spool`.
 pub(super) fn spool_tar(
     input: &Path,
+    what: &str,
     tar: impl Read,
     info: bool,
     spool: &Path,
     into: &mut Vec<Entry>,
 ) -> Result<(), PruneError> {
-    let tar_error = |e: std::io::Error| bad(input, format!("its archive does not read: {e}"));
+    let tar_error = |e: std::io::Error| {
+        bad(
+            input,
+            format!("{what} does not read ({e}): damaged or altered; refused"),
+        )
+    };
     let mut archive = tar::Archive::new(tar);
     for item in archive.entries().map_err(tar_error)? {
         let mut item = item.map_err(tar_error)?;
@@ -125,7 +132,7 @@ pub(super) fn spool_tar(
             data,
         });
     }
-    drain(input, archive.into_inner())
+    drain(input, what, archive.into_inner())
 }
 
 /// What may follow a tar's end-of-archive blocks in its stream: the zero padding of the
@@ -135,14 +142,14 @@ const MAX_TRAILER: u64 = 64 << 10;
 /// Reads what is left of a tar's stream to its end, so that its container's own checks run
 /// (gzip's CRC-32 and length, xz's and zstd's checksums, bzip2's CRCs, the zip member's
 /// CRC-32, all checked at the end of the stream); anything but padding there is refused.
-fn drain(input: &Path, mut rest: impl Read) -> Result<(), PruneError> {
+fn drain(input: &Path, what: &str, mut rest: impl Read) -> Result<(), PruneError> {
     let mut buf = [0u8; 1 << 13];
     let mut seen = 0u64;
     loop {
         let n = rest.read(&mut buf).map_err(|e| {
             bad(
                 input,
-                format!("its archive fails its container's check ({e}): damaged; refused"),
+                format!("{what} fails its container's check ({e}): damaged or altered; refused"),
             )
         })?;
         if n == 0 {
@@ -152,7 +159,7 @@ fn drain(input: &Path, mut rest: impl Read) -> Result<(), PruneError> {
         if seen > MAX_TRAILER || buf[..n].iter().any(|&b| b != 0) {
             return Err(bad(
                 input,
-                "data after the end of one of its tar archives; refused",
+                format!("{what}: data after the end of its tar archive; refused"),
             ));
         }
     }

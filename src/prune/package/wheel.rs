@@ -650,7 +650,12 @@ impl Writer<'_> {
         line: &record::Line,
     ) -> Result<(String, u64, Option<PathBuf>), PruneError> {
         let input = self.input;
-        let read_error = |e: std::io::Error| wheel_error(input, format!("member {}: {e}", m.name));
+        let read_error = |e: std::io::Error| {
+            wheel_error(
+                input,
+                format!("member {}: {e} (damaged or altered); refused", m.name),
+            )
+        };
         let mut f = zip
             .by_index(i)
             .map_err(|e| wheel_error(input, format!("member {}: {e}", m.name)))?;
