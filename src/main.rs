@@ -887,6 +887,7 @@ fn finish(result: anyhow::Result<()>) -> Status {
                 e.downcast_ref::<fatpack::prune::PruneError>(),
                 Some(
                     fatpack::prune::PruneError::Capability { .. }
+                        | fatpack::prune::PruneError::NoSuchCapability { .. }
                         | fatpack::prune::PruneError::Keep(_)
                 )
             ) || e.downcast_ref::<UsageError>().is_some();

@@ -43,8 +43,10 @@ pub fn install() {
                     // The write returns EFBIG; the error path cleans up.
                     continue;
                 }
-                // A commit under way finishes first: never half of a set of outputs.
-                let committed = *COMMITTED.lock().unwrap_or_else(|e| e.into_inner());
+                // A commit under way finishes first (never half of a set of outputs), and none
+                // starts after this: the lock is held until the process ends.
+                let commit = COMMITTED.lock().unwrap_or_else(|e| e.into_inner());
+                let committed = *commit;
                 let _starting = SPAWNING.lock().unwrap_or_else(|e| e.into_inner());
                 let child = CHILD.load(Ordering::Acquire);
                 if child > 0 {

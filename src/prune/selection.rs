@@ -64,7 +64,7 @@ pub fn parse_capabilities(text: &str) -> Result<ForTargets, PruneError> {
             text: text.to_string(),
         })?;
     for &cap in targets.gpus.iter().chain(&targets.ptx) {
-        known(cap, |c| capability_string(c)).map_err(|why| PruneError::NoSuchCapability {
+        known(cap, capability_string).map_err(|why| PruneError::NoSuchCapability {
             option: "--for",
             text: text.to_string(),
             why,

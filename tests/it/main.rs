@@ -23,6 +23,7 @@ mod prune_conda;
 mod prune_cut;
 mod prune_deb;
 mod prune_package;
+mod prune_refusals;
 mod prune_tail;
 mod prune_wheel;
 mod repack;

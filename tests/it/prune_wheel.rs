@@ -207,8 +207,18 @@ fn labels_are_canonical_and_do_not_stack() {
     assert_eq!(l3, "cutfix-1.0+cu130.live-py3-none-linux_x86_64.whl");
     // A variant wheel pruned again: one variant label.
     let (_, v) = name(&["--for", "9.0,8.0"], &fat);
-    let (v2, _) = name(&["--for", "9.0"], &v);
+    let (v2, v90) = name(&["--for", "9.0"], &v);
     assert_eq!(v2, "cutfix-1.0+cu130-py3-none-linux_x86_64-sm90.whl");
+    // ... but not for a GPU it has nothing of its own for: the label would say 8.0 and the
+    // property 9.0 (`90_real`), and the bytes serve only 9.0.
+    let out = tempfile::tempdir_in(d).unwrap();
+    let (code, err) = prune(&["--for", "8.0"], &v90, out.path());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("gives GPU 8.0 no code of its own (it serves 9.0)"),
+        "{err}"
+    );
+    assert!(names_in(out.path()).is_empty());
 }
 
 /// A hostile or damaged wheel: refused naming what is wrong, nothing written beside the
