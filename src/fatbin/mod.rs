@@ -12,8 +12,8 @@ pub use compress::Compression;
 pub use fatpack_format::arch::EntryKind;
 pub use fatpack_format::fatbin::{flags, EntryHeader, CONTAINER_HEADER_LEN, FATBIN_MAGIC};
 pub use parse::{
-    entry_at, entry_spans, find_embedded, parse_all, parse_all_at, parse_one, span_one, spans,
-    spans_with,
+    entry_at, entry_headers, entry_spans, find_embedded, parse_all, parse_all_at, parse_one,
+    span_one, spans, spans_with,
 };
 
 use crate::arch::{Arch, EntryId};

@@ -57,6 +57,15 @@ pub fn entry_spans(
     Ok(spans)
 }
 
+/// The entries of the one container that starts at `bytes[0]`, headers only (each entry's
+/// payload is left where it is, not copied): what a container holds, read in memory that
+/// does not grow with its size.
+pub fn entry_headers(bytes: &[u8], base: usize) -> Result<Vec<Entry>, FatbinError> {
+    let mut out = Vec::new();
+    walk_entries(bytes, base, false, |e, _, _| out.push(e))?;
+    Ok(out)
+}
+
 /// The entry that takes `bytes[at..at + len]` of a container ([`entry_spans`]), copied.
 pub fn entry_at(bytes: &[u8], at: usize, len: usize, base: usize) -> Result<Entry, FatbinError> {
     let end = at.saturating_add(len);

@@ -89,6 +89,10 @@ pub enum Depth {
     /// Check headers and bounds and record where containers are; copy no payload
     /// (what `fatpack ld` does, so that its memory does not grow with the device code).
     Spans,
+    /// As [`Depth::Spans`], section names kept: what prune reads of a linked file, whose
+    /// cut reads the names, parsing each container only when it prunes it (so that its
+    /// memory does not grow with the device code either).
+    Located,
     /// As [`Depth::Spans`], of the sections cudart registers only (`.nv_fatbin`,
     /// `__nv_relfatbin`), never fatbins embedded in a linked file's data: what `fatpack ld`
     /// reads of its own output. Section names are kept.
@@ -106,7 +110,7 @@ pub(crate) fn read_containers(
     walked: &mut dyn FnMut(usize),
 ) -> Result<(Spans, Vec<Fatbin>), FatbinError> {
     match depth {
-        Depth::Spans | Depth::Registered => Ok((
+        Depth::Spans | Depth::Located | Depth::Registered => Ok((
             fatbin::spans_with(bytes, walked)?
                 .into_iter()
                 .map(|(o, l)| (o as u64, l as u64))

@@ -3,51 +3,86 @@
 //! ([`crate::elf::in_place`]). Prune decides what becomes of each container; the ELF layer
 //! changes the file and checks it.
 
-use std::io::Write;
 use std::path::Path;
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
 use crate::elf::cut::{self, Refused};
 use crate::elf::in_place::{punch_holes, rewrite_containers};
 use crate::elf::Layout;
+use crate::fatbin;
 use crate::inputs::{DeviceSection, Scanned};
 
-/// Prune's answer for container `index` of `d`: pruned as a registered module (never
-/// emptied) unless it is a fatbin of the program's own data, pruned as it is in place
-/// (emptied where none of the GPUs runs it). Whatever loads a pinned container (code that
-/// names it), it may register it through cudart.
+/// Prune's answer for container `index` of `d` (whose bytes are given): pruned as a
+/// registered module (never emptied) unless it is a fatbin of the program's own data,
+/// pruned as it is in place (emptied where none of the GPUs runs it). Whatever loads a
+/// pinned container (code that names it), it may register it through cudart. A section
+/// located without its containers parsed ([`crate::inputs::Depth::Located`]) has each parsed
+/// here, one at a time, and its pages let go of (`release`) once pruned: the memory a
+/// prune takes follows the largest container, not the device code.
 pub(super) fn pruner<'a>(
     sel: &'a Selection,
     report: &'a mut PruneReport,
+    release: &'a dyn Fn(u64, u64),
 ) -> impl FnMut(&DeviceSection, usize, &[u8]) -> Result<Vec<u8>, PruneError> + 'a {
-    move |d: &DeviceSection, index: usize, _: &[u8]| {
+    move |d: &DeviceSection, index: usize, bytes: &[u8]| {
         let module = format!("{}#{index}", d.origin);
-        prune_container(&module, &d.containers[index], sel, !d.embedded, report)
+        let parsed;
+        let fb = match d.containers.get(index) {
+            Some(fb) => fb,
+            None => {
+                let at = d.spans.get(index).map_or(0, |s| s.0) as usize;
+                parsed = fatbin::parse_one(bytes, at)
+                    .map_err(|source| PruneError::Fatbin {
+                        path: d.file.clone(),
+                        source,
+                    })?
+                    .0;
+                &parsed
+            }
+        };
+        let new = prune_container(&module, fb, sel, !d.embedded, report)?;
+        if let Some(&(off, len)) = d.spans.get(index) {
+            release(d.file_offset + off, len);
+        }
+        Ok(new)
     }
 }
 
-/// Prunes `data` (a linked ELF file whose headers are `layout` and whose device sections
+/// The input of a linked-file prune: its bytes (mapped) and how to let go of its pages
+/// once read ([`crate::inputs::let_go`]; nothing for bytes in memory).
+pub(super) struct Input<'a> {
+    pub path: &'a Path,
+    pub data: &'a [u8],
+    pub release: &'a dyn Fn(u64, u64),
+}
+
+/// Prunes `input` (a linked ELF file whose headers are `layout` and whose device sections
 /// are `scanned`) into `tmp`, cutting the freed bytes out of the file. `Ok(Err(_))`: the
-/// layout cannot be cut (nothing is written and `report` is untouched).
+/// layout cannot be cut (`report` is untouched).
 pub(super) fn prune_cut(
-    input: &Path,
-    (data, layout): (&[u8], &Layout),
+    input: &Input<'_>,
+    layout: &Layout,
     scanned: &Scanned,
     sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
     report: &mut PruneReport,
 ) -> Result<Result<(), Refused>, PruneError> {
     let mut trial = PruneReport::default();
-    let mut prune = pruner(sel, &mut trial);
-    let done = match cut::copy(input, data, layout, scanned, &mut prune)? {
+    let mut prune = pruner(sel, &mut trial, input.release);
+    let path = tmp.path().to_path_buf();
+    let into = cut::NewFile {
+        file: tmp.as_file(),
+        path: &path,
+        release: input.release,
+    };
+    let done = match cut::copy(input.path, input.data, layout, scanned, &mut prune, &into)? {
         Ok(done) => done,
-        Err(r) => return Ok(Err(r)),
+        Err(r) => {
+            tmp.as_file().set_len(0).map_err(io_at(&path))?;
+            return Ok(Err(r));
+        }
     };
     drop(prune);
-    let path = tmp.path().to_path_buf();
-    tmp.as_file_mut()
-        .write_all(&done.bytes)
-        .map_err(io_at(&path))?;
     punch_holes(tmp.as_file(), &done.zeroed);
     let stays: u64 = done.zeroed.iter().map(|&(s, e)| (e - s) as u64).sum();
     *report = PruneReport {
@@ -59,30 +94,48 @@ pub(super) fn prune_cut(
     Ok(Ok(()))
 }
 
-/// Prunes `data` into `tmp` with each container rewritten at its own offset (the wrappers'
-/// pointers to it stay valid) and the bytes it frees zeroed: for a layout the cut refuses.
+/// Prunes `input` into `tmp` with each container rewritten at its own offset (the
+/// wrappers' pointers to it stay valid) and the bytes it frees zeroed: for a layout the cut
+/// refuses. The file is copied through `tmp` a step at a time and rewritten in a mapping of
+/// it, never held in memory.
 pub(super) fn prune_linked(
-    input: &Path,
-    data: &[u8],
+    input: &Input<'_>,
     scanned: &Scanned,
     sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
     report: &mut PruneReport,
 ) -> Result<(), PruneError> {
-    let mut bytes = data.to_vec();
-    let mut prune = pruner(sel, report);
+    use std::os::unix::fs::FileExt;
+    let path = tmp.path().to_path_buf();
+    let file = tmp.as_file();
+    file.set_len(0).map_err(io_at(&path))?;
+    let mut at = 0u64;
+    while at < input.data.len() as u64 {
+        let n = (input.data.len() as u64 - at).min(crate::inputs::RELEASE_STEP);
+        file.write_all_at(&input.data[at as usize..(at + n) as usize], at)
+            .map_err(io_at(&path))?;
+        (input.release)(at, n);
+        at += n;
+    }
+    if input.data.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `tmp` is this command's own temp file, open only here and not resized while
+    // the mapping lives; the mapping is dropped before the holes are punched.
+    let mut out = unsafe { memmap2::MmapMut::map_mut(file) }.map_err(io_at(&path))?;
+    let mut prune = pruner(sel, report, input.release);
     let zeroed = rewrite_containers(
-        input,
-        data,
-        &mut bytes,
+        input.path,
+        input.data,
+        &mut out,
         scanned.sections.iter(),
         &|o| o,
         &mut prune,
     )?;
     drop(prune);
+    out.flush().map_err(io_at(&path))?;
+    drop(out);
     report.stays = zeroed.iter().map(|&(s, e)| (e - s) as u64).sum();
-    let path = tmp.path().to_path_buf();
-    tmp.as_file_mut().write_all(&bytes).map_err(io_at(&path))?;
-    punch_holes(tmp.as_file(), &zeroed);
+    punch_holes(file, &zeroed);
     Ok(())
 }

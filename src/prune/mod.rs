@@ -229,7 +229,7 @@ fn prune_object(
                 .sh_offset
                 .get(crate::elf::LE);
             let at = |o: u64| o - sec.file_offset + new_off;
-            let mut prune = linked::pruner(sel, report);
+            let mut prune = linked::pruner(sel, report, &|_, _| {});
             crate::elf::in_place::rewrite_containers(
                 Path::new(origin),
                 data,
@@ -241,6 +241,31 @@ fn prune_object(
         }
     }
     Ok(edited)
+}
+
+/// [`present_in`] of a file scanned without its containers parsed: each container's entry
+/// headers read where they are (no payload copied), its pages then let go of.
+fn present_at(
+    data: &[u8],
+    scanned: &inputs::Scanned,
+    release: &dyn Fn(u64, u64),
+) -> Result<BTreeSet<EntryId>, PruneError> {
+    let mut present = BTreeSet::new();
+    for sec in &scanned.sections {
+        for &(off, len) in &sec.spans {
+            let at = sec.file_offset + off;
+            let bytes = crate::elf::file_range(data, at, len).unwrap_or_default();
+            let entries = fatbin::entry_headers(bytes, off as usize).map_err(|source| {
+                PruneError::Fatbin {
+                    path: sec.file.clone(),
+                    source,
+                }
+            })?;
+            present.extend(entries.iter().filter_map(|e| e.target()));
+            release(at, len);
+        }
+    }
+    Ok(present)
 }
 
 fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
@@ -294,14 +319,15 @@ pub fn prune(
     if package::is_deb_name(input) {
         return package::prune_deb(input, output, sel, outs);
     }
-    let mut map = inputs::read_file(input)?;
-    opts.relocate.apply(&mut map);
+    let bytes = InputBytes::read(input, &opts.relocate)?;
+    let map = bytes.data();
     let mut tmp = outs.file(output)?;
-    let (report, side) = match prune_data(input, &map, sel, tmp.named(), output, &outs) {
+    let release = |off, len| bytes.release(off, len);
+    let (report, side) = match prune_data(input, map, &release, sel, tmp.named(), output, &outs) {
         // Nothing to prune: the file is copied as it is, as a folder prune copies it.
         Err(PruneError::NoDeviceCode(_)) => {
             let mut tmp2 = outs.file(output)?;
-            std::io::Write::write_all(tmp2.named().as_file_mut(), &map).map_err(io_at(output))?;
+            std::io::Write::write_all(tmp2.named().as_file_mut(), map).map_err(io_at(output))?;
             tmp = tmp2;
             let report = PruneReport {
                 no_device_code: true,
@@ -315,11 +341,48 @@ pub fn prune(
     Ok(report)
 }
 
+/// The bytes of a file prune reads: mapped, and read only where prune looks (headers,
+/// device code, the host sections it checks), each page let go of once read, so that a
+/// file's gigabytes of debug info or data pass through the output without being held; or,
+/// where `--replace-path` edits every byte, read into memory and edited.
+pub(crate) enum InputBytes {
+    Mapped(memmap2::Mmap),
+    Edited(Vec<u8>),
+}
+
+impl InputBytes {
+    pub(crate) fn read(path: &Path, relocate: &package::Relocate) -> Result<Self, PruneError> {
+        Ok(match relocate.is_empty() {
+            true => InputBytes::Mapped(inputs::map_file(path)?),
+            false => {
+                let mut bytes = inputs::read_file(path)?;
+                relocate.apply(&mut bytes);
+                InputBytes::Edited(bytes)
+            }
+        })
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        match self {
+            InputBytes::Mapped(m) => m,
+            InputBytes::Edited(v) => v,
+        }
+    }
+
+    /// Done with `len` bytes at `off` ([`inputs::let_go`]).
+    pub(crate) fn release(&self, off: u64, len: u64) {
+        if let InputBytes::Mapped(m) = self {
+            inputs::let_go(m, off, len);
+        }
+    }
+}
+
 /// Prunes one file (`input`, whose bytes are `data`) into `tmp`; a packed side-file
 /// output's new store goes beside `output`, and is returned to be committed after it.
 fn prune_data(
     input: &Path,
     data: &[u8],
+    release: &dyn Fn(u64, u64),
     sel: &Selection,
     tmp: &mut tempfile::NamedTempFile,
     output: &Path,
@@ -368,17 +431,24 @@ fn prune_data(
             std::io::Write::write_all(tmp.as_file_mut(), &bytes).map_err(io_at(output))?;
         }
         FileKind::SharedLibrary | FileKind::Executable => {
-            let scanned = inputs::scan_bytes(input, data)?;
-            report.absent = sel.check_present(input, &present_in(&scanned))?;
+            // Located, not parsed: each container is parsed when it is pruned, and the
+            // input's pages let go of as they are read (see `linked::pruner`).
+            let scanned = inputs::scan_at(input, data, inputs::Depth::Located)?;
+            report.absent = sel.check_present(input, &present_at(data, &scanned, release)?)?;
             let layout = scanned.sections.iter().find_map(|s| s.elf.clone());
+            let linked = linked::Input {
+                path: input,
+                data,
+                release,
+            };
             let cut = match layout.as_deref() {
                 Some(layout) => {
-                    linked::prune_cut(input, (data, layout), &scanned, sel, tmp, &mut report)?
+                    linked::prune_cut(&linked, layout, &scanned, sel, tmp, &mut report)?
                 }
                 None => Err(Refused("it has no device sections".into())),
             };
             if let Err(Refused(why)) = cut {
-                linked::prune_linked(input, data, &scanned, sel, tmp, &mut report)?;
+                linked::prune_linked(&linked, &scanned, sel, tmp, &mut report)?;
                 report.in_place = Some(why);
             }
         }

@@ -237,40 +237,62 @@ fn finish_cut(
 
 /// A cut made into a new file ([`copy`]).
 pub struct Copied {
-    /// The cut file's bytes, checked.
-    pub bytes: Vec<u8>,
-    /// Ranges of `bytes` zeroed where containers that stay in place shrank (holes may be
-    /// punched there: [`super::in_place::punch_holes`]).
+    /// Ranges of the new file zeroed where containers that stay in place shrank (holes may
+    /// be punched there: [`super::in_place::punch_holes`]).
     pub zeroed: Vec<(usize, usize)>,
     /// The embedded sections that stay where they are, and why.
     pub stay: Vec<(String, String)>,
 }
 
+/// Where a cut is written: the new file (empty, open for reading and writing; named
+/// `path` in errors), and how to let go of the input's pages once they are copied
+/// ([`inputs::let_go`] for a mapped input: a copy of a file with a gigabyte of debug info
+/// then holds a few megabytes of it resident at a time).
+pub struct NewFile<'a> {
+    pub file: &'a std::fs::File,
+    pub path: &'a Path,
+    pub release: &'a dyn Fn(u64, u64),
+}
+
 /// Cuts `data` (the linked ELF file at `path`, whose headers are `layout` and whose device
-/// sections are `scanned`) into a new file in memory, each container becoming what
+/// sections are `scanned`) into the new file `into`, each container becoming what
 /// `replace` makes of it: those of the packed run move down together, the others (fatbins
 /// in the program's own data that cannot move, sections before the run) are rewritten where
-/// they are. The result is checked before it is returned. `Ok(Err(_))`: the layout cannot
-/// be cut (`replace` may have been called; nothing is returned).
+/// they are. The bytes that do not change are copied through the file, never held in
+/// memory; the new file is mapped for the pointers, headers and symbols the cut changes,
+/// and checked before this returns. `Ok(Err(_))`: the layout cannot be cut (`replace` may
+/// have been called; nothing is written).
 pub fn copy<E: From<TransformError>>(
     path: &Path,
     data: &[u8],
     layout: &Layout,
     scanned: &Scanned,
     replace: &mut Replace<'_, E>,
+    into: &NewFile<'_>,
 ) -> Result<Result<Copied, Refused>, E> {
     let p = match prepare(data, layout, scanned, replace)? {
         Ok(p) => p,
         Err(r) => return Ok(Err(r)),
     };
     let (cut, c, shift) = (&p.cut, &p.c, p.shift);
-    let mut out = Vec::with_capacity(data.len() - shift.by as usize);
-    out.extend_from_slice(&data[..cut.from as usize]);
-    out.extend_from_slice(&c.body);
-    out.resize((cut.resume - shift.by) as usize, 0);
-    out.extend_from_slice(&data[cut.resume as usize..]);
+    let io = |e| E::from(TransformError::from(io_at(into.path)(e)));
+    let len = data.len() as u64 - shift.by;
+    into.file.set_len(len).map_err(io)?;
+    copy_through(into, data, 0..cut.from, 0).map_err(io)?;
+    std::os::unix::fs::FileExt::write_all_at(into.file, &c.body, cut.from).map_err(io)?;
+    // Between the new device code and `resume - by`: zeros, as the file was made.
+    copy_through(
+        into,
+        data,
+        cut.resume..data.len() as u64,
+        cut.resume - shift.by,
+    )
+    .map_err(io)?;
+    // SAFETY: the new file is this command's own temp file, open only here; it is not
+    // resized while the mapping lives, and the mapping is dropped before this returns.
+    let mut map = unsafe { memmap2::MmapMut::map_mut(into.file) }.map_err(io)?;
     let mut r = Rebuilt {
-        out: &mut out,
+        out: &mut map,
         patched: Vec::new(),
         shift,
     };
@@ -299,11 +321,33 @@ pub fn copy<E: From<TransformError>>(
         .sum::<usize>();
     verify(path, data, layout, &r, c, containers).map_err(|m| E::from(bad(m)))?;
     copied_as_they_were(data, r.out, c, &layout.segments[cut.seg]).map_err(|m| E::from(bad(m)))?;
+    map.flush().map_err(io)?;
     Ok(Ok(Copied {
-        bytes: out,
         zeroed,
         stay: p.cut.stay,
     }))
+}
+
+/// Writes `data[range]` into the new file at `to`, a step at a time, letting go of each
+/// step's input pages once written ([`NewFile::release`]).
+fn copy_through(
+    into: &NewFile<'_>,
+    data: &[u8],
+    range: std::ops::Range<u64>,
+    to: u64,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut at = range.start;
+    while at < range.end {
+        let n = (range.end - at).min(inputs::RELEASE_STEP);
+        into.file.write_all_at(
+            &data[at as usize..(at + n) as usize],
+            to + (at - range.start),
+        )?;
+        (into.release)(at, n);
+        at += n;
+    }
+    Ok(())
 }
 
 /// From how many bytes of device code cut out [`move_down`] writes through the file.

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use super::{add, prune_with_side};
 use crate::commit::Outputs;
 use crate::error::io_at;
-use crate::inputs;
 use crate::prune::{PruneError, PruneReport, Selection};
 
 /// Byte strings to replace, each by one of the same length, in every file and link target.
@@ -189,8 +188,7 @@ impl Copy<'_> {
         // data set) is copied as it streams, never held whole.
         let pruned = match super::members::file_is_binary(from)? {
             true => {
-                let mut data = inputs::read_file(from)?;
-                self.relocate.apply(&mut data);
+                let data = super::InputBytes::read(from, self.relocate)?;
                 let mut one = PruneReport::default();
                 prune_with_side(from, &data, self.sel, dest, self.outs, &mut one)?
                     .map(|(tmp, side)| (tmp, side, one))

@@ -38,7 +38,7 @@ pub(super) use wheel::{is_wheel_name, prune_wheel};
 
 use std::path::{Path, PathBuf};
 
-use super::{prune_data, PruneError, PruneReport, Selection};
+use super::{prune_data, InputBytes, PruneError, PruneReport, Selection};
 use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
 pub use folder::Relocate;
@@ -110,7 +110,7 @@ fn has_device_code(path: &Path, data: &[u8]) -> Result<bool, PruneError> {
 /// in errors.
 fn prune_member(
     shown: &Path,
-    data: &[u8],
+    data: &InputBytes,
     sel: &Selection,
     dest: &Path,
     outs: &Outputs,
@@ -132,17 +132,19 @@ fn prune_member(
 /// folder writes beside the binary, as `BIN.fatpack`).
 fn prune_with_side(
     shown: &Path,
-    data: &[u8],
+    bytes: &InputBytes,
     sel: &Selection,
     dest: &Path,
     outs: &Outputs,
     out: &mut PruneReport,
 ) -> Result<Option<(Staged, Option<Staged>)>, PruneError> {
+    let data = bytes.data();
     if !has_device_code(shown, data)? {
         return Ok(None);
     }
     let mut tmp = outs.file(dest)?;
-    let (report, side) = prune_data(shown, data, sel, tmp.named(), dest, outs)?;
+    let release = |off, len| bytes.release(off, len);
+    let (report, side) = prune_data(shown, data, &release, sel, tmp.named(), dest, outs)?;
     *out = report;
     Ok(Some((tmp, side)))
 }
@@ -284,7 +286,11 @@ fn prune_spooled(
     let Some((path, sha, len)) = &mut e.data else {
         return Ok(None);
     };
-    let data = inputs::read_file(path)?;
+    // Only an ELF file or an archive can hold device code: anything else is never read.
+    if !members::file_is_binary(path)? {
+        return Ok(None);
+    }
+    let data = InputBytes::read(path, &Relocate::default())?;
     let shown = PathBuf::from(format!("{}!{}", input.display(), e.name));
     let mut one = PruneReport::default();
     let Some(tmp) = prune_member(&shown, &data, sel, &scratch.join("pruned"), outs, &mut one)?

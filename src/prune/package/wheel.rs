@@ -18,7 +18,6 @@ use super::variant::{self, WheelForm};
 use super::{add, metadata, names, prune_member, Written};
 use crate::commit::Outputs;
 use crate::error::io_at;
-use crate::inputs;
 use crate::prune::{PruneError, PruneReport, Selection};
 
 type Zip = zip::ZipArchive<BufReader<std::fs::File>>;
@@ -688,7 +687,8 @@ impl Writer<'_> {
         if !elf_or_ar {
             return Ok((digest, size, None));
         }
-        let data = inputs::read_file(&spool)?;
+        // Mapped (the mapping keeps the file's bytes once its name is gone).
+        let data = super::InputBytes::read(&spool, &super::Relocate::default())?;
         std::fs::remove_file(&spool).map_err(io_at(&spool))?;
         let shown = PathBuf::from(format!("{}!{}", input.display(), m.name));
         let at = self.scratch.path().join(format!("pruned-{i}"));
