@@ -380,7 +380,13 @@ fn inspect(
         parts.join("\n")
     };
     if reports.is_empty() && !json {
-        text.clear();
+        // Nothing to report is said, for a package: an empty answer would read as a failure.
+        text = packages
+            .iter()
+            .map(|(_, _, path)| {
+                format!("{path}: no device code (no ELF file or archive in it holds any)\n")
+            })
+            .collect();
     }
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {

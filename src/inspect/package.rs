@@ -26,6 +26,14 @@ pub fn inspect_package(path: &Path) -> Result<Option<Vec<FileReport>>, InspectEr
         };
         match inspect_path(file) {
             Ok(mut r) if !r.modules.is_empty() || r.packed.is_some() => {
+                // Modules are named after the file read, a spooled copy: named after the
+                // member instead (a scratch path means nothing to the user).
+                let spooled = file.display().to_string();
+                for m in &mut r.modules {
+                    if let Some(rest) = m.origin.strip_prefix(&spooled) {
+                        m.origin = format!("{shown}{rest}");
+                    }
+                }
                 r.path = shown;
                 reports.push(r);
             }

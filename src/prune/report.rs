@@ -77,10 +77,14 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
         out.push(format!("wrote {}", w.path.display()));
         out.push(format!("  as {what}"));
         let gpus: Vec<String> = w.claims.iter().map(|c| capability_string(*c)).collect();
-        out.extend(wrap(&format!(
-            "serves GPUs {} as the whole build did",
-            gpus.join(", ")
-        )));
+        match (gpus.is_empty(), r.files.is_empty()) {
+            (_, true) => out.push("no file in it holds device code: copied as it is".into()),
+            (true, false) => {}
+            (false, false) => out.extend(wrap(&format!(
+                "serves GPUs {} as the whole build did",
+                gpus.join(", ")
+            ))),
+        }
     }
     out.push(format!(
         "{}: kept {} of {} entries; device code {} -> {} bytes",

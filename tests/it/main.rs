@@ -19,6 +19,7 @@ mod ld_direct;
 mod ld_fork;
 mod ld_pack;
 mod ld_wrapped;
+mod package_memory;
 mod prune_conda;
 mod prune_cut;
 mod prune_deb;

@@ -177,6 +177,22 @@ fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
     })
 }
 
+/// The ELF files and archives of the data archive, spooled under `scratch`: (name, file).
+pub(super) fn spool_binaries(
+    input: &Path,
+    scratch: &Path,
+) -> Result<Vec<(String, std::path::PathBuf)>, PruneError> {
+    let pkg = spool(input, scratch)?;
+    let mut out = Vec::new();
+    for e in pkg.data {
+        let Some((path, ..)) = e.data else { continue };
+        if super::members::file_is_binary(&path)? {
+            out.push((e.name, path));
+        }
+    }
+    Ok(out)
+}
+
 fn control_file<'a>(
     input: &Path,
     control: &'a [Entry],

@@ -1,5 +1,5 @@
 //! The binaries inside a package, for readers that look rather than rewrite (`inspect`):
-//! every ELF file or archive of a folder as it lies, of a wheel or a conda package spooled
+//! every ELF file or archive of a folder as it lies, of a wheel, conda or Debian package spooled
 //! to a scratch folder under a numbered name (a member's name never reaches the file
 //! system).
 
@@ -16,6 +16,7 @@ pub enum PackageKind {
     Folder,
     Wheel,
     Conda,
+    Deb,
 }
 
 impl PackageKind {
@@ -24,6 +25,8 @@ impl PackageKind {
             Some(PackageKind::Folder)
         } else if super::is_wheel_name(path) {
             Some(PackageKind::Wheel)
+        } else if super::is_deb_name(path) {
+            Some(PackageKind::Deb)
         } else {
             conda::format_of(path).map(|_| PackageKind::Conda)
         }
@@ -71,6 +74,12 @@ pub fn for_each_binary(
         Some(PackageKind::Conda) => {
             let format = conda::format_of(input).expect("a conda package's name");
             for (name, path) in conda::spool_binaries(input, format, scratch)? {
+                f(&name, &path)?;
+            }
+            Ok(())
+        }
+        Some(PackageKind::Deb) => {
+            for (name, path) in super::deb::spool_binaries(input, scratch)? {
                 f(&name, &path)?;
             }
             Ok(())
