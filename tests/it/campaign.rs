@@ -21,16 +21,16 @@ use crate::common::{fatpack_bin, fixture};
 use crate::rt_harness::{build_app, StoreAt};
 
 /// xorshift64*: the same mutants on every run.
-struct Rng(u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }
@@ -114,7 +114,7 @@ fn kinds() -> Vec<Kind> {
 }
 
 /// A mutant of `b`: one of a few kinds of damage fuzzers and disks do.
-fn mutate(b: &[u8], r: &mut Rng) -> Vec<u8> {
+pub(crate) fn mutate(b: &[u8], r: &mut Rng) -> Vec<u8> {
     let mut v = b.to_vec();
     let len = v.len().max(1);
     match r.below(9) {
@@ -291,7 +291,7 @@ const COMMANDS: [&str; 8] = [
 ];
 
 /// Runs fatpack with a deadline; `None` if it had to be killed.
-fn run_limited(
+pub(crate) fn run_limited(
     args: &[std::ffi::OsString],
     cwd: &Path,
 ) -> Option<(std::process::ExitStatus, String)> {
@@ -322,7 +322,7 @@ fn run_limited(
     }
 }
 
-fn listing(dir: &Path) -> Vec<String> {
+pub(crate) fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()

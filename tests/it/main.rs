@@ -3,6 +3,7 @@
 //! output (tests/fixtures) and real linkers.
 
 mod campaign;
+mod campaign_packages;
 mod common;
 mod rt_harness;
 

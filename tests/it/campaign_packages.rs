@@ -1,0 +1,238 @@
+//! The mutation campaign over packages: mutants of a valid package of every format prune
+//! reads (wheel, `.conda`, `.tar.bz2`, deb; tests/it/packages/big.py writes them), through
+//! `prune --for 9.0` and `inspect`. Per command it must show: no panic, no signal death, no
+//! hang, no input modified, nothing left behind, and no mutant accepted but damaged: a prune
+//! that succeeds must write the package the original gives, member for member
+//! (tests/it/packages/list_members.py reads both with Python's own readers), which inspect
+//! reads. Damage that no check covers (times, modes, padding) may pass; damage to anything
+//! a package vouches for may not.
+//!
+//! The README's test command runs it reduced (`FATPACK_CAMPAIGN_MUTANTS`, default 12 per
+//! format); `FATPACK_CAMPAIGN_MUTANTS=512 FATPACK_CAMPAIGN_TABLE=FILE` is the long form.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use crate::campaign::{listing, mutate, run_limited, Rng};
+use crate::common::*;
+
+const FORMATS: [&str; 4] = ["wheel", "conda", "tarbz2", "deb"];
+
+#[derive(Default, Clone, Copy)]
+struct Row {
+    runs: usize,
+    ok: usize,
+    refused: usize,
+    panics: usize,
+    signals: usize,
+    hangs: usize,
+    damaged_accepted: usize,
+    inputs_modified: usize,
+    left_behind: usize,
+}
+
+impl Row {
+    fn bad(&self) -> usize {
+        self.panics
+            + self.signals
+            + self.hangs
+            + self.damaged_accepted
+            + self.inputs_modified
+            + self.left_behind
+    }
+}
+
+fn packages() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/packages")
+}
+
+/// `list_members.py` of `package`: its content, member by member.
+fn members(venv: &Path, package: &Path) -> Option<String> {
+    let (code, out, _) = run(Command::new(venv.join("bin/python"))
+        .arg(packages().join("list_members.py"))
+        .arg(package));
+    (code == 0).then_some(out)
+}
+
+/// The one file in `dir`.
+fn only_file(dir: &Path) -> Option<PathBuf> {
+    let names = listing(dir);
+    (names.len() == 1).then(|| dir.join(&names[0]))
+}
+
+/// One mutant (`name`, `bytes`) of `format` through prune and inspect; `want`: what the
+/// original's prune wrote, member by member.
+fn one_mutant(
+    venv: &Path,
+    format: &'static str,
+    name: &str,
+    bytes: &[u8],
+    want: &str,
+    rows: &Mutex<BTreeMap<String, Row>>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join(name);
+    std::fs::write(&input, bytes).unwrap();
+    let before = listing(dir.path());
+    for cmd in ["prune", "inspect"] {
+        let out = dir.path().join("out");
+        let args: Vec<std::ffi::OsString> = match cmd {
+            "prune" => vec![
+                "prune".into(),
+                "--for".into(),
+                "9.0".into(),
+                input.clone().into(),
+                "-o".into(),
+                out.clone().into(),
+            ],
+            _ => vec!["inspect".into(), input.clone().into()],
+        };
+        let result = run_limited(&args, dir.path());
+        let mut row = Row {
+            runs: 1,
+            ..Row::default()
+        };
+        match &result {
+            None => row.hangs = 1,
+            Some((st, err)) => {
+                row.panics = usize::from(err.contains("panicked") || st.code() == Some(101));
+                row.signals = usize::from(st.signal().is_some());
+                match st.code() {
+                    Some(0) => row.ok = 1,
+                    Some(_) => row.refused = 1,
+                    None => {}
+                }
+            }
+        }
+        if cmd == "prune" && row.ok == 1 {
+            let written = only_file(&out);
+            let same = written.as_deref().and_then(|p| members(venv, p));
+            let reads = written
+                .as_deref()
+                .is_some_and(|p| run(Command::new(fatpack_bin()).arg("inspect").arg(p)).0 == 0);
+            if same.as_deref() != Some(want) || !reads {
+                row.damaged_accepted = 1;
+            }
+        }
+        if std::fs::read(&input).ok().as_deref() != Some(bytes) {
+            row.inputs_modified = 1;
+        }
+        let now = listing(dir.path());
+        let allowed = |n: &String| before.contains(n) || (row.ok == 1 && *n == "out");
+        if !now.iter().all(allowed) || (out.is_dir() && listing(&out).len() > 1) {
+            row.left_behind = 1;
+        }
+        let _ = std::fs::remove_dir_all(&out);
+        if row.bad() > 0 {
+            let keep = std::env::temp_dir().join(format!(
+                "fatpack-package-campaign-{}-{format}-{}",
+                std::process::id(),
+                rows.lock().unwrap().values().map(|r| r.runs).sum::<usize>()
+            ));
+            let _ = std::fs::create_dir_all(&keep);
+            let _ = std::fs::write(keep.join(name), bytes);
+            eprintln!(
+                "campaign: {cmd} of a {format} mutant (kept in {}): {result:?}",
+                keep.display()
+            );
+        }
+        let mut rows = rows.lock().unwrap();
+        let r = rows.entry(format!("{cmd} {format}")).or_default();
+        r.runs += row.runs;
+        r.ok += row.ok;
+        r.refused += row.refused;
+        r.panics += row.panics;
+        r.signals += row.signals;
+        r.hangs += row.hangs;
+        r.damaged_accepted += row.damaged_accepted;
+        r.inputs_modified += row.inputs_modified;
+        r.left_behind += row.left_behind;
+    }
+}
+
+fn table(rows: &BTreeMap<String, Row>, per_format: usize) -> String {
+    let mut t = format!(
+        "{per_format} mutants per format x {} formats x 2 commands\n\n\
+         | command | runs | exit 0 | refused | panics | signal deaths | hangs | accepted but damaged | inputs modified | left behind |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        FORMATS.len()
+    );
+    for (cmd, r) in rows {
+        t += &format!(
+            "| {cmd} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.runs,
+            r.ok,
+            r.refused,
+            r.panics,
+            r.signals,
+            r.hangs,
+            r.damaged_accepted,
+            r.inputs_modified,
+            r.left_behind
+        );
+    }
+    t
+}
+
+#[test]
+fn mutants_of_every_package_format_through_prune_and_inspect() {
+    let per_format: usize = std::env::var("FATPACK_CAMPAIGN_MUTANTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let dir = tempfile::tempdir().unwrap();
+    let venv = venv_with(dir.path(), &["zstandard==0.23.0"]);
+    // Each format's original, and what its prune writes, member by member.
+    let mut work = Vec::new();
+    for (fi, format) in FORMATS.into_iter().enumerate() {
+        let at = dir.path().join(format);
+        let (code, out, err) = run(Command::new(venv.join("bin/python"))
+            .arg(packages().join("big.py"))
+            .arg(&at)
+            .args([format, "elf", "0"])
+            .arg(fixture("libfixture.so")));
+        assert_eq!(code, 0, "{err}");
+        let original = PathBuf::from(out.trim());
+        let pruned = at.join("pruned");
+        let (code, err) = prune_with(&["--for", "9.0"], &original, &pruned);
+        assert_eq!(code, 0, "{format}: {err}");
+        let want = members(&venv, &only_file(&pruned).unwrap()).unwrap();
+        let bytes = std::fs::read(&original).unwrap();
+        let name = original.file_name().unwrap().to_string_lossy().into_owned();
+        let mut r = Rng(0x5851_f42d_4c95_7f2d ^ (fi as u64 + 1).wrapping_mul(0x1000_0001));
+        for _ in 0..per_format {
+            work.push((format, name.clone(), mutate(&bytes, &mut r), want.clone()));
+        }
+    }
+    let rows = Mutex::new(BTreeMap::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(16);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((format, name, bytes, want)) = work.get(i) else {
+                    break;
+                };
+                one_mutant(&venv, format, name, bytes, want, &rows);
+            });
+        }
+    });
+    let rows = rows.into_inner().unwrap();
+    let t = table(&rows, per_format);
+    eprintln!("{t}");
+    if let Ok(p) = std::env::var("FATPACK_CAMPAIGN_TABLE") {
+        std::fs::write(PathBuf::from(p), &t).unwrap();
+    }
+    let bad: usize = rows.values().map(Row::bad).sum();
+    assert_eq!(bad, 0, "the campaign found failures:\n{t}");
+    let (ok, refused) = rows
+        .values()
+        .fold((0, 0), |a, r| (a.0 + r.ok, a.1 + r.refused));
+    assert!(ok > 0 && refused > 0, "{t}");
+}
