@@ -14,9 +14,14 @@ use std::process::Command;
 
 use crate::common::*;
 
-/// The corpus, written into `dir`: each case's format, name, package and the words one of
-/// which its refusal must hold.
-fn corpus(dir: &Path) -> Vec<(String, String, std::path::PathBuf, Vec<String>)> {
+/// A case of the corpus: its format, name, package and the words one of which its refusal
+/// must hold.
+type Case = (String, String, std::path::PathBuf, Vec<String>);
+
+/// The corpus, written into `dir`: the hostile cases, and the valid packages beside them
+/// that must still pass (hard links, links inside, Debian's absolute links between
+/// top-level folders).
+fn corpus(dir: &Path) -> (Vec<Case>, Vec<std::path::PathBuf>) {
     let venv = venv_with(dir, &["zstandard==0.23.0"]);
     let out = dir.join("corpus");
     std::fs::create_dir(&out).unwrap();
@@ -28,7 +33,7 @@ fn corpus(dir: &Path) -> Vec<(String, String, std::path::PathBuf, Vec<String>)> 
     assert_eq!(code, 0, "{err}");
     let cases: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("cases.json")).unwrap()).unwrap();
-    cases
+    let cases = cases
         .as_array()
         .unwrap()
         .iter()
@@ -38,7 +43,10 @@ fn corpus(dir: &Path) -> Vec<(String, String, std::path::PathBuf, Vec<String>)> 
             let want = want.iter().map(|w| w.as_str().unwrap().to_string());
             (s("format"), s("case"), s("path").into(), want.collect())
         })
-        .collect()
+        .collect();
+    let valid: Vec<String> =
+        serde_json::from_slice(&std::fs::read(out.join("valid.json")).unwrap()).unwrap();
+    (cases, valid.into_iter().map(Into::into).collect())
 }
 
 /// Every file under `dir`, with its bytes' digest: what a command must leave as it was.
@@ -68,7 +76,21 @@ fn snapshot(dir: &Path) -> Vec<(String, String)> {
 #[test]
 fn every_hostile_or_damaged_package_is_refused_with_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
-    let cases = corpus(dir.path());
+    let (cases, valid) = corpus(dir.path());
+    for package in &valid {
+        let out = package.parent().unwrap().join("out");
+        let (code, err) = prune_with(&["--for", "9.0"], package, &out);
+        assert_eq!(code, 0, "{}: {err}", package.display());
+        let written = std::fs::read_dir(&out)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let (code, _, err) = run(Command::new(fatpack_bin()).arg("inspect").arg(&written));
+        assert_eq!(code, 0, "{err}");
+    }
+    assert_eq!(valid.len(), 4);
     let formats: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.0.as_str()).collect();
     assert_eq!(
         formats.into_iter().collect::<Vec<_>>(),
@@ -104,4 +126,27 @@ fn every_hostile_or_damaged_package_is_refused_with_nothing_written() {
         cases.len(),
         failures.join("\n")
     );
+}
+
+/// `fatpack index` builds pages and URLs from wheel file names: a name that is not a
+/// wheel's (markup, quotes) is refused, nothing written.
+#[test]
+fn index_refuses_a_wheel_name_that_is_not_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheels = dir.path().join("wheels");
+    std::fs::create_dir(&wheels).unwrap();
+    let name = "cut<script>fix-1.0-py3-none-linux_x86_64.whl";
+    std::fs::write(wheels.join(name), b"PK").unwrap();
+    let out = dir.path().join("index");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(&wheels)
+        .arg("-o")
+        .arg(&out));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cut<script>fix") && err.contains("refused"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }

@@ -429,9 +429,20 @@ pub(in crate::prune) fn prune_deb(
         .ok_or_else(|| bad(input, "no control file in its control archive"))?;
     let text =
         std::fs::read_to_string(control_path).map_err(|_| bad(input, "control is not text"))?;
-    let old_kib: i64 = field(&fields(&text), "Installed-Size")
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0);
+    // Without one, as dpkg-gencontrol counts it: each file's KiB, rounded up, and 1 for
+    // every other entry (the variant's own files are counted, so no delta is added).
+    let (old_kib, kib_delta): (i64, i64) =
+        match field(&fields(&text), "Installed-Size").and_then(|s| s.trim().parse().ok()) {
+            Some(kib) => (kib, kib_delta),
+            None => (
+                pkg.data
+                    .iter()
+                    .filter(|e| e.name != ".")
+                    .map(|e| e.data.as_ref().map_or(1, |d| d.2.div_ceil(1024)) as i64)
+                    .sum(),
+                0,
+            ),
+        };
     let suffix = variant::label(sel).replace('.', "-");
     let installed = (old_kib + kib_delta).max(0) as u64;
     let (control, name, version, arch) =

@@ -271,9 +271,11 @@ def deb(name, files, control=None, sums=None, control_gz=None):
     fields.update(control or {})
     ctext = "".join(f"{k}: {v}\n" for k, v in fields.items())
     lines = []
+    by_name = {"./" + f["name"]: f for f in files if "data" in f}
     for f in files:
-        if "data" in f and not f.get("unlisted"):
-            digest = hashlib.md5(f["data"]).hexdigest()
+        data = f["data"] if "data" in f else by_name.get(f.get("hardlink"), {}).get("data")
+        if data is not None and not f.get("unlisted"):
+            digest = hashlib.md5(data).hexdigest()
             if f.get("bad_hash"):
                 digest = ("0" if digest[0] != "0" else "1") + digest[1:]
             lines.append(f"{digest}  {f['name']}\n")
@@ -326,5 +328,18 @@ os.makedirs(os.path.join(d, "prefix/lib"), exist_ok=True)
 open(os.path.join(d, "prefix/lib/libcut.so.1"), "wb").write(truncated)
 case("folder", "truncated-elf", os.path.join(d, "prefix"), "lib/libcut.so.1", "damaged ELF")
 
+# ---------------------------------------------------------------- what must still pass
+# Beside each refusal, the valid form it must not catch: prune writes these (exit 0).
+valid = []
+valid.append(conda("valid-hardlink", [clib(), {"name": "lib/libcut.so.1.0", "hardlink": "lib/libcut.so.1"},
+                                      {"name": "lib/libcut.so", "symlink": "libcut.so.1"}]))
+valid.append(conda("valid-hardlink", [clib(), {"name": "lib/libcut.so.1.0", "hardlink": "lib/libcut.so.1"}], fmt=".tar.bz2"))
+valid.append(deb("valid-links", [dlib(), {"name": "usr/lib/libcut.so.1.0", "hardlink": "./usr/lib/libcut.so.1"},
+                                 {"name": "usr/lib/libcut.so", "symlink": "libcut.so.1"},
+                                 # Debian policy 10.5: absolute between top-level folders.
+                                 {"name": "usr/lib/libgcc_s.so", "symlink": "/lib/x86_64-linux-gnu/libgcc_s.so.1"}]))
+valid.append(wheel("valid-links", [lib(), {"name": "cutfix/libcut.so.1", "symlink": "libcut.so"}]))
+
 json.dump(cases, open(os.path.join(OUT, "cases.json"), "w"), indent=1)
+json.dump(valid, open(os.path.join(OUT, "valid.json"), "w"), indent=1)
 print(len(cases))
