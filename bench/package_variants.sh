@@ -4,7 +4,7 @@
 #
 #   bash bench/package_variants.sh [WORK=/tmp/fatpack-variants]
 #
-# For each wheel: `fatpack prune --for 9.0` (the PEP 825 variant wheel), `--for 8.0`, and
+# For each wheel: `fatpack prune --for 9.0` (the PEP 825 variant wheel), `--for 8.0,8.6,8.9`, and
 # `--local-label --for 9.0`; wall time, peak RSS and sizes of each; variantlib validates
 # every variant wheel and writes the index-level variants.json; its resolution is asked
 # which wheel a 9.0, 8.0 and 7.5 machine gets; `fatpack index` writes the indexes, and pip
@@ -30,7 +30,7 @@ for w in "$work"/dl/*.whl; do
     rm -rf "$dist" "$dist-site"
     mkdir -p "$dist"
     cp "$w" "$dist/"
-    for form in "--for 9.0" "--for 8.0" "--local-label --for 9.0"; do
+    for form in "--for 9.0" "--for 8.0,8.6,8.9" "--local-label --for 9.0"; do
         log="$work/prune.log"
         # shellcheck disable=SC2086
         /usr/bin/time -f "time %e %M" "$fatpack" prune $form "$w" -o "$dist" 2> "$log"

@@ -88,14 +88,19 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (fat, links) = fat_wheel_in_folder(d, "links");
-    for caps in ["9.0", "8.0"] {
+    // 8.0 alone would be picked by NVIDIA's provider on 8.6-8.9 too, which it does not
+    // serve as the fat wheel does: refused, naming the `--for` that covers them.
+    let (code, err) = prune(&["--for", "8.0"], &fat, &links);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("prune --for 8.0,8.6,8.7,8.8,8.9"), "{err}");
+    for caps in ["9.0", "8.0,8.6,8.9"] {
         let (code, err) = prune(&["--for", caps], &fat, &links);
         assert_eq!(code, 0, "{err}");
     }
     assert_eq!(
         names_in(&links),
         [
-            "cutfix-1.0-py3-none-linux_x86_64-sm80.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm80.sm86.sm89.whl",
             "cutfix-1.0-py3-none-linux_x86_64-sm90.whl",
             "cutfix-1.0-py3-none-linux_x86_64.whl",
         ]
@@ -121,7 +126,7 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
             "{want}: {out}"
         );
         assert!(
-            !out.contains("sm90") && !out.contains("sm80"),
+            !out.contains("sm90") && !out.contains("sm86"),
             "{want}: {out}"
         );
     }
@@ -159,12 +164,25 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
         serde_json::json!(["90_real"])
     );
     assert_eq!(
-        doc["variants"]["sm80"]["nvidia"]["sm_arch"],
-        serde_json::json!(["80_real"])
+        doc["variants"]["sm80.sm86.sm89"]["nvidia"]["sm_arch"],
+        serde_json::json!(["80_real", "86_real", "87_real", "88_real", "89_real"])
     );
-    // A variant-aware resolver: the variant on its GPU, the fat wheel where none fits
-    // (8.6 gets sm_86 from the fat wheel, sm_80 from the 8.0 variant: not the same code).
-    for (gpu, want) in [("90", "sm90"), ("80", "sm80"), ("86", "fat"), ("75", "fat")] {
+    // A variant-aware resolver, the machine described as NVIDIA's provider describes it:
+    // on every GPU, a variant that gives it what the fat wheel gives it, or the fat wheel.
+    for (gpu, want) in [
+        ("50", "fat"),
+        ("61", "fat"),
+        ("70", "fat"),
+        ("75", "fat"),
+        ("80", "sm80.sm86.sm89"),
+        ("86", "sm80.sm86.sm89"),
+        ("87", "sm80.sm86.sm89"),
+        ("89", "sm80.sm86.sm89"),
+        ("90", "sm90"),
+        ("100", "fat"),
+        ("120", "fat"),
+        ("121", "fat"),
+    ] {
         assert_eq!(resolve(&venv, &index, gpu), want, "GPU {gpu}");
     }
 }
@@ -185,12 +203,13 @@ fn labels_are_canonical_and_do_not_stack() {
         std::fs::rename(out.path().join(&names[0]), &path).unwrap();
         (names[0].clone(), path)
     };
-    let (a, _) = name(&["--for", "9.0,8.0"], &fat);
-    let (b, _) = name(&["--for", "80;sm_90"], &fat);
+    // (8.6: a variant NVIDIA's provider picks only where it serves as the fat wheel does.)
+    let (a, _) = name(&["--for", "9.0,8.6"], &fat);
+    let (b, _) = name(&["--for", "86;sm_90"], &fat);
     assert_eq!(
         (a.as_str(), b.as_str()),
         (
-            "cutfix-1.0+cu130-py3-none-linux_x86_64-sm80.sm90.whl",
+            "cutfix-1.0+cu130-py3-none-linux_x86_64-sm86.sm90.whl",
             a.as_str()
         )
     );
@@ -206,7 +225,7 @@ fn labels_are_canonical_and_do_not_stack() {
     let (l3, _) = name(&["--local-label", "--dead"], &fat);
     assert_eq!(l3, "cutfix-1.0+cu130.live-py3-none-linux_x86_64.whl");
     // A variant wheel pruned again: one variant label.
-    let (_, v) = name(&["--for", "9.0,8.0"], &fat);
+    let (_, v) = name(&["--for", "9.0,8.6"], &fat);
     let (v2, v90) = name(&["--for", "9.0"], &v);
     assert_eq!(v2, "cutfix-1.0+cu130-py3-none-linux_x86_64-sm90.whl");
     // ... but not for a GPU it has nothing of its own for: the label would say 8.0 and the

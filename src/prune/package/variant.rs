@@ -16,12 +16,12 @@
 //! The label names the selection, one spelling for each: `--for 9.0,8.0` and `--for
 //! 80;sm_90` are both `sm80.sm90`; `--keep sm_90,compute_90` is `k.s90.c90`; `--dead` is
 //! `live`; a label longer than PEP 825's 16 characters becomes its kind's prefix and a
-//! digest. The properties are what the kept code serves ([`Runs`]): every real GPU that
+//! digest. The properties are what the kept code serves ([`fatpack_format::select::Runs`]): every real GPU that
 //! gets from every module exactly the entry the whole build gave it, PTX's forward range
 //! included.
 
 use fatpack_format::arch::{EntryKind, Variant};
-use fatpack_format::select::Runs;
+use fatpack_format::select::REAL_GPUS;
 use sha2::Digest;
 
 use crate::prune::Selection;
@@ -121,12 +121,77 @@ pub fn local_version(version: &str, label: &str) -> String {
     format!("{public}+{}", segments.join("."))
 }
 
-/// The `nvidia :: sm_arch` values of the GPUs the kept code serves: `90_real`.
-pub fn sm_arch_values(runs: &Runs) -> Vec<String> {
-    runs.capabilities()
+/// The GPUs NVIDIA's variant provider picks a variant claiming `{cap}_real` on: a GPU of
+/// capability `M.m` supports `M{m'}_real` for every `m' <= m` of its own major version (and
+/// `M0_virtual`), so `80_real` is picked on 8.0, 8.6, 8.7, 8.8 and 8.9 alike.
+pub fn provider_picks(cap: u32) -> impl Iterator<Item = u32> {
+    REAL_GPUS
         .iter()
-        .map(|c| format!("{c}_real"))
-        .collect()
+        .copied()
+        .filter(move |&g| g / 10 == cap / 10 && g >= cap)
+}
+
+/// The `nvidia :: sm_arch` values a variant serving `claims` may carry: `{cap}_real` for
+/// each claimed GPU whose every match under NVIDIA's provider ([`provider_picks`]) is
+/// claimed too, so that every GPU the provider picks the variant on gets from it what the
+/// fat wheel gives it. Returns the values and, for each claimed GPU left out, the GPUs of
+/// its family the variant does not serve as the fat wheel does.
+pub fn sm_arch_values(claims: &[u32]) -> (Vec<String>, Vec<(u32, Vec<u32>)>) {
+    let mut values = Vec::new();
+    let mut open = Vec::new();
+    for &c in claims {
+        let missing: Vec<u32> = provider_picks(c).filter(|g| !claims.contains(g)).collect();
+        match missing.is_empty() {
+            true => values.push(format!("{c}_real")),
+            false => open.push((c, missing)),
+        }
+    }
+    (values, open)
+}
+
+/// [`sm_arch_values`] of a variant wheel's `claims`, refused where a GPU the selection
+/// names (`--for`), or every GPU it serves, would be picked by NVIDIA's provider along with
+/// GPUs it does not serve as the fat wheel does: the refusal names the `--for` that covers
+/// them.
+pub(super) fn closed_values(
+    input: &std::path::Path,
+    claims: &[u32],
+    sel: &Selection,
+) -> Result<Vec<String>, crate::prune::PruneError> {
+    use fatpack_format::select::capability_string;
+    let (values, open) = sm_arch_values(claims);
+    let asked: &[u32] = match sel {
+        Selection::For(t) => &t.gpus,
+        _ => &[],
+    };
+    let blocking: Vec<&(u32, Vec<u32>)> = open
+        .iter()
+        .filter(|(c, _)| asked.contains(c) || values.is_empty())
+        .collect();
+    if blocking.is_empty() {
+        return Ok(values);
+    }
+    let mut cover: Vec<u32> = asked.to_vec();
+    cover.extend(
+        blocking
+            .iter()
+            .flat_map(|(c, m)| std::iter::once(*c).chain(m.clone())),
+    );
+    cover.sort_unstable();
+    cover.dedup();
+    let spell = |v: &[u32]| v.iter().map(|&c| capability_string(c)).collect::<Vec<_>>();
+    let (c, missing) = blocking[0];
+    Err(crate::prune::PruneError::Package {
+        path: input.to_path_buf(),
+        message: format!(
+            "NVIDIA's variant provider would pick a variant for {} on {} too, which it does \
+             not serve as the fat wheel does; prune --for {} (or --local-label, for an index \
+             of its own)",
+            capability_string(*c),
+            spell(missing).join(", "),
+            spell(&cover).join(",")
+        ),
+    })
 }
 
 /// A wheel's `variant.json` (PEP 825 variant metadata, in the schema variantlib reads):
@@ -152,6 +217,7 @@ pub fn variant_json(label: &str, sm_arch: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::arch::EntryId;
+    use fatpack_format::select::Runs;
 
     fn keep(list: &[&str]) -> Selection {
         Selection::Keep {
@@ -207,10 +273,28 @@ mod tests {
         let mut runs = Runs::default();
         let e = |n: &str| EntryId::parse(n).unwrap();
         runs.note(&[e("sm_80"), e("sm_90")], &[false, true]);
-        let values = sm_arch_values(&runs);
+        let (values, open) = sm_arch_values(&runs.capabilities());
         assert_eq!(values, ["90_real"]);
+        assert!(open.is_empty());
         let doc: serde_json::Value = serde_json::from_str(&variant_json("sm90", &values)).unwrap();
         assert_eq!(doc["variants"]["sm90"]["nvidia"]["sm_arch"][0], "90_real");
         assert_eq!(doc["$schema"], SCHEMA);
+    }
+
+    #[test]
+    fn values_are_closed_under_the_providers_matching() {
+        // 8.0 alone: the provider would pick it on 8.6-8.9 too.
+        let (values, open) = sm_arch_values(&[80]);
+        assert!(values.is_empty());
+        assert_eq!(open, [(80, vec![86, 87, 88, 89])]);
+        let (values, open) = sm_arch_values(&[80, 86, 87, 88, 89, 90]);
+        assert_eq!(
+            values,
+            ["80_real", "86_real", "87_real", "88_real", "89_real", "90_real"]
+        );
+        assert!(open.is_empty());
+        // 10.0 is picked on 10.1 and 10.3; 12.1 only on itself.
+        assert_eq!(sm_arch_values(&[100, 121]).0, ["121_real"]);
+        assert_eq!(provider_picks(120).collect::<Vec<_>>(), [120, 121]);
     }
 }

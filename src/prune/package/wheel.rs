@@ -479,7 +479,7 @@ pub(in crate::prune) fn prune_wheel(
     let claims = super::claims(input, &w.report, sel)?;
     let new_info = naming.rename(&naming.old_info);
     if let Some(label) = &naming.label {
-        let values = variant::sm_arch_values(&w.report.runs);
+        let values = variant::closed_values(input, &claims, sel)?;
         let json = variant::variant_json(label, &values);
         w.add_new(&mut zw, &format!("{new_info}variant.json"), json.as_bytes())?;
     }
