@@ -45,6 +45,56 @@ impl Row {
     }
 }
 
+/// The byte ranges of a package's members as its outer container lays them out: a zip's
+/// members' data (wheel, `.conda`), an ar archive's members' bodies (deb); none for a
+/// `.tar.bz2`, one stream.
+fn member_ranges(b: &[u8]) -> Vec<std::ops::Range<usize>> {
+    if b.starts_with(b"PK\x03\x04") {
+        let Ok(mut zip) = zip::ZipArchive::new(std::io::Cursor::new(b)) else {
+            return Vec::new();
+        };
+        (0..zip.len())
+            .filter_map(|i| {
+                let m = zip.by_index_raw(i).ok()?;
+                let start = m.data_start() as usize;
+                Some(start..start + m.compressed_size() as usize)
+            })
+            .filter(|r| r.end <= b.len() && !r.is_empty())
+            .collect()
+    } else if b.starts_with(b"!<arch>\n") {
+        let mut out = Vec::new();
+        let mut at = 8;
+        while at + 60 <= b.len() {
+            let size: usize = std::str::from_utf8(&b[at + 48..at + 58])
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .unwrap_or(0);
+            out.push(at + 60..(at + 60 + size).min(b.len()));
+            at += 60 + size + size % 2;
+        }
+        out.retain(|r| !r.is_empty());
+        out
+    } else {
+        Vec::new()
+    }
+}
+
+/// A mutant of a package: half the time damage anywhere ([`mutate`]), half the time a bit
+/// flipped inside one member, each member as likely as the next, so that a package's small
+/// members (`info-*.tar.zst`, `control.tar.gz`, whose checksums were once not checked) are
+/// hit as often as its big one.
+fn mutate_package(b: &[u8], r: &mut Rng) -> Vec<u8> {
+    let members = member_ranges(b);
+    if members.is_empty() || r.below(2) == 0 {
+        return mutate(b, r);
+    }
+    let m = &members[r.below(members.len())];
+    let mut v = b.to_vec();
+    let at = m.start + r.below(m.len());
+    v[at] ^= 1 << r.below(8);
+    v
+}
+
 fn packages() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/packages")
 }
@@ -204,7 +254,12 @@ fn mutants_of_every_package_format_through_prune_and_inspect() {
         let name = original.file_name().unwrap().to_string_lossy().into_owned();
         let mut r = Rng(0x5851_f42d_4c95_7f2d ^ (fi as u64 + 1).wrapping_mul(0x1000_0001));
         for _ in 0..per_format {
-            work.push((format, name.clone(), mutate(&bytes, &mut r), want.clone()));
+            work.push((
+                format,
+                name.clone(),
+                mutate_package(&bytes, &mut r),
+                want.clone(),
+            ));
         }
     }
     let rows = Mutex::new(BTreeMap::new());

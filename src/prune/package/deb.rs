@@ -102,9 +102,8 @@ const AR_HEADER: usize = 60;
 const AR_SIZE_AT: usize = 48;
 const AR_SIZE_LEN: usize = 10;
 
-/// The package, spooled: `debian-binary`, each archive's entries, and their codecs.
+/// The package, spooled: each archive's entries, and their codecs (`debian-binary` checked).
 struct Spooled {
-    debian_binary: Vec<u8>,
     control: Vec<Entry>,
     control_codec: Codec,
     data: Vec<Entry>,
@@ -139,10 +138,16 @@ fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
         if name == "debian-binary" && members == 1 {
             let mut b = Vec::new();
             body.read_to_end(&mut b).map_err(io_at(input))?;
-            if !b.starts_with(b"2.") {
-                return Err(bad(input, "debian-binary is not format 2.x"));
+            // dpkg-deb writes `2.0\n`; nothing vouches for it, so it is read as a version
+            // line or refused: any other byte would be carried into the variant.
+            let minor = b.strip_prefix(b"2.").and_then(|r| r.strip_suffix(b"\n"));
+            if !minor.is_some_and(|m| !m.is_empty() && m.iter().all(u8::is_ascii_digit)) {
+                return Err(bad(
+                    input,
+                    "debian-binary is not a format 2.x version line; refused",
+                ));
             }
-            debian_binary = Some(b);
+            debian_binary = Some(());
         } else if let (Some(codec), None) = (Codec::of(&name, "control.tar"), &control) {
             let mut entries = Vec::new();
             let r = codec.reader(&mut body).map_err(io_at(input))?;
@@ -168,8 +173,8 @@ fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
         }
     }
     let missing = |what: &str| bad(input, format!("no {what} in it"));
+    debian_binary.ok_or_else(|| missing("debian-binary"))?;
     Ok(Spooled {
-        debian_binary: debian_binary.ok_or_else(|| missing("debian-binary"))?,
         control: control.ok_or_else(|| missing("control.tar"))?,
         control_codec,
         data: data.ok_or_else(|| missing("data.tar"))?,
@@ -528,8 +533,9 @@ fn write_deb(
         }
         Ok(())
     };
+    // The format fatpack writes, whatever 2.x the input said (nothing vouches for that line).
     let db = scratch.join("debian-binary");
-    std::fs::write(&db, &pkg.debian_binary).map_err(io_at(&db))?;
+    std::fs::write(&db, b"2.0\n").map_err(io_at(&db))?;
     member("debian-binary", &db).map_err(&io)?;
     for (base, entries, codec) in [
         ("control.tar", &pkg.control, pkg.control_codec),
