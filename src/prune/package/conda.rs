@@ -422,7 +422,7 @@ pub(in crate::prune) fn prune_conda(
             }
         }
     }
-    let mut new_paths = paths.clone();
+    let mut new_paths = paths;
     for p in new_paths["paths"].as_array_mut().into_iter().flatten() {
         if let Some((sha, len)) = p["_path"].as_str().and_then(|n| changed.get(n)) {
             p["sha256"] = serde_json::json!(sha);
@@ -457,6 +457,9 @@ pub(in crate::prune) fn prune_conda(
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_package(&pkg, format, &stem, &new_stem, &mut tmp, &dest)?;
+    // What was written is read back from the file alone: the entries and manifests held
+    // for writing go first (a package of 50,000 entries would hold them twice).
+    drop((pkg, new_paths));
     // Read back: the package spools again and checks against its own paths.json.
     let back_scratch = outs.scratch(&dest)?;
     let back = spool(tmp.path(), &new_stem, format, back_scratch.path())

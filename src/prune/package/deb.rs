@@ -476,6 +476,8 @@ pub(in crate::prune) fn prune_deb(
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
     write_deb(&pkg, scratch.path(), &mut tmp, &dest)?;
+    // Read back from the file alone: the entries held for writing go first.
+    drop(pkg);
     let back_scratch = outs.scratch(&dest)?;
     let back = spool(tmp.path(), back_scratch.path())
         .map_err(|e| bad(&dest, format!("does not read back: {e}")))?;

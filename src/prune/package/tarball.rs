@@ -64,6 +64,15 @@ pub(super) fn spool_tar(
     let mut archive = tar::Archive::new(tar);
     for item in archive.entries().map_err(tar_error)? {
         let mut item = item.map_err(tar_error)?;
+        if into.len() >= MAX_ENTRIES {
+            return Err(bad(
+                input,
+                format!(
+                    "{what}: more than {MAX_ENTRIES} entries, more than any package prune \
+                     takes (each is held while the package is checked); refused"
+                ),
+            ));
+        }
         let raw = item.path_bytes().into_owned();
         let name = String::from_utf8(raw)
             .map_err(|_| bad(input, "an entry whose name is not UTF-8; refused"))?;
@@ -134,6 +143,11 @@ pub(super) fn spool_tar(
     }
     drain(input, what, archive.into_inner())
 }
+
+/// The most entries a package may have: each is held (name, header, where its bytes are
+/// spooled) while the package is checked and written, about 2 KB with its manifest line,
+/// so this bounds that to about 2 GB. The largest conda packages hold tens of thousands.
+const MAX_ENTRIES: usize = 1 << 20;
 
 /// What may follow a tar's end-of-archive blocks in its stream: the zero padding of the
 /// last record (GNU tar and dpkg-deb pad to 10240 bytes).
