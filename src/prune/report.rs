@@ -76,6 +76,14 @@ pub fn lines(r: &PruneReport, input: &Path, output: &Path) -> Vec<String> {
         };
         out.push(format!("wrote {}", w.path.display()));
         out.push(format!("  as {what}"));
+        if let Some(fat) = &w.beside_fat {
+            out.extend(wrap(&format!(
+                "warning: it is beside the fat wheel {fat}: from a folder or index that holds \
+                 both, pip and uv install it on every machine (PEP 440 ranks a local version \
+                 above its public one, and `==` matches it); serve it from an index of its \
+                 own (`fatpack index FOLDER -o SITE` writes one per label)"
+            )));
+        }
         let gpus: Vec<String> = w.claims.iter().map(|c| capability_string(*c)).collect();
         match (gpus.is_empty(), r.files.is_empty()) {
             (_, true) => out.push("no file in it holds device code: copied as it is".into()),

@@ -94,17 +94,27 @@ fn a_channel_serves_each_gpu_its_variant_and_the_rest_the_fat_package() {
         }
         let label = |l: &str| format!("cutfix-1.0-h0_0{l}{format}");
         assert!(subdir.join(label("_sm90")).exists() && subdir.join(label("_sm80")).exists());
-        // 8.6 runs sm_86 from the fat package, sm_80 from the 8.0 variant: the fat one.
-        // A machine without a GPU (or a client without the virtual package) pins
-        // `cuda-arch` by hand for the GPU it builds an environment for.
+        // Every GPU gets a variant that runs there as the fat package does, or the fat one
+        // (8.6 runs sm_86 from the fat package, sm_80 from the 8.0 variant: the fat one).
+        // Without `__cuda_arch` (a CPU build box, a client without CEP 46) only the fat
+        // package installs, a pin of `cuda-arch` alone included; naming the GPU
+        // (`CONDA_OVERRIDE_CUDA_ARCH`, which gives the solver `__cuda_arch`) is the cell
+        // with that GPU.
         for (specs, arch, want) in [
-            ("cutfix", "9.0", "h0_0_sm90"),
+            ("cutfix", "5.0", "h0_0"),
+            ("cutfix", "6.1", "h0_0"),
+            ("cutfix", "7.0", "h0_0"),
+            ("cutfix", "7.5", "h0_0"),
             ("cutfix", "8.0", "h0_0_sm80"),
             ("cutfix", "8.6", "h0_0"),
-            ("cutfix", "7.5", "h0_0"),
+            ("cutfix", "8.9", "h0_0"),
+            ("cutfix", "9.0", "h0_0_sm90"),
             ("cutfix", "10.0", "h0_0"),
-            ("cutfix;cuda-arch ==9.0", "-", "h0_0_sm90"),
-            ("cutfix;cuda-arch ==7.5", "-", "h0_0"),
+            ("cutfix", "12.0", "h0_0"),
+            ("cutfix", "12.1", "h0_0"),
+            ("cutfix", "-", "h0_0"),
+            ("cutfix;cuda-arch ==9.0", "-", "h0_0"),
+            ("cutfix;cuda-arch ==9.0", "9.0", "h0_0_sm90"),
         ] {
             assert_eq!(
                 solve(&venv, &channel, specs, arch, None),

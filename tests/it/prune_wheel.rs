@@ -481,6 +481,15 @@ fn local_label_wheels_get_an_index_of_their_own() {
     ] {
         let (code, err) = prune(args, &fat, &dist);
         assert_eq!(code, 0, "{args:?}: {err}");
+        // Written beside the fat wheel, a local-label wheel is said to be where pip and uv
+        // take it on every machine.
+        assert_eq!(
+            err.contains(
+                "warning: it is beside the fat wheel cutfix-1.0-py3-none-linux_x86_64.whl"
+            ),
+            args.contains(&"--local-label"),
+            "{args:?}: {err}"
+        );
     }
     let venv = venv(d);
     let pip = |args: &[&str]| {

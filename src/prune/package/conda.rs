@@ -7,8 +7,11 @@
 //!   conda-forge: one `cuda-arch` version per compute capability, each `run_constrained`
 //!   by the virtual package `__cuda_arch` (the lowest compute capability of the machine's
 //!   GPUs), so on a machine with a GPU exactly one `cuda-arch` is installable and a variant
-//!   whose range misses it cannot be taken: the solver falls back to the fat package. A
-//!   user can also pin `cuda-arch=9.0` by hand, for an image built where no GPU is seen.
+//!   whose range misses it cannot be taken: the solver falls back to the fat package.
+//!   Each variant also depends on `__cuda_arch` itself: where no client provides it (a CPU
+//!   build box, a client without CEP 46) `cuda-arch`'s constraint holds vacuously, and the
+//!   variant's higher build number would win on every GPU; so there only the fat package
+//!   installs, unless the user names the GPU (`CONDA_OVERRIDE_CUDA_ARCH=9.0`).
 //! - Its build string gains the label (`h1234_0` -> `h1234_0_sm90`) and its build number
 //!   is raised past the fat package's, by more the fewer GPUs it claims: where a variant
 //!   fits, the solver prefers it to the fat package, and the most tailored one to a wider
@@ -333,6 +336,8 @@ fn identity(input: &Path, index: &serde_json::Value, stem: &str) -> Result<Ident
 
 /// The metapackage a variant depends on (see the module header).
 pub const CUDA_ARCH: &str = "cuda-arch";
+/// CEP 46's virtual package: the lowest compute capability of the machine's GPUs.
+const VIRTUAL: &str = "__cuda_arch";
 
 /// A dependency on a GPU's capability, direct or through the metapackage: a re-pruned
 /// variant's is replaced, never stacked.
@@ -341,7 +346,7 @@ fn is_cuda_arch_dep(dep: &str) -> bool {
         .split([' ', '=', '<', '>', '!'])
         .next()
         .unwrap_or_default();
-    name == CUDA_ARCH || name == "__cuda_arch"
+    name == CUDA_ARCH || name == VIRTUAL
 }
 
 /// `==9.0`, `>=8.6,<=9.0|==10.0`: the real GPUs `claims`, runs of them as ranges.
@@ -407,12 +412,17 @@ pub(in crate::prune) fn prune_conda(
     let spec = format!("{CUDA_ARCH} {}", cuda_arch_spec(&claims));
     index["build"] = serde_json::json!(new_build);
     index["build_number"] = serde_json::json!(build_number);
+    // The virtual package itself, too: `cuda-arch`'s constraint on it holds vacuously where
+    // it is absent (a CPU build box, a client without CEP 46), and there the variant's
+    // higher build number would win on every GPU. Without `__cuda_arch` (or
+    // `CONDA_OVERRIDE_CUDA_ARCH`) no variant is installable: the fat package is taken.
+    let specs = [spec.clone(), VIRTUAL.to_string()];
     match index["depends"].as_array_mut() {
         Some(deps) => {
             deps.retain(|d| !d.as_str().is_some_and(is_cuda_arch_dep));
-            deps.push(serde_json::json!(spec));
+            deps.extend(specs.iter().map(|s| serde_json::json!(s)));
         }
-        None => index["depends"] = serde_json::json!([spec]),
+        None => index["depends"] = serde_json::json!(specs),
     }
     // A hard link to a pruned file shares its new bytes, and so its new line.
     for e in pkg.entries.iter().filter(|e| !e.info) {
@@ -475,6 +485,7 @@ pub(in crate::prune) fn prune_conda(
         version: index["version"].as_str().map(str::to_string),
         label: Some(format!("{new_build} (depends on {spec})")),
         claims,
+        beside_fat: None,
     });
     Ok(report)
 }

@@ -493,6 +493,7 @@ pub(in crate::prune) fn prune_deb(
             "{name}, Provides/Conflicts/Replaces the fat package"
         )),
         claims,
+        beside_fat: None,
     });
     Ok(report)
 }

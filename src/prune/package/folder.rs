@@ -112,6 +112,7 @@ pub(in crate::prune) fn prune_tree(
         version: None,
         label: None,
         claims: report.runs.capabilities(),
+        beside_fat: None,
     });
     Ok(report)
 }

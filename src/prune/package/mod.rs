@@ -64,6 +64,9 @@ pub struct Written {
     pub label: Option<String>,
     /// A wheel: the GPUs it claims (each gets from it exactly what the whole build gave it).
     pub claims: Vec<u32>,
+    /// A local-label wheel written beside a fat wheel of the same version (named here),
+    /// which pip and uv then pass over for it on every machine.
+    pub beside_fat: Option<String>,
 }
 
 /// Whether prune rewrites `data` (the file `path`): an ELF file or archive with device code.

@@ -499,13 +499,47 @@ pub(in crate::prune) fn prune_wheel(
     } = w;
     drop(scratch);
     outs.commit(vec![tmp])?;
+    let beside_fat = match naming.label {
+        None => fat_wheel_beside(&dest, &naming),
+        Some(_) => None,
+    };
     report.package = Some(Written {
         path: dest,
         version: Some(naming.new_version),
         label: naming.label,
         claims,
+        beside_fat,
     });
     Ok(report)
+}
+
+/// A wheel of the same project and public version, not labelled by fatpack, in the folder
+/// a local-label wheel (`dest`) goes into: the fat wheel, which pip and uv pass over for
+/// the local version (PEP 440 ranks `1.0+sm90` above `1.0`, and `==1.0` matches it).
+fn fat_wheel_beside(dest: &Path, naming: &Naming) -> Option<String> {
+    let dist = naming.old_info.split('-').next()?;
+    let public = naming.version.split('+').next()?;
+    let ours = |v: &str| {
+        v.split_once('+')
+            .is_some_and(|(_, local)| local.split('.').any(variant::is_ours))
+    };
+    let folder = dest.parent()?;
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names.into_iter().find(|n| {
+        let stem = n.strip_suffix(".whl").unwrap_or("");
+        let mut parts = stem.split('-');
+        let (Some(d), Some(v)) = (parts.next(), parts.next()) else {
+            return false;
+        };
+        // A variant wheel (a label after its platform tag) is no fat wheel.
+        let variant =
+            stem.split('-').count() > 5 && stem.rsplit('-').next().is_some_and(variant::is_ours);
+        d.eq_ignore_ascii_case(dist) && v.split('+').next() == Some(public) && !ours(v) && !variant
+    })
 }
 
 /// Options to write a member again with: its method, time and mode (file type aside:
