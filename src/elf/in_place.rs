@@ -13,6 +13,9 @@ use crate::inputs::DeviceSection;
 /// Rewrites each container of `sections` (as `data`, the input, holds it) at its own place
 /// in `out` (where file offset `o` of the input now lies at `at(o)`) and zeroes what it no
 /// longer needs; returns the zeroed ranges (offsets in `out`).
+/// `release_out(offset, len)`: done writing that range of `out` ([`release_shared`] for a
+/// mapping of the new file, so that rewriting a gigabyte of a program's own fatbins does
+/// not hold it resident; nothing for bytes in memory).
 pub fn rewrite_containers<'a, E: From<TransformError>>(
     path: &Path,
     data: &[u8],
@@ -20,6 +23,7 @@ pub fn rewrite_containers<'a, E: From<TransformError>>(
     sections: impl Iterator<Item = &'a DeviceSection>,
     at: &dyn Fn(u64) -> u64,
     replace: &mut Replace<'_, E>,
+    release_out: &dyn Fn(u64, u64),
 ) -> Result<Vec<(usize, usize)>, E> {
     let mut zeroed = Vec::new();
     for sec in sections {
@@ -34,9 +38,42 @@ pub fn rewrite_containers<'a, E: From<TransformError>>(
             out[start..start + new.len()].copy_from_slice(&new);
             out[start + new.len()..end].fill(0);
             zeroed.push((start + new.len(), end));
+            release_out(start as u64, len);
         }
     }
     Ok(zeroed)
+}
+
+/// How to let go of pages of `map`, a shared writable mapping of a file this command
+/// writes: `(offset, len)` done with, its whole pages inside that range leave the
+/// resident set (`MADV_DONTNEED`). What was written stays in the file's page cache, and a
+/// later read faults the same bytes back in; slices into the mapping stay valid.
+pub fn release_shared(map: &memmap2::MmapMut) -> impl Fn(u64, u64) + use<> {
+    let (base, len) = (map.as_ptr() as usize, map.len());
+    // SAFETY: a plain query of the page size.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096);
+    move |off: u64, n: u64| {
+        let (Ok(off), Ok(n)) = (usize::try_from(off), usize::try_from(n)) else {
+            return;
+        };
+        let start = off.div_ceil(page) * page;
+        let end = off.saturating_add(n).min(len) / page * page;
+        if end > start {
+            // SAFETY: the range lies inside the mapping (`end <= len`, the mapping starts on
+            // a page), which is shared and backed by a file: MADV_DONTNEED drops page-table
+            // entries only; the written bytes stay in the page cache and read back the same.
+            unsafe {
+                libc::madvise(
+                    (base + start) as *mut libc::c_void,
+                    end - start,
+                    libc::MADV_DONTNEED,
+                );
+            }
+        }
+    }
 }
 
 /// Gives the zeroed ranges back to the filesystem where it supports holes (best effort: the

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
 use crate::elf::cut::{self, Refused};
-use crate::elf::in_place::{punch_holes, rewrite_containers};
+use crate::elf::in_place::{punch_holes, release_shared, rewrite_containers};
 use crate::elf::Layout;
 use crate::fatbin;
 use crate::inputs::{DeviceSection, Scanned};
@@ -124,6 +124,7 @@ pub(super) fn prune_linked(
     // the mapping lives; the mapping is dropped before the holes are punched.
     let mut out = unsafe { memmap2::MmapMut::map_mut(file) }.map_err(io_at(&path))?;
     let mut prune = pruner(sel, report, input.release);
+    let release_out = release_shared(&out);
     let zeroed = rewrite_containers(
         input.path,
         input.data,
@@ -131,6 +132,7 @@ pub(super) fn prune_linked(
         scanned.sections.iter(),
         &|o| o,
         &mut prune,
+        &release_out,
     )?;
     drop(prune);
     out.flush().map_err(io_at(&path))?;

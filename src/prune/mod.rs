@@ -237,6 +237,7 @@ fn prune_object(
                 [sec].into_iter(),
                 &at,
                 &mut prune,
+                &|_, _| {},
             )?;
         }
     }

@@ -291,6 +291,7 @@ pub fn copy<E: From<TransformError>>(
     // SAFETY: the new file is this command's own temp file, open only here; it is not
     // resized while the mapping lives, and the mapping is dropped before this returns.
     let mut map = unsafe { memmap2::MmapMut::map_mut(into.file) }.map_err(io)?;
+    let release_out = super::in_place::release_shared(&map);
     let mut r = Rebuilt {
         out: &mut map,
         patched: Vec::new(),
@@ -313,13 +314,22 @@ pub fn copy<E: From<TransformError>>(
             .extend(d.spans.iter().map(|&(off, len)| (d.file_offset + off, len)));
     }
     let at = move |o: u64| shift.apply(o);
-    let zeroed = rewrite_containers(path, data, r.out, pinned.iter().copied(), &at, replace)?;
+    let zeroed = rewrite_containers(
+        path,
+        data,
+        r.out,
+        pinned.iter().copied(),
+        &at,
+        replace,
+        &release_out,
+    )?;
     let containers = scanned
         .sections
         .iter()
         .map(|d| d.spans.len())
         .sum::<usize>();
-    verify(path, data, layout, &r, c, containers).map_err(|m| E::from(bad(m)))?;
+    let release = (into.release, &release_out as &dyn Fn(u64, u64));
+    verify(path, data, layout, &r, c, containers, release).map_err(|m| E::from(bad(m)))?;
     copied_as_they_were(data, r.out, c, &layout.segments[cut.seg]).map_err(|m| E::from(bad(m)))?;
     map.flush().map_err(io)?;
     Ok(Ok(Copied {

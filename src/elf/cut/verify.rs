@@ -14,6 +14,11 @@ use crate::inputs;
 /// to its address, inside the file and apart from the others; every loaded section other
 /// than the device code is, through the new segments, the same bytes at the same address
 /// (but for the redirected pointers); and it holds exactly the pruned containers.
+/// How to let go of the input's and the cut file's pages once a range is compared (a
+/// program's data sections can be gigabytes): `(offset, len)` of each.
+pub(super) type Releases<'a> = (&'a dyn Fn(u64, u64), &'a dyn Fn(u64, u64));
+
+/// `release`: [`Releases`].
 pub(super) fn verify(
     input: &Path,
     data: &[u8],
@@ -21,6 +26,7 @@ pub(super) fn verify(
     r: &Rebuilt,
     c: &Compacted,
     containers: usize,
+    (release_in, release_out): Releases<'_>,
 ) -> Result<(), String> {
     let new = loads_in_place(r.out)?;
     let mut patched = r.patched.clone();
@@ -42,6 +48,8 @@ pub(super) fn verify(
         {
             return Err(format!("section {i} changed in the cut file"));
         }
+        release_in(off, size);
+        release_out(at, size);
     }
     reads_back(input, r.out, containers)
 }
