@@ -537,6 +537,33 @@ fn table(rows: &BTreeMap<&'static str, Row>, mutants: usize, kinds: usize) -> St
     t
 }
 
+/// Runs `f` on every item of `work`, on as many threads as the machine has (at most 16).
+pub(crate) fn each_in_parallel<T: Sync>(work: &[T], f: impl Fn(&T) + Sync) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(16);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(item) =
+                    work.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    f(item);
+                }
+            });
+        }
+    });
+}
+
+/// A campaign's table: printed, and written where `FATPACK_CAMPAIGN_TABLE` says.
+pub(crate) fn report_table(t: &str) {
+    eprintln!("{t}");
+    if let Ok(p) = std::env::var("FATPACK_CAMPAIGN_TABLE") {
+        std::fs::write(PathBuf::from(p), t).unwrap();
+    }
+}
+
 #[test]
 fn mutants_of_every_input_kind_through_every_command() {
     let per_kind: usize = std::env::var("FATPACK_CAMPAIGN_MUTANTS")
@@ -561,29 +588,13 @@ fn mutants_of_every_input_kind_through_every_command() {
         }
     }
     let rows = Mutex::new(BTreeMap::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(16);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((ki, files)) = work.get(i) else {
-                    break;
-                };
-                let packed =
-                    kinds[*ki].name.starts_with("packed") || kinds[*ki].name.starts_with("split");
-                one_mutant(files, &rows, packed);
-            });
-        }
+    each_in_parallel(&work, |(ki, files)| {
+        let packed = kinds[*ki].name.starts_with("packed") || kinds[*ki].name.starts_with("split");
+        one_mutant(files, &rows, packed);
     });
     let rows = rows.into_inner().unwrap();
     let t = table(&rows, work.len(), kinds.len());
-    eprintln!("{t}");
-    if let Ok(p) = std::env::var("FATPACK_CAMPAIGN_TABLE") {
-        std::fs::write(PathBuf::from(p), &t).unwrap();
-    }
+    report_table(&t);
     let bad: usize = rows
         .values()
         .map(|r| {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use crate::campaign::{listing, mutate, run_limited, Rng};
+use crate::campaign::{each_in_parallel, listing, mutate, report_table, run_limited, Rng};
 use crate::common::*;
 
 const FORMATS: [&str; 4] = ["wheel", "conda", "tarbz2", "deb"];
@@ -263,27 +263,12 @@ fn mutants_of_every_package_format_through_prune_and_inspect() {
         }
     }
     let rows = Mutex::new(BTreeMap::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(16);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((format, name, bytes, want)) = work.get(i) else {
-                    break;
-                };
-                one_mutant(&venv, format, name, bytes, want, &rows);
-            });
-        }
+    each_in_parallel(&work, |(format, name, bytes, want)| {
+        one_mutant(&venv, format, name, bytes, want, &rows);
     });
     let rows = rows.into_inner().unwrap();
     let t = table(&rows, per_format);
-    eprintln!("{t}");
-    if let Ok(p) = std::env::var("FATPACK_CAMPAIGN_TABLE") {
-        std::fs::write(PathBuf::from(p), &t).unwrap();
-    }
+    report_table(&t);
     let bad: usize = rows.values().map(Row::bad).sum();
     assert_eq!(bad, 0, "the campaign found failures:\n{t}");
     let (ok, refused) = rows

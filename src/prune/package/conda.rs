@@ -174,15 +174,7 @@ pub(super) fn spool_binaries(
     scratch: &Path,
 ) -> Result<Vec<(String, PathBuf)>, PruneError> {
     let stem = conda_stem(input)?;
-    let pkg = spool(input, &stem, format, scratch)?;
-    let mut out = Vec::new();
-    for e in pkg.entries {
-        let Some((path, ..)) = e.data else { continue };
-        if super::members::file_is_binary(&path)? {
-            out.push((e.name, path));
-        }
-    }
-    Ok(out)
+    tarball::binaries(spool(input, &stem, format, scratch)?.entries)
 }
 
 fn read_json(input: &Path, entries: &[Entry], name: &str) -> Result<serde_json::Value, PruneError> {

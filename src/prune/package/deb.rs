@@ -187,15 +187,7 @@ pub(super) fn spool_binaries(
     input: &Path,
     scratch: &Path,
 ) -> Result<Vec<(String, std::path::PathBuf)>, PruneError> {
-    let pkg = spool(input, scratch)?;
-    let mut out = Vec::new();
-    for e in pkg.data {
-        let Some((path, ..)) = e.data else { continue };
-        if super::members::file_is_binary(&path)? {
-            out.push((e.name, path));
-        }
-    }
-    Ok(out)
+    tarball::binaries(spool(input, scratch)?.data)
 }
 
 fn control_file<'a>(

@@ -244,6 +244,18 @@ pub(super) fn bytes_of<'a>(
     }
 }
 
+/// The ELF files and archives among spooled `entries`: (name, spool file).
+pub(super) fn binaries(entries: Vec<Entry>) -> Result<Vec<(String, PathBuf)>, PruneError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let Some((path, ..)) = e.data else { continue };
+        if super::members::file_is_binary(&path)? {
+            out.push((e.name, path));
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn sha256_file(path: &Path) -> Result<(String, u64), PruneError> {
     let mut f = std::fs::File::open(path).map_err(io_at(path))?;
     let mut h = <sha2::Sha256 as sha2::Digest>::new();
