@@ -2,7 +2,8 @@
 # Peak memory and time of `prune --for 9.0` and `inspect` on packages with a big member, in
 # every format (wheel, .conda, .tar.bz2, deb): the fat ELF fixture with MIB MiB after its
 # sections, and MIB MiB of data beside it (tests/it/packages/big.py writes them, streamed);
-# then the real nvidia-cusparse wheels from PyPI (cu12 and cu13 builds) pruned for 9.0,
+# then NVIDIA's real wheels from PyPI (cuSPARSE's cu12 and cu13 builds, cuFFT's, whose
+# program data holds its fatbins) pruned for 9.0,
 # ROUNDS rounds each, NEW and OLD alternated, their outputs compared byte for byte.
 #
 #   bash bench/package_memory.sh NEW [OLD] [MIB=1024] [ROUNDS=3]
@@ -30,8 +31,8 @@ for format in wheel conda tarbz2 deb; do
         rm -rf "$work/$format-$kind"
     done
 done
-echo "== nvidia-cusparse wheels from PyPI, prune --for 9.0 ($rounds rounds)"
-for dist in nvidia-cusparse-cu12 nvidia-cusparse; do
+echo "== NVIDIA's wheels from PyPI, prune --for 9.0 ($rounds rounds)"
+for dist in nvidia-cusparse-cu12 nvidia-cusparse nvidia-cufft; do
     "$work/venv/bin/pip" download -q --disable-pip-version-check --no-deps "$dist" -d "$work/$dist"
     wheel="$(ls "$work/$dist"/*.whl)"
     echo "$(basename "$wheel"): $(stat -c %s "$wheel") bytes"
