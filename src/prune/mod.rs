@@ -298,27 +298,27 @@ pub fn prune(
 ) -> Result<PruneReport, PruneError> {
     let outs = Outputs::new(&[input]);
     outs.check(output)?;
-    if input.is_dir() {
-        return package::prune_tree(input, output, sel, &opts.relocate, outs);
-    }
-    let form = opts.wheel_form;
-    let package = package::is_wheel_name(input)
-        || package::conda_format(input).is_some()
-        || package::is_deb_name(input);
-    if package && !opts.relocate.is_empty() {
-        return Err(PruneError::Package {
-            path: input.to_path_buf(),
-            message: "--replace-path rewrites a folder's files or a file; not a package's".into(),
-        });
-    }
-    if package::is_wheel_name(input) {
-        return package::prune_wheel(input, output, sel, form, outs);
-    }
-    if let Some(format) = package::conda_format(input) {
-        return package::prune_conda(input, format, output, sel, outs);
-    }
-    if package::is_deb_name(input) {
-        return package::prune_deb(input, output, sel, outs);
+    // One decision of what a path is, shared with inspect ([`PackageKind::of`]).
+    match PackageKind::of(input) {
+        Some(PackageKind::Folder) => {
+            return package::prune_tree(input, output, sel, &opts.relocate, outs)
+        }
+        Some(_) if !opts.relocate.is_empty() => {
+            return Err(PruneError::Package {
+                path: input.to_path_buf(),
+                message: "--replace-path rewrites a folder's files or a file; not a package's"
+                    .into(),
+            })
+        }
+        Some(PackageKind::Wheel) => {
+            return package::prune_wheel(input, output, sel, opts.wheel_form, outs)
+        }
+        Some(PackageKind::Conda) => {
+            let format = package::conda_format(input).expect("a conda package's name");
+            return package::prune_conda(input, format, output, sel, outs);
+        }
+        Some(PackageKind::Deb) => return package::prune_deb(input, output, sel, outs),
+        None => {}
     }
     let bytes = InputBytes::read(input, &opts.relocate)?;
     let map = bytes.data();

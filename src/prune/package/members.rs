@@ -23,9 +23,9 @@ impl PackageKind {
     pub fn of(path: &Path) -> Option<PackageKind> {
         if path.is_dir() {
             Some(PackageKind::Folder)
-        } else if super::is_wheel_name(path) {
+        } else if super::wheel::is_wheel_name(path) {
             Some(PackageKind::Wheel)
-        } else if super::is_deb_name(path) {
+        } else if super::deb::is_deb_name(path) {
             Some(PackageKind::Deb)
         } else {
             conda::format_of(path).map(|_| PackageKind::Conda)

@@ -29,12 +29,12 @@ mod wheel;
 mod zip_layout;
 
 pub(super) use conda::{format_of as conda_format, prune_conda};
-pub(super) use deb::{is_deb_name, prune_deb};
+pub(super) use deb::prune_deb;
 pub(super) use folder::prune_tree;
 pub use index::{index, IndexReport};
 pub use members::{for_each_binary, PackageKind};
 pub use variant::WheelForm;
-pub(super) use wheel::{is_wheel_name, prune_wheel};
+pub(super) use wheel::prune_wheel;
 
 use std::path::{Path, PathBuf};
 
