@@ -888,6 +888,7 @@ fn finish(result: anyhow::Result<()>) -> Status {
     match result {
         Ok(()) => Status::SUCCESS,
         Err(e) => {
+            fatpack::commit::signals::yield_to_signal();
             eprintln!("fatpack: error: {}", message(&e));
             let usage = matches!(
                 e.downcast_ref::<fatpack::prune::PruneError>(),

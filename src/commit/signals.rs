@@ -15,6 +15,9 @@ use std::sync::{Mutex, MutexGuard, Once};
 
 /// Paths to remove if a signal ends the process.
 static PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set when a signal is being handled: the process is about to end by it.
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Held while outputs are renamed into place; `true` once they all are.
 static COMMITTED: Mutex<bool> = Mutex::new(false);
 /// The real linker's pid while it runs, else 0.
@@ -43,6 +46,7 @@ pub fn install() {
                     // The write returns EFBIG; the error path cleans up.
                     continue;
                 }
+                ENDING.store(true, Ordering::SeqCst);
                 // A commit under way finishes first (never half of a set of outputs), and none
                 // starts after this: the lock is held until the process ends.
                 let commit = COMMITTED.lock().unwrap_or_else(|e| e.into_inner());
@@ -80,6 +84,18 @@ fn remove(p: &Path) {
             let _ = std::fs::remove_file(p);
         }
         Err(_) => {}
+    }
+}
+
+/// Called by a command that failed, before it says so: if a signal is being handled, the
+/// failure is the signal's doing (its clean-up removed what the command was writing), so
+/// this waits for the handler to end the process by the signal, as the user asked, rather
+/// than report an error the user did not cause.
+pub fn yield_to_signal() {
+    if ENDING.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
     }
 }
 
