@@ -16,9 +16,13 @@ python3 scripts/long-functions.py --limit 120 src format/src cubin-store/src run
 # The link's modules form no import cycle (a file per step over one Session), and the link
 # leaves ELF transforms to src/elf: it imports nothing of prune.
 python3 scripts/module-cycles.py src/link
-! grep -rn 'crate::prune' src/link
+# (`if`, not `!`: under `set -e` a negated command that fails does not stop the script.)
+if grep -rn 'crate::prune' src/link; then echo "src/link imports prune" >&2; exit 1; fi
 # No ELF or wire field read or written by hand-counted offset (src/elf and wire_layout! do it).
-! grep -rn 'expect("8")\|h\[[0-9]*\.\.[0-9]*\]' src format
+if grep -rn 'expect("8")\|h\[[0-9]*\.\.[0-9]*\]' src format; then
+    echo "a field read by a hand-counted offset (above)" >&2
+    exit 1
+fi
 bash scripts/check-install.sh
 # The README's first command: the main job on the sample inputs (fast once built).
 bash scripts/demo.sh

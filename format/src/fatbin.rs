@@ -729,8 +729,8 @@ mod tests {
             (0x11 | flags::COMPRESSED_ZSTD, 13, 4000, 16)
         );
         assert_eq!(
-            &out[r.start - h.len() + 64..r.start],
-            &h[64..],
+            &out[r.start - h.len() + ENTRY_HEADER_LEN..r.start],
+            &h[ENTRY_HEADER_LEN..],
             "the tail is kept"
         );
         let bare = input("sm_90", &[], b"");
