@@ -32,7 +32,7 @@ echo "plain ld failed as expected ($(grep -c 'relocation truncated' plain.err) t
 echo "== fatpack ld -shared (packed)"
 FATPACK_REAL_LD=aarch64-linux-gnu-ld \
     "$root/target/release/fatpack" ld --fatpack-verbose -shared -o libbig_packed.so $objs 2> packed.err || { cat packed.err; exit 1; }
-! grep 'R_AARCH64_PREL32' packed.err
+if grep 'R_AARCH64_PREL32' packed.err; then echo "truncated relocations left (packed.err)" >&2; exit 1; fi
 grep '^fatpack: libbig' packed.err
 "$root/target/release/fatpack" inspect --json libbig_packed.so > inspect.json
 python3 - "$objects" <<'PY'
@@ -48,6 +48,6 @@ aarch64-linux-gnu-readelf -h libbig_packed.so | grep -m1 Machine
 rm -f libbig_packed.so
 echo "== fatpack ld -shared --fatpack-mode=tail"
 FATPACK_REAL_LD=aarch64-linux-gnu-ld "$root/target/release/fatpack" ld --fatpack-mode=tail -shared -o libbig_tail.so $objs 2> tail.err || { cat tail.err; exit 1; }
-! grep 'R_AARCH64_PREL32' tail.err
+if grep 'R_AARCH64_PREL32' tail.err; then echo "truncated relocations left (tail.err)" >&2; exit 1; fi
 aarch64-linux-gnu-readelf -lW libbig_tail.so | grep -A20 'Section to Segment' | grep -E 'nv_fatbin|bss'
 echo "over-2gib aarch64: OK"
