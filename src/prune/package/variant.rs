@@ -39,8 +39,11 @@ pub enum WheelForm {
 /// PEP 825's longest label.
 const MAX_LABEL: usize = 16;
 
-/// The schema variantlib (the PEP's reference implementation) writes and reads.
-pub const SCHEMA: &str = "https://variants-schema.wheelnext.dev/v0.2.0.json";
+/// The schema of PEP 850's variant metadata, v0.2.0, by the URL installers know: uv 0.13.9
+/// accepts this one and PEP 825's (`peps/825/v0.1.1.json`), and warns of an unknown schema
+/// at variantlib 0.2.2's own spelling of the same version (`/v0.2.0.json`), which variantlib
+/// writes but does not check.
+pub const SCHEMA: &str = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json";
 /// NVIDIA's variant provider: the plugin that tells an installer the machine's GPUs.
 pub const PROVIDER_REQUIRES: &str = "nvidia-variant-provider>=0.0.1,<1.0.0";
 pub const PROVIDER_API: &str = "nvidia_variant_provider.plugin:NvidiaVariantPlugin";
