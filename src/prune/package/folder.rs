@@ -187,7 +187,7 @@ impl Copy<'_> {
         }
         // Only an ELF file or an archive can hold device code: anything else (a model, a
         // data set) is copied as it streams, never held whole.
-        let pruned = match super::members::file_is_binary(from)? {
+        let pruned = match super::sniff::file_is_binary(from)? {
             true => {
                 let data = super::InputBytes::read(from, self.relocate)?;
                 let mut one = PruneReport::default();

@@ -23,6 +23,7 @@ mod members;
 mod metadata;
 mod names;
 mod record;
+mod sniff;
 mod tarball;
 pub mod variant;
 mod wheel;
@@ -290,7 +291,7 @@ fn prune_spooled(
         return Ok(None);
     };
     // Only an ELF file or an archive can hold device code: anything else is never read.
-    if !members::file_is_binary(path)? {
+    if !sniff::file_is_binary(path)? {
         return Ok(None);
     }
     let data = InputBytes::read(path, &Relocate::default())?;

@@ -249,7 +249,7 @@ pub(super) fn binaries(entries: Vec<Entry>) -> Result<Vec<(String, PathBuf)>, Pr
     let mut out = Vec::new();
     for e in entries {
         let Some((path, ..)) = e.data else { continue };
-        if super::members::file_is_binary(&path)? {
+        if super::sniff::file_is_binary(&path)? {
             out.push((e.name, path));
         }
     }

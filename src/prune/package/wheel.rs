@@ -693,9 +693,9 @@ impl Writer<'_> {
             .by_index(i)
             .map_err(|e| wheel_error(input, format!("member {}: {e}", m.name)))?;
         let mut h = Hashing::new(line.algo);
-        let (head, got) = super::members::read_head(&mut f).map_err(read_error)?;
+        let (head, got) = super::sniff::read_head(&mut f).map_err(read_error)?;
         h.update(&head[..got]);
-        let elf_or_ar = super::members::is_binary(&head[..got]);
+        let elf_or_ar = super::sniff::is_binary(&head[..got]);
         let spool = self.scratch.path().join(format!("member-{i}"));
         let mut sink: Box<dyn Write> = match elf_or_ar {
             true => {
