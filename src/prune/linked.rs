@@ -105,18 +105,16 @@ pub(super) fn prune_linked(
     tmp: &mut tempfile::NamedTempFile,
     report: &mut PruneReport,
 ) -> Result<(), PruneError> {
-    use std::os::unix::fs::FileExt;
     let path = tmp.path().to_path_buf();
     let file = tmp.as_file();
     file.set_len(0).map_err(io_at(&path))?;
-    let mut at = 0u64;
-    while at < input.data.len() as u64 {
-        let n = (input.data.len() as u64 - at).min(crate::inputs::RELEASE_STEP);
-        file.write_all_at(&input.data[at as usize..(at + n) as usize], at)
-            .map_err(io_at(&path))?;
-        (input.release)(at, n);
-        at += n;
-    }
+    let into = cut::NewFile {
+        file,
+        path: &path,
+        release: input.release,
+    };
+    into.copy_through(input.data, 0..input.data.len() as u64, 0)
+        .map_err(io_at(&path))?;
     if input.data.is_empty() {
         return Ok(());
     }

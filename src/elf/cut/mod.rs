@@ -278,16 +278,11 @@ pub fn copy<E: From<TransformError>>(
     let io = |e| E::from(TransformError::from(io_at(into.path)(e)));
     let len = data.len() as u64 - shift.by;
     into.file.set_len(len).map_err(io)?;
-    copy_through(into, data, 0..cut.from, 0).map_err(io)?;
+    into.copy_through(data, 0..cut.from, 0).map_err(io)?;
     std::os::unix::fs::FileExt::write_all_at(into.file, &c.body, cut.from).map_err(io)?;
     // Between the new device code and `resume - by`: zeros, as the file was made.
-    copy_through(
-        into,
-        data,
-        cut.resume..data.len() as u64,
-        cut.resume - shift.by,
-    )
-    .map_err(io)?;
+    into.copy_through(data, cut.resume..data.len() as u64, cut.resume - shift.by)
+        .map_err(io)?;
     // SAFETY: the new file is this command's own temp file, open only here; it is not
     // resized while the mapping lives, and the mapping is dropped before this returns.
     let mut map = unsafe { memmap2::MmapMut::map_mut(into.file) }.map_err(io)?;
@@ -338,26 +333,28 @@ pub fn copy<E: From<TransformError>>(
     }))
 }
 
-/// Writes `data[range]` into the new file at `to`, a step at a time, letting go of each
-/// step's input pages once written ([`NewFile::release`]).
-fn copy_through(
-    into: &NewFile<'_>,
-    data: &[u8],
-    range: std::ops::Range<u64>,
-    to: u64,
-) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let mut at = range.start;
-    while at < range.end {
-        let n = (range.end - at).min(inputs::RELEASE_STEP);
-        into.file.write_all_at(
-            &data[at as usize..(at + n) as usize],
-            to + (at - range.start),
-        )?;
-        (into.release)(at, n);
-        at += n;
+impl NewFile<'_> {
+    /// Writes `data[range]` into the new file at `to`, a step at a time, letting go of each
+    /// step's input pages once written ([`NewFile::release`]).
+    pub fn copy_through(
+        &self,
+        data: &[u8],
+        range: std::ops::Range<u64>,
+        to: u64,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let mut at = range.start;
+        while at < range.end {
+            let n = (range.end - at).min(inputs::RELEASE_STEP);
+            self.file.write_all_at(
+                &data[at as usize..(at + n) as usize],
+                to + (at - range.start),
+            )?;
+            (self.release)(at, n);
+            at += n;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// From how many bytes of device code cut out [`move_down`] writes through the file.

@@ -10,14 +10,14 @@ use super::{file_end, load, Rebuilt};
 use crate::elf::{file_range, Layout, Phdr, LE};
 use crate::inputs;
 
-/// Checks the cut file before it is written: it parses; every loaded segment is congruent
-/// to its address, inside the file and apart from the others; every loaded section other
-/// than the device code is, through the new segments, the same bytes at the same address
-/// (but for the redirected pointers); and it holds exactly the pruned containers.
 /// How to let go of the input's and the cut file's pages once a range is compared (a
 /// program's data sections can be gigabytes): `(offset, len)` of each.
 pub(super) type Releases<'a> = (&'a dyn Fn(u64, u64), &'a dyn Fn(u64, u64));
 
+/// Checks the cut file before it is written: it parses; every loaded segment is congruent
+/// to its address, inside the file and apart from the others; every loaded section other
+/// than the device code is, through the new segments, the same bytes at the same address
+/// (but for the redirected pointers); and it holds exactly the pruned containers.
 /// `release`: [`Releases`].
 pub(super) fn verify(
     input: &Path,
