@@ -221,14 +221,12 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
     if let Some(e) = pkg
         .control
         .iter()
-        .find(|e| e.data.is_none() && e.name != ".")
+        .find(|e| e.data.is_none() && e.kind != Kind::Dir)
     {
-        if e.kind != Kind::Dir {
-            return Err(bad(
-                input,
-                format!("control archive entry {} is a link; refused", e.name),
-            ));
-        }
+        return Err(bad(
+            input,
+            format!("control archive entry {} is a link; refused", e.name),
+        ));
     }
     let sums = control_file(input, &pkg.control, "md5sums")?.ok_or_else(|| {
         bad(
@@ -257,33 +255,24 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
             .collect(),
         None => HashSet::new(),
     };
-    let mut seen = HashSet::new();
     let mut unchecked = want.clone();
-    let spooled: BTreeMap<&str, &Path> = pkg
-        .data
-        .iter()
-        .filter_map(|e| Some((e.name.as_str(), e.data.as_ref()?.0.as_path())))
-        .collect();
+    // Each spooled file's md5, once: a hard link is its target's bytes under a second name,
+    // which md5sums lists too (check_tree has made sure its target is a file before it).
+    let mut md5s: BTreeMap<&Path, String> = BTreeMap::new();
     for e in &pkg.data {
-        if !seen.insert(e.name.as_str()) {
-            return Err(bad(
-                input,
-                format!("entry {} is in it twice; refused", e.name),
-            ));
-        }
-        // A hard link is its target's bytes under a second name, which md5sums lists too.
-        let path = match (&e.kind, &e.data) {
-            (_, Some((path, ..))) => path.as_path(),
-            (Kind::HardLink(t), None) => *spooled.get(t.as_str()).ok_or_else(|| {
-                bad(
-                    input,
-                    format!("{} links to {t}, which is not before it", e.name),
-                )
-            })?,
-            _ => continue,
+        let Some((path, ..)) = tarball::bytes_of(&pkg.data, e) else {
+            continue;
+        };
+        let sum = match md5s.get(path.as_path()) {
+            Some(sum) => sum.clone(),
+            None => {
+                let sum = md5_file(path)?;
+                md5s.insert(path, sum.clone());
+                sum
+            }
         };
         match unchecked.remove(&e.name) {
-            Some(sum) if md5_file(path)? == sum => {}
+            Some(want) if want == sum => {}
             Some(_) => {
                 return Err(bad(
                     input,
