@@ -95,17 +95,8 @@ fn read_wheel(path: &Path, files: &Path) -> Result<(Wheel, Option<serde_json::Va
         }
     };
     // Each part goes into a URL, a page and a file name: checked before any is used.
-    let checks = [
-        (dist.as_str(), metadata::wheel_distribution as fn(&str) -> _),
-        (version.as_str(), metadata::wheel_version),
-    ];
-    let tags = parts[2..]
-        .iter()
-        .map(|t| (*t, metadata::wheel_tag as fn(&str) -> _));
-    for (part, check) in checks.into_iter().chain(tags) {
-        check(part)
-            .map_err(|why| bad(path, format!("its name's part {part:?} is {why}; refused")))?;
-    }
+    metadata::wheel_name(&dist, &version, &parts[2..])
+        .map_err(|(part, why)| bad(path, format!("its name's part {part:?} is {why}; refused")))?;
     let copy = files.join(&file);
     std::fs::copy(path, &copy).map_err(io_at(path))?;
     let (sha256, _) = sha256_file(&copy)?;

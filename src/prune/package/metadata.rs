@@ -156,6 +156,21 @@ pub(super) fn wheel_tag(tag: &str) -> Result<(), &'static str> {
     }
 }
 
+/// A wheel file name's parts (distribution, version, then its tags and label), each
+/// checked; the first refused part and why.
+pub(super) fn wheel_name<'a>(
+    dist: &'a str,
+    version: &'a str,
+    tags: &[&'a str],
+) -> Result<(), (&'a str, &'static str)> {
+    wheel_distribution(dist).map_err(|why| (dist, why))?;
+    wheel_version(version).map_err(|why| (version, why))?;
+    for &t in tags {
+        wheel_tag(t).map_err(|why| (t, why))?;
+    }
+    Ok(())
+}
+
 /// A file name made of checked fields: one plain component, so that it lands in the folder
 /// it is joined to. A last line of defence behind the field checks.
 pub(super) fn plain_file_name(name: &str) -> Result<(), &'static str> {

@@ -128,16 +128,8 @@ impl Naming {
             parts.pop();
         }
         // The output's name is made of these: each checked first.
-        let checks = [
-            (dist, metadata::wheel_distribution as fn(&str) -> _),
-            (version, metadata::wheel_version),
-        ];
-        let tags = parts
-            .iter()
-            .map(|t| (*t, metadata::wheel_tag as fn(&str) -> _));
-        for (part, check) in checks.into_iter().chain(tags) {
-            check(part).map_err(|why| bad(format!("{part:?} in its name is {why}; refused")))?;
-        }
+        metadata::wheel_name(dist, version, &parts)
+            .map_err(|(part, why)| bad(format!("{part:?} in its name is {why}; refused")))?;
         let label = variant::label(sel);
         let (new_version, label) = match form {
             WheelForm::Variant => (version.to_string(), Some(label)),
