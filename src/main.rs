@@ -343,10 +343,13 @@ fn inspect(
     if let (Some(caps), Some(text)) = (&caps, for_gpus) {
         for r in &mut reports {
             let (entries, _, stored_size, _) = fatpack::inspect::would_keep(r, caps);
+            let (kept, not_installed) = fatpack::inspect::kept_entries(r, caps);
             r.would_keep = Some(fatpack::inspect::WouldKeep {
                 caps: text.to_string(),
                 entries,
                 stored_size,
+                kept,
+                not_installed,
             });
         }
     }
@@ -481,6 +484,19 @@ fn index(wheels: &std::path::Path, output: &std::path::Path) -> anyhow::Result<(
 }
 
 fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> {
+    use fatpack::prune::PackageKind;
+    match PackageKind::of(input) {
+        Some(PackageKind::Wheel) => return split_wheel(input, into),
+        Some(kind @ (PackageKind::Conda | PackageKind::Deb | PackageKind::Folder)) => {
+            anyhow::bail!(
+                "{}: split takes a packed program or library, or a wheel; a {} is not split \
+                 yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
+                input.display(),
+                kind.name()
+            )
+        }
+        None => {}
+    }
     let r = fatpack::split::split(input, into)?;
     let host = match &r.side_file {
         Some(side) => format!("{} (manifest in {})", r.host.display(), side.display()),
@@ -510,6 +526,38 @@ fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> 
             "fatpack split: a GPU of compute capability {} loads from {}",
             fatpack_format::select::capability_string(*cap),
             packs.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// `fatpack split` of a wheel: the wheels written, and what each GPU installs.
+fn split_wheel(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> {
+    use fatpack::prune::wheel_split::Role;
+    let r = fatpack::prune::wheel_split::split_wheel(input, into)?;
+    for m in &r.split {
+        eprintln!("fatpack split: {m}: host part and packs");
+    }
+    for m in &r.whole {
+        eprintln!(
+            "fatpack split: {m}: not packed, kept whole in the host wheel (its device code, every \
+             GPU's, inside it)"
+        );
+    }
+    for w in &r.wheels {
+        let role = match &w.role {
+            Role::All => "host and every device wheel: `pip install` of the project".to_string(),
+            Role::Variant(l) => format!("variant {l}: host and its GPUs' device wheels"),
+            Role::Host => "host: every file, packed binaries without their device code".into(),
+            Role::Device(l) => format!("device code, the host's extra [{l}]"),
+        };
+        eprintln!("fatpack split: {}: {} bytes, {role}", w.path.display(), w.len);
+    }
+    for (cap, labels) in &r.loads {
+        eprintln!(
+            "fatpack split: a GPU of compute capability {} loads from {}",
+            fatpack_format::select::capability_string(*cap),
+            labels.join(", ")
         );
     }
     Ok(())

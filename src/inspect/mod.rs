@@ -5,7 +5,7 @@ mod report;
 mod store;
 mod table;
 
-pub use package::{inspect_package, summary, would_keep};
+pub use package::{inspect_package, kept_entries, summary, would_keep};
 pub use report::{
     inspect_path, ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals, WouldKeep,
 };

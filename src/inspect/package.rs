@@ -75,10 +75,51 @@ pub fn would_keep(
     report: &FileReport,
     targets: &crate::prune::ForTargets,
 ) -> (usize, usize, u64, u64) {
+    let (mut kept, mut all, mut kept_bytes, mut bytes) = (0, 0, 0, 0);
+    for_each_kept(report, targets, &mut |_, e, k| {
+        all += 1;
+        bytes += e.stored_size;
+        if k {
+            kept += 1;
+            kept_bytes += e.stored_size;
+        }
+    });
+    (kept, all, kept_bytes, bytes)
+}
+
+/// The entries `fatpack prune --for caps` would keep of a file, as `module:arch` (the
+/// entries a GPU of those capabilities loads), and those of them that cannot be read here
+/// (a split binary's pack that is not installed).
+pub fn kept_entries(
+    report: &FileReport,
+    targets: &crate::prune::ForTargets,
+) -> (Vec<String>, Vec<String>) {
+    let (mut kept, mut unreadable) = (Vec::new(), Vec::new());
+    for_each_kept(report, targets, &mut |origin, e, k| {
+        if k && (e.kind == "sass" || e.kind == "ptx") {
+            let name = format!("{origin}:{}", e.arch);
+            if e
+                .not_decoded
+                .as_deref()
+                .is_some_and(|why| why.starts_with("its pack"))
+            {
+                unreadable.push(name.clone());
+            }
+            kept.push(name);
+        }
+    });
+    (kept, unreadable)
+}
+
+/// Calls `f(module, entry, kept)` for every entry of `report`, by the selection prune runs.
+fn for_each_kept(
+    report: &FileReport,
+    targets: &crate::prune::ForTargets,
+    f: &mut dyn FnMut(&str, &super::EntryReport, bool),
+) {
     use crate::arch::EntryId;
     let sel = crate::prune::Selection::For(targets.clone());
     let mut chosen = crate::prune::Chosen::new();
-    let (mut kept, mut all, mut kept_bytes, mut bytes) = (0, 0, 0, 0);
     for m in &report.modules {
         let entries: Vec<(Option<EntryId>, u64)> = m
             .entries
@@ -95,14 +136,8 @@ pub fn would_keep(
         let keep =
             crate::prune::keep_in_container(&m.origin, &entries, &sel, registered, &mut chosen)
                 .map_or_else(|_| vec![true; entries.len()], |k| k.keep);
-        for ((_, size), k) in entries.iter().zip(keep) {
-            all += 1;
-            bytes += size;
-            if k {
-                kept += 1;
-                kept_bytes += size;
-            }
+        for (e, k) in m.entries.iter().zip(keep) {
+            f(&m.origin, e, k);
         }
     }
-    (kept, all, kept_bytes, bytes)
 }

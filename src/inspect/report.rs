@@ -174,6 +174,10 @@ pub struct WouldKeep {
     pub caps: String,
     pub entries: usize,
     pub stored_size: u64,
+    /// The entries kept, as `module:arch`: what a GPU of these capabilities loads.
+    pub kept: Vec<String>,
+    /// Kept entries that cannot be read here (a split binary's pack that is not installed).
+    pub not_installed: Vec<String>,
 }
 
 fn kernels_of(names: Vec<String>) -> Vec<Kernel> {

@@ -25,8 +25,8 @@ pub use selection::{describe, parse_capabilities, Chosen, ForTargets, Selection}
 use error::io_at;
 pub use error::PruneError;
 pub use package::{
-    for_each_binary, index, variant, IndexReport, PackageFile, PackageKind, Relocate, WheelForm,
-    Written,
+    for_each_binary, index, variant, wheel_split, IndexReport, PackageFile, PackageKind, Relocate,
+    WheelForm, Written,
 };
 
 use std::collections::BTreeSet;

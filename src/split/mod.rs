@@ -54,6 +54,9 @@ pub struct SplitReport {
     /// Per compute capability with SASS in the binary: the packs a GPU of that capability
     /// loads from, as the runtime chooses.
     pub needs: Vec<(u32, Vec<String>)>,
+    /// Per real GPU ([`select::REAL_GPUS`]) that loads anything from the binary: the packs it
+    /// loads from, by the runtime's own choice (PTX's forward range included).
+    pub loads: Vec<(u32, Vec<PackKind>)>,
     /// The input was not packed (a plain build, or a link `fatpack ld` left to the real
     /// linker): it was written whole, its device code inside it, and no packs.
     pub unpacked: bool,
@@ -168,6 +171,11 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         &host_path,
     )?;
     let needs = needs(&store, &kinds, &|id| pack_of(id), &name);
+    let loads = loads(&store, select::REAL_GPUS, &|id| pack_of(id))
+        .into_iter()
+        .filter(|(_, used)| !used.is_empty())
+        .map(|(cap, used)| (cap, used.iter().map(|&p| kinds[p as usize]).collect()))
+        .collect();
 
     // Measured before the commit: once in place, another writer may replace it.
     let host_len = host_tmp
@@ -182,6 +190,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
         host_len,
         packs: reports,
         needs,
+        loads,
         unpacked: false,
     })
 }
@@ -245,6 +254,7 @@ fn whole(
         host_len,
         packs: Vec::new(),
         needs: Vec::new(),
+        loads: Vec::new(),
         unpacked: true,
     })
 }
@@ -503,26 +513,49 @@ fn needs(
         .collect();
     caps.sort_unstable();
     caps.dedup();
-    let mut out = Vec::new();
-    for cap in caps {
-        let mut used: BTreeSet<u32> = BTreeSet::new();
-        for m in store.modules() {
-            let entries: Vec<_> = m.entries().collect();
-            let cands: Vec<EntryId> = entries
+    loads(store, &caps, pack_of)
+        .into_iter()
+        .map(|(cap, used)| {
+            let names = used
                 .iter()
-                .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
+                .map(|&p| format!("{}{}", name.to_string_lossy(), kinds[p as usize].suffix()))
                 .collect();
-            if let Some(i) = select::choose(cap, &cands, None) {
-                used.insert(pack_of(entries[i].blob_id() as usize));
-            }
-        }
-        let names = used
-            .iter()
-            .map(|&p| format!("{}{}", name.to_string_lossy(), kinds[p as usize].suffix()))
-            .collect();
-        out.push((cap, names));
-    }
-    out
+            (cap, names)
+        })
+        .collect()
+}
+
+/// For each of `caps`, the packs (by index) the runtime reads from on a GPU of that
+/// capability: for every module, the pack of the entry it chooses.
+fn loads(
+    store: &Store<'_>,
+    caps: &[u32],
+    pack_of: &dyn Fn(usize) -> u32,
+) -> Vec<(u32, BTreeSet<u32>)> {
+    let modules: Vec<(Vec<EntryId>, Vec<u32>)> = store
+        .modules()
+        .map(|m| {
+            m.entries()
+                .map(|e| {
+                    (
+                        EntryId::new(e.kind(), e.arch(), e.variant()),
+                        e.blob_id(),
+                    )
+                })
+                .unzip()
+        })
+        .collect();
+    caps.iter()
+        .map(|&cap| {
+            let used = modules
+                .iter()
+                .filter_map(|(cands, blobs)| {
+                    select::choose(cap, cands, None).map(|i| pack_of(blobs[i] as usize))
+                })
+                .collect();
+            (cap, used)
+        })
+        .collect()
 }
 
 /// A writer that counts and hashes what passes through.

@@ -36,5 +36,6 @@ mod runtime_nvcc;
 mod runtime_safety;
 mod runtime_shared;
 mod split;
+mod split_wheel;
 mod walkthrough;
 mod writers;

@@ -25,7 +25,7 @@ fn fat_wheel_in_folder(d: &Path, name: &str) -> (PathBuf, PathBuf) {
 
 /// What variantlib's resolution picks from `index` (a variants.json) for a GPU: a label,
 /// or `fat`.
-fn resolve(venv: &Path, index: &Path, gpu: &str) -> String {
+pub(crate) fn resolve(venv: &Path, index: &Path, gpu: &str) -> String {
     let (code, out, err) = run(Command::new(venv.join("bin/python"))
         .arg(packages().join("resolve_variant.py"))
         .arg(index)
@@ -34,12 +34,12 @@ fn resolve(venv: &Path, index: &Path, gpu: &str) -> String {
     out.trim().to_string()
 }
 
-fn packages() -> PathBuf {
+pub(crate) fn packages() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/packages")
 }
 
 /// Writes a wheel from `spec` (tests/it/packages/make_wheel.py says what it holds).
-fn make_wheel(dir: &Path, spec: serde_json::Value) -> PathBuf {
+pub(crate) fn make_wheel(dir: &Path, spec: serde_json::Value) -> PathBuf {
     let wheel = PathBuf::from(spec["wheel"].as_str().unwrap());
     let spec_file = dir.join("spec.json");
     std::fs::write(&spec_file, spec.to_string()).unwrap();
@@ -51,7 +51,7 @@ fn make_wheel(dir: &Path, spec: serde_json::Value) -> PathBuf {
 }
 
 /// The usual wheel: a module that loads `lib`, at `version`, named as its version says.
-fn lib_wheel(dir: &Path, lib: &Path, version: &str) -> PathBuf {
+pub(crate) fn lib_wheel(dir: &Path, lib: &Path, version: &str) -> PathBuf {
     make_wheel(
         dir,
         serde_json::json!({
@@ -79,7 +79,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// A venv with a current pip, uv and variantlib (the PEP 825 reference implementation).
-fn venv(dir: &Path) -> PathBuf {
+pub(crate) fn venv(dir: &Path) -> PathBuf {
     venv_with(dir, &["pip>=25.3", "variantlib==0.2.2", "uv==0.13.9"])
 }
 

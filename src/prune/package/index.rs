@@ -52,19 +52,6 @@ fn bad(path: &Path, message: impl Into<String>) -> PruneError {
     }
 }
 
-/// PEP 503's normalized project name: `re.sub(r"[-_.]+", "-", name).lower()`.
-fn normalize(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        match c {
-            '-' | '_' | '.' if out.ends_with('-') => {}
-            '-' | '_' | '.' => out.push('-'),
-            c => out.push(c.to_ascii_lowercase()),
-        }
-    }
-    out
-}
-
 /// Text for HTML, escaped (PEP 503 pages carry file names; the checks in [`read_wheel`]
 /// already keep them to safe characters).
 fn html(text: &str) -> String {
@@ -140,7 +127,7 @@ fn read_wheel(path: &Path, files: &Path) -> Result<(Wheel, Option<serde_json::Va
     });
     Ok((
         Wheel {
-            project: normalize(dist),
+            project: super::metadata::normalize(dist),
             file,
             version: version.to_string(),
             label,
@@ -265,9 +252,9 @@ mod tests {
 
     #[test]
     fn project_names_are_normalized_as_pep_503_says() {
-        assert_eq!(normalize("Nvidia_CuFFT"), "nvidia-cufft");
-        assert_eq!(normalize("a.-_b"), "a-b");
-        assert_eq!(normalize("_x__Y"), "-x-y");
+        assert_eq!(super::metadata::normalize("Nvidia_CuFFT"), "nvidia-cufft");
+        assert_eq!(super::metadata::normalize("a.-_b"), "a-b");
+        assert_eq!(super::metadata::normalize("_x__Y"), "-x-y");
         assert_eq!(html("<a href=\"x\">"), "&lt;a href=&quot;x&quot;&gt;");
     }
 }

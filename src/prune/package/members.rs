@@ -33,6 +33,16 @@ impl PackageKind {
             conda::format_of(path).map(|_| PackageKind::Conda)
         }
     }
+
+    /// For messages: `folder`, `wheel`, `conda package`, `Debian package`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PackageKind::Folder => "folder",
+            PackageKind::Wheel => "wheel",
+            PackageKind::Conda => "conda package",
+            PackageKind::Deb => "Debian package",
+        }
+    }
 }
 
 /// Calls `f(name in the package, file)` for every ELF file or archive in the package `input`,

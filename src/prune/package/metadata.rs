@@ -185,6 +185,80 @@ pub(super) fn plain_file_name(name: &str) -> Result<(), &'static str> {
     }
 }
 
+/// PEP 503's normalized project name: `re.sub(r"[-_.]+", "-", name).lower()`.
+pub(super) fn normalize(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        match c {
+            '-' | '_' | '.' if out.ends_with('-') => {}
+            '-' | '_' | '.' => out.push('-'),
+            c => out.push(c.to_ascii_lowercase()),
+        }
+    }
+    out
+}
+
+/// A PEP 508 project name: ASCII letters and digits, with `-`, `_` and `.` inside.
+pub(super) fn project_name(name: &str) -> Result<(), &'static str> {
+    let ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    match ok {
+        true => Ok(()),
+        false => Err("not a project name (PEP 508: [A-Za-z0-9._-])"),
+    }
+}
+
+/// The end of a core metadata file's header: where its first empty line starts (the body,
+/// a description, follows it), or its end.
+fn header_end(text: &str) -> usize {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']).is_empty() {
+            return at;
+        }
+        at += line.len();
+    }
+    at
+}
+
+/// The value of a core metadata file's first `Name:` header field.
+pub(super) fn metadata_name(text: &str) -> Option<&str> {
+    text[..header_end(text)]
+        .lines()
+        .find_map(|l| l.strip_prefix("Name:"))
+        .map(str::trim)
+}
+
+/// A core metadata file with its `Name:` set to `name` and `add` (whole field lines) at the
+/// end of its header, its body kept; `None` without a `Name:` field.
+pub(super) fn edit_metadata(text: &str, name: &str, add: &[String]) -> Option<String> {
+    let end = header_end(text);
+    let (header, body) = text.split_at(end);
+    let mut out = String::with_capacity(text.len() + 64 * add.len());
+    let mut named = false;
+    for line in header.split_inclusive('\n') {
+        match line.strip_prefix("Name:") {
+            Some(_) if !named => {
+                out.push_str(&format!("Name: {name}\n"));
+                named = true;
+            }
+            _ => out.push_str(line),
+        }
+    }
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for l in add {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(body);
+    named.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +326,22 @@ mod tests {
         ] {
             assert!(conda_build_number(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn metadata_is_renamed_and_extended_with_its_body_kept() {
+        let m = "Metadata-Version: 2.1\nName: cut-fix\nVersion: 1.0\n\nName: in the body\n";
+        assert_eq!(metadata_name(m), Some("cut-fix"));
+        let out = edit_metadata(m, "cut-fix-host", &["Provides-Extra: sm90".into()]).unwrap();
+        assert_eq!(
+            out,
+            "Metadata-Version: 2.1\nName: cut-fix-host\nVersion: 1.0\nProvides-Extra: sm90\n\n\
+             Name: in the body\n"
+        );
+        assert_eq!(edit_metadata("Version: 1\n", "x", &[]), None);
+        assert_eq!(metadata_name("Version: 1\n\nName: x\n"), None);
+        assert!(project_name("nvidia-curand-cu12").is_ok());
+        assert!(project_name("a b").is_err() && project_name("-a").is_err());
+        assert_eq!(normalize("Cut__Fix.x"), "cut-fix-x");
     }
 }

@@ -27,6 +27,7 @@ mod sniff;
 mod tarball;
 pub mod variant;
 mod wheel;
+pub mod wheel_split;
 mod zip_layout;
 
 pub(super) use conda::{format_of as conda_format, prune_conda};

@@ -81,6 +81,12 @@ pub fn label(sel: &Selection) -> String {
         }
         Selection::Dead => return "live".into(),
     };
+    joined(prefix, &parts)
+}
+
+/// `parts` joined by `.`, or, longer than PEP 825's 16 characters, `prefix` and a digest of
+/// them.
+pub(super) fn joined(prefix: &str, parts: &[String]) -> String {
     let long = parts.join(".");
     if long.len() <= MAX_LABEL {
         return long;

@@ -20,7 +20,7 @@ use crate::commit::Outputs;
 use crate::error::io_at;
 use crate::prune::{PruneError, PruneReport, Selection};
 
-type Zip = zip::ZipArchive<BufReader<std::fs::File>>;
+pub(super) type Zip = zip::ZipArchive<BufReader<std::fs::File>>;
 
 /// A member's file type bits (`st_mode & S_IFMT`) as zip's external attributes carry them.
 const S_IFMT: u32 = 0o170000;
@@ -42,15 +42,15 @@ fn wheel_error(path: &Path, message: impl Into<String>) -> PruneError {
 }
 
 /// One member of the input, as the central directory lists it.
-struct Member {
-    name: String,
-    dir: bool,
+pub(super) struct Member {
+    pub name: String,
+    pub dir: bool,
     /// `st_mode`, where the wheel's writer recorded one.
-    mode: Option<u32>,
+    pub mode: Option<u32>,
 }
 
 impl Member {
-    fn is_symlink(&self) -> bool {
+    pub fn is_symlink(&self) -> bool {
         self.mode.is_some_and(|m| m & S_IFMT == S_IFLNK)
     }
 }
@@ -69,13 +69,18 @@ struct Naming {
     file_name: String,
 }
 
-impl Naming {
-    fn new(
-        input: &Path,
-        members: &[Member],
-        sel: &Selection,
-        form: WheelForm,
-    ) -> Result<Self, PruneError> {
+/// A wheel's distribution, version and tags, read from its `.dist-info` folder and its file
+/// name, each checked against PEP 427 before any output name is made of it.
+pub(super) struct WheelId {
+    /// The distribution as the file name spells it (escaped).
+    pub dist: String,
+    pub version: String,
+    /// `[build-]python-abi-platform`, without a variant label.
+    pub tags: Vec<String>,
+}
+
+impl WheelId {
+    fn read(input: &Path, members: &[Member]) -> Result<Self, PruneError> {
         let bad = |m: String| wheel_error(input, m);
         let mut infos: Vec<&str> = members
             .iter()
@@ -127,9 +132,25 @@ impl Naming {
         if had_label {
             parts.pop();
         }
-        // The output's name is made of these: each checked first.
+        // Output names are made of these: each checked first.
         metadata::wheel_name(dist, version, &parts)
             .map_err(|(part, why)| bad(format!("{part:?} in its name is {why}; refused")))?;
+        Ok(WheelId {
+            dist: dist.to_string(),
+            version: version.to_string(),
+            tags: parts.iter().map(|p| p.to_string()).collect(),
+        })
+    }
+
+    /// `{dist}-{version}.dist-info/`.
+    pub fn info(&self) -> String {
+        format!("{}-{}.dist-info/", self.dist, self.version)
+    }
+}
+
+impl Naming {
+    fn new(id: &WheelId, sel: &Selection, form: WheelForm) -> Self {
+        let (dist, version, parts) = (id.dist.as_str(), id.version.as_str(), &id.tags);
         let label = variant::label(sel);
         let (new_version, label) = match form {
             WheelForm::Variant => (version.to_string(), Some(label)),
@@ -140,7 +161,7 @@ impl Naming {
             file_name.push_str(&format!("-{l}"));
         }
         file_name.push_str(".whl");
-        Ok(Naming {
+        Naming {
             old_info: format!("{dist}-{version}.dist-info/"),
             renames: [
                 (
@@ -156,7 +177,7 @@ impl Naming {
             new_version,
             label,
             file_name,
-        })
+        }
     }
 
     fn rename(&self, n: &str) -> String {
@@ -168,21 +189,20 @@ impl Naming {
         n.to_string()
     }
 
-    fn record(&self) -> String {
-        format!("{}RECORD", self.old_info)
-    }
-
-    /// Members of the old `.dist-info` that a new wheel writes itself or must drop: its
-    /// `RECORD`, `RECORD`'s signatures (they would not hold), its `variant.json`.
     fn rewritten(&self, name: &str) -> bool {
-        name.strip_prefix(self.old_info.as_str())
-            .is_some_and(|rest| {
-                matches!(
-                    rest,
-                    "RECORD" | "RECORD.jws" | "RECORD.p7s" | "variant.json"
-                )
-            })
+        rewritten(&self.old_info, name)
     }
+}
+
+/// Members of the old `.dist-info` (`info`) that a new wheel writes itself or must drop: its
+/// `RECORD`, `RECORD`'s signatures (they would not hold), its `variant.json`.
+pub(super) fn rewritten(info: &str, name: &str) -> bool {
+    name.strip_prefix(info).is_some_and(|rest| {
+        matches!(
+            rest,
+            "RECORD" | "RECORD.jws" | "RECORD.p7s" | "variant.json"
+        )
+    })
 }
 
 /// Every name the central directory lists, in order, duplicates included: zip's reader keeps
@@ -277,7 +297,7 @@ fn members(input: &Path, zip: &mut Zip) -> Result<Vec<Member>, PruneError> {
 /// names a member.
 fn check_listed(
     input: &Path,
-    naming: &Naming,
+    info: &str,
     members: &[Member],
     rec: &record::Record,
 ) -> Result<(), PruneError> {
@@ -285,8 +305,8 @@ fn check_listed(
     let mut files = HashSet::new();
     for m in members.iter().filter(|m| !m.dir) {
         files.insert(m.name.as_str());
-        if m.name == naming.record()
-            || naming.rewritten(&m.name) && !rec.files.contains_key(&m.name)
+        if m.name == format!("{info}RECORD")
+            || rewritten(info, &m.name) && !rec.files.contains_key(&m.name)
         {
             continue;
         }
@@ -305,7 +325,7 @@ fn check_listed(
         }
     }
     for name in &rec.unhashed {
-        if files.contains(name.as_str()) && !naming.rewritten(name) {
+        if files.contains(name.as_str()) && !rewritten(info, name) {
             return Err(bad(format!("RECORD lists {name} without a hash; refused")));
         }
     }
@@ -399,15 +419,17 @@ impl Hashing {
     }
 }
 
-/// A wheel: every ELF member pruned, verified and relabelled. `output` is the new wheel,
-/// or a folder to write it into under its new name.
-pub(in crate::prune) fn prune_wheel(
-    input: &Path,
-    output: &Path,
-    sel: &Selection,
-    form: WheelForm,
-    mut outs: Outputs,
-) -> Result<PruneReport, PruneError> {
+/// A wheel opened and checked whole before anything of it is trusted: its member list
+/// ([`members`]), its name, its `RECORD` (every member listed with a hash, every line a
+/// member) and its symlinks. Each member's bytes are checked as they are read.
+pub(super) struct Opened {
+    pub zip: Zip,
+    pub members: Vec<Member>,
+    pub id: WheelId,
+    pub rec: record::Record,
+}
+
+pub(super) fn open(input: &Path) -> Result<Opened, PruneError> {
     let file = std::fs::File::open(input).map_err(io_at(input))?;
     let mut magic = [0u8; 4];
     let n = (&file).take(4).read(&mut magic).map_err(io_at(input))?;
@@ -420,16 +442,41 @@ pub(in crate::prune) fn prune_wheel(
     let mut zip =
         Zip::new(BufReader::new(file)).map_err(|e| wheel_error(input, super::zip_problem(&e)))?;
     let members = members(input, &mut zip)?;
-    let naming = Naming::new(input, &members, sel, form)?;
+    let id = WheelId::read(input, &members)?;
+    let record_name = format!("{}RECORD", id.info());
     let record_at = members
         .iter()
-        .position(|m| m.name == naming.record())
-        .ok_or_else(|| wheel_error(input, format!("no {} in it", naming.record())))?;
-    let text = read_small(input, &mut zip, record_at, &naming.record())?;
+        .position(|m| m.name == record_name)
+        .ok_or_else(|| wheel_error(input, format!("no {record_name} in it")))?;
+    let text = read_small(input, &mut zip, record_at, &record_name)?;
     let text = String::from_utf8(text).map_err(|_| wheel_error(input, "RECORD is not UTF-8"))?;
     let rec = record::parse(&text).map_err(|m| wheel_error(input, m))?;
-    check_listed(input, &naming, &members, &rec)?;
+    check_listed(input, &id.info(), &members, &rec)?;
     check_links(input, &mut zip, &members)?;
+    Ok(Opened {
+        zip,
+        members,
+        id,
+        rec,
+    })
+}
+
+/// A wheel: every ELF member pruned, verified and relabelled. `output` is the new wheel,
+/// or a folder to write it into under its new name.
+pub(in crate::prune) fn prune_wheel(
+    input: &Path,
+    output: &Path,
+    sel: &Selection,
+    form: WheelForm,
+    mut outs: Outputs,
+) -> Result<PruneReport, PruneError> {
+    let Opened {
+        mut zip,
+        members,
+        id,
+        rec,
+    } = open(input)?;
+    let naming = Naming::new(&id, sel, form);
     let dest = super::destination(
         output,
         &naming.file_name,
@@ -536,7 +583,7 @@ fn fat_wheel_beside(dest: &Path, naming: &Naming) -> Option<String> {
 
 /// Options to write a member again with: its method, time and mode (file type aside:
 /// zip's writer sets that from how the member is added).
-fn options(m: &Member, method: zip::CompressionMethod) -> zip::write::SimpleFileOptions {
+pub(super) fn options(m: &Member, method: zip::CompressionMethod) -> zip::write::SimpleFileOptions {
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(method)
         .last_modified_time(zip::DateTime::default());
@@ -548,7 +595,7 @@ fn options(m: &Member, method: zip::CompressionMethod) -> zip::write::SimpleFile
 
 /// Options for a member fatpack writes itself: deflated, 0644, a fixed time (same bytes for
 /// the same input).
-fn small_options() -> zip::write::SimpleFileOptions {
+pub(super) fn small_options() -> zip::write::SimpleFileOptions {
     zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Deflated)
         .last_modified_time(zip::DateTime::default())
@@ -600,19 +647,8 @@ impl Writer<'_> {
     ) -> Result<(), PruneError> {
         let input = self.input;
         if m.is_symlink() {
-            let target = read_small(input, zip, i, &m.name)?;
-            let mut h = Hashing::new(line.algo);
-            h.update(&target);
-            let digest = h.verify(input, &m.name, line)?;
-            let target = String::from_utf8(target).map_err(|_| {
-                wheel_error(input, format!("symlink {}: target is not UTF-8", m.name))
-            })?;
-            if let Some(why) = names::escaping_link(&m.name, &target) {
-                return Err(wheel_error(
-                    input,
-                    format!("member {}: {why}; refused", m.name),
-                ));
-            }
+            let (target, digest) = read_verified(input, zip, i, m, line)?;
+            let target = symlink_target(input, m, target)?;
             let opts = options(m, zip::CompressionMethod::Stored);
             zw.add_symlink(new_name, &target, opts)
                 .map_err(self.zip_error())?;
@@ -622,10 +658,7 @@ impl Writer<'_> {
         }
         if m.name == format!("{}METADATA", naming.old_info) && naming.version != naming.new_version
         {
-            let bytes = read_small(input, zip, i, &m.name)?;
-            let mut h = Hashing::new(line.algo);
-            h.update(&bytes);
-            h.verify(input, &m.name, line)?;
+            let (bytes, _) = read_verified(input, zip, i, m, line)?;
             let new =
                 set_version(&bytes, &naming.version, &naming.new_version).ok_or_else(|| {
                     wheel_error(
@@ -675,41 +708,8 @@ impl Writer<'_> {
         line: &record::Line,
     ) -> Result<(String, u64, Option<PathBuf>), PruneError> {
         let input = self.input;
-        let read_error = |e: std::io::Error| {
-            wheel_error(
-                input,
-                format!("member {}: {e} (damaged or altered); refused", m.name),
-            )
-        };
-        let mut f = zip
-            .by_index(i)
-            .map_err(|e| wheel_error(input, format!("member {}: {e}", m.name)))?;
-        let mut h = Hashing::new(line.algo);
-        let (head, got) = super::sniff::read_head(&mut f).map_err(read_error)?;
-        h.update(&head[..got]);
-        let elf_or_ar = super::sniff::is_binary(&head[..got]);
         let spool = self.scratch.path().join(format!("member-{i}"));
-        let mut sink: Box<dyn Write> = match elf_or_ar {
-            true => {
-                let mut s = std::fs::File::create(&spool).map_err(io_at(&spool))?;
-                s.write_all(&head[..got]).map_err(io_at(&spool))?;
-                Box::new(std::io::BufWriter::new(s))
-            }
-            false => Box::new(std::io::sink()),
-        };
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = f.read(&mut buf).map_err(read_error)?;
-            if n == 0 {
-                break;
-            }
-            h.update(&buf[..n]);
-            sink.write_all(&buf[..n]).map_err(io_at(&spool))?;
-        }
-        sink.flush().map_err(io_at(&spool))?;
-        drop(sink);
-        let size = h.len;
-        let digest = h.verify(input, &m.name, line)?;
+        let (digest, size, elf_or_ar) = verified_spool(input, zip, i, m, line, &spool)?;
         if !elf_or_ar {
             return Ok((digest, size, None));
         }
@@ -730,8 +730,89 @@ impl Writer<'_> {
     }
 }
 
+/// A small member read whole and checked against its `RECORD` line; with its sha256 as
+/// `RECORD` spells it.
+pub(super) fn read_verified(
+    input: &Path,
+    zip: &mut Zip,
+    i: usize,
+    m: &Member,
+    line: &record::Line,
+) -> Result<(Vec<u8>, String), PruneError> {
+    let bytes = read_small(input, zip, i, &m.name)?;
+    let mut h = Hashing::new(line.algo);
+    h.update(&bytes);
+    let digest = h.verify(input, &m.name, line)?;
+    Ok((bytes, digest))
+}
+
+/// A symlink member's target: UTF-8, and inside the wheel.
+pub(super) fn symlink_target(
+    input: &Path,
+    m: &Member,
+    target: Vec<u8>,
+) -> Result<String, PruneError> {
+    let target = String::from_utf8(target)
+        .map_err(|_| wheel_error(input, format!("symlink {}: target is not UTF-8", m.name)))?;
+    if let Some(why) = names::escaping_link(&m.name, &target) {
+        return Err(wheel_error(
+            input,
+            format!("member {}: {why}; refused", m.name),
+        ));
+    }
+    Ok(target)
+}
+
+/// Streams member `i` through its check against its `RECORD` line, in small blocks; an ELF
+/// file or archive is spooled to `spool` on the way. Returns its sha256 as `RECORD` spells
+/// it, its size, and whether it was spooled.
+pub(super) fn verified_spool(
+    input: &Path,
+    zip: &mut Zip,
+    i: usize,
+    m: &Member,
+    line: &record::Line,
+    spool: &Path,
+) -> Result<(String, u64, bool), PruneError> {
+    let read_error = |e: std::io::Error| {
+        wheel_error(
+            input,
+            format!("member {}: {e} (damaged or altered); refused", m.name),
+        )
+    };
+    let mut f = zip
+        .by_index(i)
+        .map_err(|e| wheel_error(input, format!("member {}: {e}", m.name)))?;
+    let mut h = Hashing::new(line.algo);
+    let (head, got) = super::sniff::read_head(&mut f).map_err(read_error)?;
+    h.update(&head[..got]);
+    let elf_or_ar = super::sniff::is_binary(&head[..got]);
+    let mut sink: Box<dyn Write> = match elf_or_ar {
+        true => {
+            let mut s = std::fs::File::create(spool).map_err(io_at(spool))?;
+            s.write_all(&head[..got]).map_err(io_at(spool))?;
+            Box::new(std::io::BufWriter::new(s))
+        }
+        false => Box::new(std::io::sink()),
+    };
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(read_error)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        sink.write_all(&buf[..n]).map_err(io_at(spool))?;
+    }
+    sink.flush().map_err(io_at(spool))?;
+    drop(sink);
+    let size = h.len;
+    let digest = h.verify(input, &m.name, line)?;
+    Ok((digest, size, elf_or_ar))
+}
+
 /// Copies the file `path` into `to`, returning its sha256 (as `RECORD` spells it) and size.
-fn copy_hashing(path: &Path, to: &mut impl Write) -> std::io::Result<(String, u64)> {
+pub(super) fn copy_hashing(path: &Path, to: &mut impl Write) -> std::io::Result<(String, u64)> {
     let mut f = std::fs::File::open(path)?;
     let mut h = Hasher::new(Algo::Sha256);
     let mut buf = vec![0u8; 1 << 16];
@@ -765,7 +846,7 @@ fn set_version(metadata: &[u8], old: &str, new: &str) -> Option<Vec<u8>> {
 
 /// Reads the written wheel back, streaming: every member there, in order, with the bytes
 /// `RECORD` says.
-fn check_wheel(
+pub(super) fn check_wheel(
     path: &Path,
     written: &[(String, String, u64)],
     record_name: &str,
