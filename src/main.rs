@@ -551,7 +551,11 @@ fn split_wheel(input: &std::path::Path, into: &std::path::Path) -> anyhow::Resul
             Role::Host => "host: every file, packed binaries without their device code".into(),
             Role::Device(l) => format!("device code, the host's extra [{l}]"),
         };
-        eprintln!("fatpack split: {}: {} bytes, {role}", w.path.display(), w.len);
+        eprintln!(
+            "fatpack split: {}: {} bytes, {role}",
+            w.path.display(),
+            w.len
+        );
     }
     for (cap, labels) in &r.loads {
         eprintln!(

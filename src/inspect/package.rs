@@ -98,8 +98,7 @@ pub fn kept_entries(
     for_each_kept(report, targets, &mut |origin, e, k| {
         if k && (e.kind == "sass" || e.kind == "ptx") {
             let name = format!("{origin}:{}", e.arch);
-            if e
-                .not_decoded
+            if e.not_decoded
                 .as_deref()
                 .is_some_and(|why| why.starts_with("its pack"))
             {

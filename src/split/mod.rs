@@ -536,12 +536,7 @@ fn loads(
         .modules()
         .map(|m| {
             m.entries()
-                .map(|e| {
-                    (
-                        EntryId::new(e.kind(), e.arch(), e.variant()),
-                        e.blob_id(),
-                    )
-                })
+                .map(|e| (EntryId::new(e.kind(), e.arch(), e.variant()), e.blob_id()))
                 .unzip()
         })
         .collect();

@@ -50,21 +50,242 @@ fn split_wheel(d: &Path) -> (PathBuf, PathBuf, String) {
     (fat, links, err)
 }
 
+/// What `fatpack inspect --for CAP` says of `lib`: the entries a GPU of capability `cap`
+/// loads (`module:arch`), and those of them whose pack is not installed.
+fn kept(lib: &Path, cap: &str) -> (Vec<String>, Vec<String>) {
+    let (code, out, err) = run(Command::new(fatpack_bin())
+        .args(["inspect", "--json", "--for", cap])
+        .arg(lib));
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let list = |k: &str| -> Vec<String> {
+        doc[0]["would_keep"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    (list("kept"), list("not_installed"))
+}
+
+/// The packs installed beside the library in `target`, by the suffix after `libcut.so.`.
+fn packs(target: &Path) -> Vec<String> {
+    names_in(&target.join("cutfix"))
+        .into_iter()
+        .filter_map(|n| {
+            n.strip_prefix("libcut.so.")
+                .and_then(|r| r.strip_suffix(".fatpack"))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+const EVERY_PACK: [&str; 5] = ["compute_90", "sm_75", "sm_80", "sm_86", "sm_90"];
+
+/// The invariant, for one GPU: the library installed in `target` runs exactly the entries
+/// the fat library runs on a GPU of capability `cap`, every one of them installed.
+fn serves(target: &Path, fat_lib: &Path, cap: &str, cell: &str) {
+    let (want, _) = kept(fat_lib, cap);
+    let (got, missing) = kept(&target.join("cutfix/libcut.so"), cap);
+    assert_eq!(got, want, "{cell}: GPU {cap} runs other entries");
+    assert!(missing.is_empty(), "{cell}: GPU {cap} lacks {missing:?}");
+}
+
 #[test]
-fn a_wheel_splits_into_host_device_and_project_wheels() {
+fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (fat, links, err) = split_wheel(d);
-    eprintln!("{err}");
+    let fat_lib = d.join("libcut.so");
+    assert_eq!(
+        names_in(&links),
+        [
+            "cutfix-1.0-py3-none-linux_x86_64-compute90.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm75.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm80.sm86.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm86.whl",
+            "cutfix-1.0-py3-none-linux_x86_64-sm90.whl",
+            "cutfix-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_compute90-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_host-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_sm75-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_sm80-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_sm86-1.0-py3-none-linux_x86_64.whl",
+            "cutfix_sm90-1.0-py3-none-linux_x86_64.whl",
+        ]
+    );
+    assert!(
+        err.contains("a GPU of compute capability 8.9 loads from sm86"),
+        "{err}"
+    );
+    // Same input, same bytes.
+    let again = d.join("again");
+    let (code, err) = split(&fat, &again);
+    assert_eq!(code, 0, "{err}");
     for n in names_in(&links) {
-        eprintln!("{n}");
+        assert_eq!(
+            std::fs::read(links.join(&n)).unwrap(),
+            std::fs::read(again.join(&n)).unwrap(),
+            "{n} differs between two splits"
+        );
     }
-    let _ = fat;
-    let keep = Path::new("/tmp/splitwheel");
-    let _ = std::fs::remove_dir_all(keep);
-    std::fs::create_dir_all(keep).unwrap();
-    for n in names_in(&links) {
-        std::fs::copy(links.join(&n), keep.join(&n)).unwrap();
+    // The host holds no device code of its own: its library is the split host part.
+    let host_len = std::fs::metadata(links.join("cutfix_host-1.0-py3-none-linux_x86_64.whl"))
+        .unwrap()
+        .len();
+    assert!(host_len < std::fs::metadata(&fat).unwrap().len());
+
+    let idx = d.join("idx");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(&links)
+        .arg("-o")
+        .arg(&idx));
+    assert_eq!(code, 0, "{err}");
+    let index_url = format!("file://{}/simple", idx.display());
+    let venv = venv_with(d, &["pip>=25.3", "uv==0.13.10"]);
+    let find_links = ["--no-index", "--find-links", links.to_str().unwrap()];
+    let by_index = ["--index-url", index_url.as_str()];
+    let install = |cell: &str, tool: &str, from: &[&str], reqs: &[&str], env: &[(&str, &str)]| {
+        let target = d.join(format!("t-{}", cell.replace([' ', ',', '[', ']'], "_")));
+        let mut c = match tool {
+            "pip" => {
+                let mut c = Command::new(venv.join("bin/pip"));
+                c.args(["install", "-q", "--disable-pip-version-check"]);
+                c
+            }
+            _ => {
+                let mut c = Command::new(venv.join("bin/uv"));
+                c.args([
+                    "pip",
+                    "install",
+                    "-q",
+                    "--preview-features",
+                    "wheel-variants",
+                ])
+                .env("UV_CACHE_DIR", d.join("uv-cache"));
+                c
+            }
+        };
+        c.args(from).arg("--target").arg(&target).args(reqs);
+        // The machine's own GPU (if any) never decides a cell: each forces its own.
+        c.env_remove("NV_VARIANT_PROVIDER_FORCE_SM_ARCH")
+            .env("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", "13.0")
+            .envs(env.iter().copied());
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 0, "{cell}: {err}");
+        target
+    };
+
+    // Today's pip and uv: the project's name installs everything the fat wheel held; the
+    // host's extras name device wheels; the host alone has no device code.
+    for (cell, tool, from, reqs, want) in [
+        (
+            "pip find-links",
+            "pip",
+            &find_links[..],
+            "cutfix",
+            &EVERY_PACK[..],
+        ),
+        ("pip index", "pip", &by_index[..], "cutfix", &EVERY_PACK[..]),
+        (
+            "pip extra sm90",
+            "pip",
+            &find_links[..],
+            "cutfix-host[sm90]",
+            &["sm_90"][..],
+        ),
+        (
+            "pip extras sm80,sm90",
+            "pip",
+            &by_index[..],
+            "cutfix-host[sm80,sm90]",
+            &["sm_80", "sm_90"][..],
+        ),
+        (
+            "pip host alone",
+            "pip",
+            &find_links[..],
+            "cutfix-host",
+            &[][..],
+        ),
+        (
+            "uv extra sm90",
+            "uv",
+            &find_links[..],
+            "cutfix-host[sm90]",
+            &["sm_90"][..],
+        ),
+        (
+            "uv extras all",
+            "uv",
+            &find_links[..],
+            "cutfix-host[all]",
+            &EVERY_PACK[..],
+        ),
+    ] {
+        let target = install(cell, tool, from, &[reqs], &[]);
+        assert_eq!(packs(&target), want, "{cell}");
+        if want.is_empty() {
+            // What a GPU would load is listed, and listed as not installed.
+            let (kept, missing) = kept(&target.join("cutfix/libcut.so"), "9.0");
+            assert!(!kept.is_empty() && missing == kept, "{cell}: {missing:?}");
+        }
+        if want == EVERY_PACK {
+            for cap in ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0", "12.1"] {
+                serves(&target, &fat_lib, cap, cell);
+            }
+        }
     }
-    std::fs::copy(&fat, keep.join("fat.whl")).unwrap();
+    let target = install(
+        "pip extra sm90 on 9.0",
+        "pip",
+        &find_links,
+        &["cutfix-host[sm90]"],
+        &[],
+    );
+    serves(&target, &fat_lib, "9.0", "pip extra sm90");
+
+    // uv's variant mode, its NVIDIA provider forced to each GPU (and to none): what it
+    // picks by itself runs what the fat wheel runs there, and a GPU the build serves
+    // gets only its own device wheels.
+    for (cap, want) in [
+        ("5.0", &EVERY_PACK[..]),
+        ("6.1", &EVERY_PACK[..]),
+        ("7.0", &EVERY_PACK[..]),
+        ("7.5", &["sm_75"][..]),
+        ("8.0", &["sm_80", "sm_86"][..]),
+        ("8.6", &["sm_80", "sm_86"][..]),
+        ("8.9", &["sm_80", "sm_86"][..]),
+        ("9.0", &["sm_90"][..]),
+        ("10.0", &["compute_90"][..]),
+        ("12.0", &["compute_90"][..]),
+        ("12.1", &["compute_90"][..]),
+    ] {
+        for (how, from) in [("index", &by_index[..]), ("find-links", &find_links[..])] {
+            let cell = format!("uv variants {how} {cap}");
+            let target = install(
+                &cell,
+                "uv",
+                from,
+                &["cutfix"],
+                &[("NV_VARIANT_PROVIDER_FORCE_SM_ARCH", cap)],
+            );
+            let got = packs(&target);
+            if how == "index" {
+                assert_eq!(got, want, "{cell}");
+            }
+            serves(&target, &fat_lib, cap, &cell);
+        }
+    }
+    // No GPU at all (the provider told no driver): everything, as the fat wheel.
+    let target = install(
+        "uv variants no GPU",
+        "uv",
+        &by_index,
+        &["cutfix"],
+        &[("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", "")],
+    );
+    assert_eq!(packs(&target), EVERY_PACK);
 }

@@ -156,11 +156,8 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
         ));
     }
     let version = &id.version;
-    let labels: Vec<(PackKind, String)> = read
-        .devices
-        .keys()
-        .map(|&k| (k, pack_label(k)))
-        .collect();
+    let labels: Vec<(PackKind, String)> =
+        read.devices.keys().map(|&k| (k, pack_label(k))).collect();
     let pin = |suffix: &str| format!("{name}-{suffix}=={version}");
     let ctx = Ctx {
         input,
@@ -186,7 +183,9 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     let host_meta = metadata::edit_metadata(&read.metadata, &format!("{name}-host"), &extras)
         .expect("the name was read from it");
     let host_path = file(&host_dist, None);
-    let host = ctx.host(&mut zip, &members, &read, &host_dist, &host_path, &host_meta)?;
+    let host = ctx.host(
+        &mut zip, &members, &read, &host_dist, &host_path, &host_meta,
+    )?;
     wheels.push(ctx.written(&host, Role::Host)?);
     staged.push(host);
 
@@ -308,7 +307,10 @@ fn variants(
 fn rename(name: &str, info: &str, dist: &str, version: &str) -> String {
     let old = info.trim_end_matches(".dist-info/");
     for (from, to) in [
-        (format!("{old}.dist-info/"), format!("{dist}-{version}.dist-info/")),
+        (
+            format!("{old}.dist-info/"),
+            format!("{dist}-{version}.dist-info/"),
+        ),
         (format!("{old}.data/"), format!("{dist}-{version}.data/")),
     ] {
         if let Some(rest) = name.strip_prefix(&from) {
@@ -358,7 +360,8 @@ fn read(
             }
             if m.name.ends_with("/WHEEL") {
                 out.wheel_file = bytes.0;
-                out.items.push(HostItem::Raw(i, bytes.1, out.wheel_file.len() as u64));
+                out.items
+                    .push(HostItem::Raw(i, bytes.1, out.wheel_file.len() as u64));
                 continue;
             }
             out.metadata = String::from_utf8(bytes.0)
@@ -398,7 +401,10 @@ fn read(
     }
     progress.done();
     if out.metadata.is_empty() || out.wheel_file.is_empty() {
-        return Err(bad(input, format!("no {info}METADATA or {info}WHEEL in it")));
+        return Err(bad(
+            input,
+            format!("no {info}METADATA or {info}WHEEL in it"),
+        ));
     }
     Ok(out)
 }
