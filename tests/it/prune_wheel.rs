@@ -69,7 +69,7 @@ fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
     prune_with(args, input, out)
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
+pub(crate) fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
-use crate::prune_wheel::lib_wheel;
+use crate::prune_wheel::{lib_wheel, names_in};
 
 fn split(input: &Path, into: &Path) -> (i32, String) {
     let (code, _, err) = run(Command::new(fatpack_bin())
@@ -15,15 +15,6 @@ fn split(input: &Path, into: &Path) -> (i32, String) {
         .arg("--into")
         .arg(into));
     (code, err)
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// A library with device code for sm_80, sm_86, sm_90, sm_100 (and PTX), linked through
@@ -288,4 +279,46 @@ fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
         &[("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", "")],
     );
     assert_eq!(packs(&target), EVERY_PACK);
+}
+
+#[test]
+fn a_damaged_or_unpacked_wheel_is_refused_with_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lib = packed_library(d);
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let fat = lib_wheel(&src, &lib, "1.0");
+    // One byte of the library changed, RECORD kept: the member no longer matches it.
+    let bad = d.join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    let damaged = bad.join(fat.file_name().unwrap());
+    let (code, _, err) = run(Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, zipfile\n\
+         src, dst = sys.argv[1], sys.argv[2]\n\
+         with zipfile.ZipFile(src) as i, zipfile.ZipFile(dst, 'w') as o:\n\
+         \x20   for m in i.infolist():\n\
+         \x20       b = i.read(m)\n\
+         \x20       if m.filename.endswith('.so'): b = b[:-1] + bytes([b[-1] ^ 1])\n\
+         \x20       o.writestr(m, b)\n",
+        )
+        .arg(&fat)
+        .arg(&damaged));
+    assert_eq!(code, 0, "{err}");
+    let plain = d.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let unpacked = lib_wheel(&plain, &crate::prune_package::fat_library(d), "1.0");
+    for (input, why) in [
+        (&damaged, "does not match RECORD"),
+        (&unpacked, "no binary in it is packed"),
+    ] {
+        let out = d.join("out");
+        let (code, err) = split(input, &out);
+        assert_eq!(code, 1, "{err}");
+        assert!(err.contains(why) && err.contains("cutfix-1.0"), "{err}");
+        let left = std::fs::read_dir(&out).map(|r| r.count()).unwrap_or(0);
+        assert_eq!(left, 0, "{why}: files left in {}", out.display());
+    }
 }

@@ -141,20 +141,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
              --for makes per-GPU wheels of any build)",
         ));
     }
-    let name = metadata::metadata_name(&read.metadata)
-        .ok_or_else(|| bad(input, format!("{}METADATA has no Name: field", id.info())))?
-        .to_string();
-    metadata::project_name(&name)
-        .map_err(|why| bad(input, format!("METADATA's Name {name:?} is {why}; refused")))?;
-    if metadata::normalize(&name) != metadata::normalize(&id.dist) {
-        return Err(bad(
-            input,
-            format!(
-                "METADATA names {name:?}, its file name {:?}; refused",
-                id.dist
-            ),
-        ));
-    }
+    let name = project_name(input, &read.metadata, id)?;
     let version = &id.version;
     let labels: Vec<(PackKind, String)> =
         read.devices.keys().map(|&k| (k, pack_label(k))).collect();
@@ -170,15 +157,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     let mut wheels = Vec::new();
 
     // The host: extras naming each device wheel, and `all`.
-    let mut extras = Vec::new();
-    for (_, l) in &labels {
-        extras.push(format!("Provides-Extra: {l}"));
-        extras.push(format!("Requires-Dist: {}; extra == \"{l}\"", pin(l)));
-    }
-    extras.push("Provides-Extra: all".into());
-    for (_, l) in &labels {
-        extras.push(format!("Requires-Dist: {}; extra == \"all\"", pin(l)));
-    }
+    let extras = host_extras(&labels, &pin);
     let host_dist = format!("{}_host", id.dist);
     let host_meta = metadata::edit_metadata(&read.metadata, &format!("{name}-host"), &extras)
         .expect("the name was read from it");
@@ -192,20 +171,12 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     // A device wheel per pack kind.
     for (kind, label) in &labels {
         let dist = format!("{}_{label}", id.dist);
-        let path = file(&dist, None);
-        let meta = format!(
-            "Metadata-Version: 2.1\nName: {name}-{label}\nVersion: {version}\nSummary: {} device \
-             code of {name} {version}, installed beside {name}-host (fatpack split)\n\
-             Requires-Dist: {}\n",
-            kind.describe(),
-            pin("host")
-        );
-        let mut w = NewWheel::new(&ctx, &path)?;
-        for (member, spooled) in &read.devices[kind] {
-            let member = rename(member, &ctx.info, &dist, version);
-            w.file(&member, spooled, pack_options())?;
-        }
-        let w = ctx.finish(w, &dist, &meta, None)?;
+        let w = ctx.device(
+            &read.devices[kind],
+            &dist,
+            &file(&dist, None),
+            &device_metadata(&name, version, *kind, label),
+        )?;
         wheels.push(ctx.written(&w, Role::Device(label.clone()))?);
         staged.push(w);
     }
@@ -247,6 +218,49 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
         split: read.split,
         whole: read.whole,
     })
+}
+
+/// The project's name from its METADATA: a PEP 508 name that is the file name's.
+fn project_name(input: &Path, meta: &str, id: &wheel::WheelId) -> Result<String, PruneError> {
+    let name = metadata::metadata_name(meta)
+        .ok_or_else(|| bad(input, format!("{}METADATA has no Name: field", id.info())))?
+        .to_string();
+    metadata::project_name(&name)
+        .map_err(|why| bad(input, format!("METADATA's Name {name:?} is {why}; refused")))?;
+    if metadata::normalize(&name) != metadata::normalize(&id.dist) {
+        return Err(bad(
+            input,
+            format!(
+                "METADATA names {name:?}, its file name {:?}; refused",
+                id.dist
+            ),
+        ));
+    }
+    Ok(name)
+}
+
+/// The host's extra lines: one extra per device wheel (its label), and `all`.
+fn host_extras(labels: &[(PackKind, String)], pin: &dyn Fn(&str) -> String) -> Vec<String> {
+    let mut extras = Vec::new();
+    for (_, l) in labels {
+        extras.push(format!("Provides-Extra: {l}"));
+        extras.push(format!("Requires-Dist: {}; extra == \"{l}\"", pin(l)));
+    }
+    extras.push("Provides-Extra: all".into());
+    for (_, l) in labels {
+        extras.push(format!("Requires-Dist: {}; extra == \"all\"", pin(l)));
+    }
+    extras
+}
+
+/// A device wheel's METADATA: its name, the host's version, the host required.
+fn device_metadata(name: &str, version: &str, kind: PackKind, label: &str) -> String {
+    format!(
+        "Metadata-Version: 2.1\nName: {name}-{label}\nVersion: {version}\nSummary: {} device \
+         code of {name} {version}, installed beside {name}-host (fatpack split)\n\
+         Requires-Dist: {name}-host=={version}\n",
+        kind.describe(),
+    )
 }
 
 /// The variants of the project's wheel: for each set of pack kinds some GPU loads from,
@@ -499,6 +513,23 @@ impl Ctx<'_> {
             }
         }
         w.finish(&format!("{dist}-{}.dist-info/RECORD", self.version))
+    }
+
+    /// A device wheel: the packs (name in the wheel, spooled file), at the paths of their
+    /// binaries in distribution `dist`.
+    fn device(
+        &self,
+        packs: &[(String, PathBuf)],
+        dist: &str,
+        path: &Path,
+        meta: &str,
+    ) -> Result<Staged, PruneError> {
+        let mut w = NewWheel::new(self, path)?;
+        for (member, spooled) in packs {
+            let member = rename(member, &self.info, dist, self.version);
+            w.file(&member, spooled, pack_options())?;
+        }
+        self.finish(w, dist, meta, None)
     }
 
     /// A wheel of distribution `dist` finished with its own `.dist-info`: `meta` as its
