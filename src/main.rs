@@ -521,14 +521,20 @@ fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> 
             p.len
         );
     }
-    for (cap, packs) in &r.needs {
+    print_loads(&r.needs);
+    Ok(())
+}
+
+/// Split's lines saying, per compute capability, which packs (or device wheels) a GPU of
+/// it loads from.
+fn print_loads(loads: &[(u32, Vec<String>)]) {
+    for (cap, from) in loads {
         eprintln!(
             "fatpack split: a GPU of compute capability {} loads from {}",
             fatpack_format::select::capability_string(*cap),
-            packs.join(", ")
+            from.join(", ")
         );
     }
-    Ok(())
 }
 
 /// `fatpack split` of a wheel: the wheels written, and what each GPU installs.
@@ -557,13 +563,7 @@ fn split_wheel(input: &std::path::Path, into: &std::path::Path) -> anyhow::Resul
             w.len
         );
     }
-    for (cap, labels) in &r.loads {
-        eprintln!(
-            "fatpack split: a GPU of compute capability {} loads from {}",
-            fatpack_format::select::capability_string(*cap),
-            labels.join(", ")
-        );
-    }
+    print_loads(&r.loads);
     Ok(())
 }
 

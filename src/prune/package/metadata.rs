@@ -12,10 +12,10 @@ pub(super) fn debian_package(name: &str) -> Result<(), &'static str> {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+.-".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a Debian package name (policy 5.6.1: [a-z0-9][a-z0-9+.-]+)"),
-    }
+    verdict(
+        ok,
+        "not a Debian package name (policy 5.6.1: [a-z0-9][a-z0-9+.-]+)",
+    )
 }
 
 /// Debian policy 5.6.12: `[epoch:]upstream_version[-debian_revision]`; the epoch digits,
@@ -55,10 +55,30 @@ pub(super) fn debian_architecture(arch: &str) -> Result<(), &'static str> {
         && arch
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    verdict(
+        ok,
+        "not a Debian architecture (policy 5.6.8: one word of [a-z0-9-])",
+    )
+}
+
+/// `Ok` where `ok`, else why not.
+fn verdict(ok: bool, why: &'static str) -> Result<(), &'static str> {
     match ok {
         true => Ok(()),
-        false => Err("not a Debian architecture (policy 5.6.8: one word of [a-z0-9-])"),
+        false => Err(why),
     }
+}
+
+/// Every byte of `s` an ASCII letter, a digit or one of `extra`.
+fn alnum_or(s: &str, extra: &[u8]) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+}
+
+/// `s` starts and ends with an ASCII letter or digit (so it is not empty).
+fn alnum_ends(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// conda's package name (conda-build's and rattler's check): lowercase letters, digits and
@@ -69,35 +89,24 @@ pub(super) fn conda_name(name: &str) -> Result<(), &'static str> {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a conda package name ([a-z0-9_][a-z0-9_.-]*)"),
-    }
+    verdict(ok, "not a conda package name ([a-z0-9_][a-z0-9_.-]*)")
 }
 
 /// conda's version: `[A-Za-z0-9_.+!*]`, no `-` (it separates name, version and build in the
 /// file name) and no space.
 pub(super) fn conda_version(version: &str) -> Result<(), &'static str> {
-    let ok = !version.is_empty()
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.+!*".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a conda version ([A-Za-z0-9_.+!*], no '-')"),
-    }
+    verdict(
+        !version.is_empty() && alnum_or(version, b"_.+!*"),
+        "not a conda version ([A-Za-z0-9_.+!*], no '-')",
+    )
 }
 
 /// conda's build string: `[A-Za-z0-9_.+]`, no `-`.
 pub(super) fn conda_build(build: &str) -> Result<(), &'static str> {
-    let ok = !build.is_empty()
-        && build
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.+".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a conda build string ([A-Za-z0-9_.+], no '-')"),
-    }
+    verdict(
+        !build.is_empty() && alnum_or(build, b"_.+"),
+        "not a conda build string ([A-Za-z0-9_.+], no '-')",
+    )
 }
 
 /// The largest build number a variant may be given: a JSON integer every client reads
@@ -119,41 +128,28 @@ pub(super) fn conda_build_number(value: &serde_json::Value) -> Result<u64, &'sta
 /// `-` escaped to `_`): letters, digits, `_` and `.`, starting and ending with a letter or
 /// digit.
 pub(super) fn wheel_distribution(dist: &str) -> Result<(), &'static str> {
-    let ok = dist.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && dist.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && dist
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a wheel's distribution name (PEP 427: [A-Za-z0-9_.])"),
-    }
+    verdict(
+        alnum_ends(dist) && alnum_or(dist, b"_."),
+        "not a wheel's distribution name (PEP 427: [A-Za-z0-9_.])",
+    )
 }
 
 /// A wheel file name's version part (PEP 440 as PEP 427 writes it): letters, digits and
 /// `.+!_`, starting with a digit (or `v`).
 pub(super) fn wheel_version(version: &str) -> Result<(), &'static str> {
-    let ok = version.starts_with(|c: char| c.is_ascii_digit() || c == 'v')
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".+!_".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a wheel's version (PEP 440: [A-Za-z0-9.+!_])"),
-    }
+    verdict(
+        version.starts_with(|c: char| c.is_ascii_digit() || c == 'v') && alnum_or(version, b".+!_"),
+        "not a wheel's version (PEP 440: [A-Za-z0-9.+!_])",
+    )
 }
 
 /// A wheel file name's other parts (build tag, compatibility tags, PEP 825 label): letters,
 /// digits, `_` and `.`.
 pub(super) fn wheel_tag(tag: &str) -> Result<(), &'static str> {
-    let ok = !tag.is_empty()
-        && tag
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_.".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a wheel tag ([A-Za-z0-9_.])"),
-    }
+    verdict(
+        !tag.is_empty() && alnum_or(tag, b"_."),
+        "not a wheel tag ([A-Za-z0-9_.])",
+    )
 }
 
 /// A wheel file name's parts (distribution, version, then its tags and label), each
@@ -179,10 +175,7 @@ pub(super) fn plain_file_name(name: &str) -> Result<(), &'static str> {
         && name != ".."
         && !name.contains(['/', '\\', '\0'])
         && !name.chars().any(char::is_control);
-    match ok {
-        true => Ok(()),
-        false => Err("not a plain file name"),
-    }
+    verdict(ok, "not a plain file name")
 }
 
 /// PEP 503's normalized project name: `re.sub(r"[-_.]+", "-", name).lower()`.
@@ -200,15 +193,10 @@ pub(super) fn normalize(name: &str) -> String {
 
 /// A PEP 508 project name: ASCII letters and digits, with `-`, `_` and `.` inside.
 pub(super) fn project_name(name: &str) -> Result<(), &'static str> {
-    let ok = name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    match ok {
-        true => Ok(()),
-        false => Err("not a project name (PEP 508: [A-Za-z0-9._-])"),
-    }
+    verdict(
+        alnum_ends(name) && alnum_or(name, b"-_."),
+        "not a project name (PEP 508: [A-Za-z0-9._-])",
+    )
 }
 
 /// The end of a core metadata file's header: where its first empty line starts (the body,

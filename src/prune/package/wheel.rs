@@ -59,8 +59,7 @@ impl Member {
 struct Naming {
     /// `{dist}-{version}.dist-info/` of the input.
     old_info: String,
-    /// `(old prefix, new prefix)` for the `.dist-info/` and `.data/` folders.
-    renames: [(String, String); 2],
+    renames: Renames,
     version: String,
     new_version: String,
     /// A variant wheel: its label.
@@ -148,6 +147,33 @@ impl WheelId {
     }
 }
 
+/// Member names moved from a wheel's `.dist-info/` and `.data/` folders to those of
+/// `{dist}-{version}` (a new version, or a new distribution), so that what was in `platlib`
+/// stays in `platlib`; other names stay as they are.
+pub(super) struct Renames([(String, String); 2]);
+
+impl Renames {
+    pub fn new(from: &WheelId, dist: &str, version: &str) -> Self {
+        let old = format!("{}-{}", from.dist, from.version);
+        Renames([
+            (
+                format!("{old}.dist-info/"),
+                format!("{dist}-{version}.dist-info/"),
+            ),
+            (format!("{old}.data/"), format!("{dist}-{version}.data/")),
+        ])
+    }
+
+    pub fn apply(&self, n: &str) -> String {
+        for (old, new) in &self.0 {
+            if let Some(rest) = n.strip_prefix(old.as_str()) {
+                return format!("{new}{rest}");
+            }
+        }
+        n.to_string()
+    }
+}
+
 impl Naming {
     fn new(id: &WheelId, sel: &Selection, form: WheelForm) -> Self {
         let (dist, version, parts) = (id.dist.as_str(), id.version.as_str(), &id.tags);
@@ -163,16 +189,7 @@ impl Naming {
         file_name.push_str(".whl");
         Naming {
             old_info: format!("{dist}-{version}.dist-info/"),
-            renames: [
-                (
-                    format!("{dist}-{version}.dist-info/"),
-                    format!("{dist}-{new_version}.dist-info/"),
-                ),
-                (
-                    format!("{dist}-{version}.data/"),
-                    format!("{dist}-{new_version}.data/"),
-                ),
-            ],
+            renames: Renames::new(id, dist, &new_version),
             version: version.to_string(),
             new_version,
             label,
@@ -181,12 +198,7 @@ impl Naming {
     }
 
     fn rename(&self, n: &str) -> String {
-        for (old, new) in &self.renames {
-            if let Some(rest) = n.strip_prefix(old.as_str()) {
-                return format!("{new}{rest}");
-            }
-        }
-        n.to_string()
+        self.renames.apply(n)
     }
 
     fn rewritten(&self, name: &str) -> bool {

@@ -149,7 +149,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     let ctx = Ctx {
         input,
         outs: &outs,
-        info: id.info(),
+        id,
         version,
         wheel_file: &read.wheel_file,
     };
@@ -316,24 +316,6 @@ fn variants(
         .collect()
 }
 
-/// A member's name in a new distribution `dist`: the input's `.dist-info/` and `.data/`
-/// folders become the new one's, so that what was in `platlib` stays in `platlib`.
-fn rename(name: &str, info: &str, dist: &str, version: &str) -> String {
-    let old = info.trim_end_matches(".dist-info/");
-    for (from, to) in [
-        (
-            format!("{old}.dist-info/"),
-            format!("{dist}-{version}.dist-info/"),
-        ),
-        (format!("{old}.data/"), format!("{dist}-{version}.data/")),
-    ] {
-        if let Some(rest) = name.strip_prefix(&from) {
-            return format!("{to}{rest}");
-        }
-    }
-    name.to_string()
-}
-
 /// Streams every member through its check; packed binaries are split in `scratch`.
 fn read(
     input: &Path,
@@ -460,8 +442,8 @@ fn has_device_code(input: &Path, m: &Member, spool: &Path) -> Result<bool, Prune
 struct Ctx<'a> {
     input: &'a Path,
     outs: &'a Outputs,
-    /// The input's `.dist-info/`.
-    info: String,
+    /// The input's name, version and tags.
+    id: &'a wheel::WheelId,
     version: &'a str,
     /// The input's `WHEEL` (its tags are every output's).
     wheel_file: &'a [u8],
@@ -479,7 +461,8 @@ impl Ctx<'_> {
         meta: &str,
     ) -> Result<Staged, PruneError> {
         let mut w = NewWheel::new(self, path)?;
-        let new = |i: usize| rename(&members[i].name, &self.info, dist, self.version);
+        let renames = wheel::Renames::new(self.id, dist, self.version);
+        let new = |i: usize| renames.apply(&members[i].name);
         for item in &read.items {
             match item {
                 HostItem::Dir(i) => {
@@ -525,9 +508,9 @@ impl Ctx<'_> {
         meta: &str,
     ) -> Result<Staged, PruneError> {
         let mut w = NewWheel::new(self, path)?;
+        let renames = wheel::Renames::new(self.id, dist, self.version);
         for (member, spooled) in packs {
-            let member = rename(member, &self.info, dist, self.version);
-            w.file(&member, spooled, pack_options())?;
+            w.file(&renames.apply(member), spooled, pack_options())?;
         }
         self.finish(w, dist, meta, None)
     }
