@@ -25,8 +25,8 @@ pub use selection::{describe, parse_capabilities, Chosen, ForTargets, Selection}
 use error::io_at;
 pub use error::PruneError;
 pub use package::{
-    for_each_binary, index, variant, wheel_split, IndexReport, PackageFile, PackageKind, Relocate,
-    WheelForm, Written,
+    for_each_binary, index, variant, wheel_split, Effort, IndexReport, PackageFile, PackageKind,
+    Relocate, WheelForm, Written,
 };
 
 use std::collections::BTreeSet;
@@ -286,6 +286,8 @@ pub struct Options {
     pub wheel_form: WheelForm,
     /// A folder: paths to replace in every file and link (`--replace-path`).
     pub relocate: package::Relocate,
+    /// A conda or Debian package: how hard its rewritten archives are compressed.
+    pub compression: package::Effort,
 }
 
 /// Prune `input` into `output`, keeping only what `sel` selects. A folder or a wheel:
@@ -315,9 +317,11 @@ pub fn prune(
         }
         Some(PackageKind::Conda) => {
             let format = package::conda_format(input).expect("a conda package's name");
-            return package::prune_conda(input, format, output, sel, outs);
+            return package::prune_conda(input, format, output, sel, opts.compression, outs);
         }
-        Some(PackageKind::Deb) => return package::prune_deb(input, output, sel, outs),
+        Some(PackageKind::Deb) => {
+            return package::prune_deb(input, output, sel, opts.compression, outs)
+        }
         None => {}
     }
     let bytes = InputBytes::read(input, &opts.relocate)?;

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use fatpack_format::select::{capability_string, REAL_GPUS};
 
+use super::compress::{Codec, Effort};
 use super::tarball::{self, spool_tar, write_tar, Entry, Kind};
 use super::variant;
 use super::{add, metadata, names, prune_spooled, Written};
@@ -59,8 +60,6 @@ pub(in crate::prune) fn format_of(input: &Path) -> Option<Format> {
     }
 }
 
-/// zstd level of the inner archives: conda-build's and rattler-build's default.
-const ZSTD_LEVEL: i32 = 19;
 /// `info/*.json` are read whole; nothing larger is one.
 const SMALL: u64 = 64 << 20;
 
@@ -369,6 +368,7 @@ pub(in crate::prune) fn prune_conda(
     format: Format,
     output: &Path,
     sel: &Selection,
+    effort: Effort,
     mut outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let stem = conda_stem(input)?;
@@ -458,7 +458,7 @@ pub(in crate::prune) fn prune_conda(
     )?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
-    write_package(&pkg, format, &stem, &new_stem, &mut tmp, &dest)?;
+    write_package(&pkg, format, effort, &stem, &new_stem, &mut tmp, &dest)?;
     // What was written is read back from the file alone: the entries and manifests held
     // for writing go first (a package of 50,000 entries would hold them twice).
     drop((pkg, new_paths));
@@ -503,6 +503,7 @@ fn replace_json(
 fn write_package(
     pkg: &Spooled,
     format: Format,
+    effort: Effort,
     stem: &str,
     new_stem: &str,
     tmp: &mut Staged,
@@ -512,9 +513,10 @@ fn write_package(
     match format {
         Format::TarBz2 => {
             let file = std::io::BufWriter::new(tmp.as_file());
-            let mut bz = bzip2::write::BzEncoder::new(file, bzip2::Compression::best());
-            write_tar(&pkg.entries, |_| true, &mut bz).map_err(&io)?;
-            bz.finish().map_err(&io)?.flush().map_err(&io)?;
+            Codec::Bzip2
+                .encode(effort, file, |w| write_tar(&pkg.entries, |_| true, w))
+                .and_then(|mut w| w.flush())
+                .map_err(&io)?;
         }
         Format::Conda => {
             let file = tmp.named().as_file_mut();
@@ -534,10 +536,11 @@ fn write_package(
                 let info = name.starts_with("info-");
                 let new_name = name.replacen(stem, new_stem, 1);
                 zw.start_file(new_name.as_str(), opts).map_err(zerr)?;
-                let mut zst =
-                    zstd::stream::write::Encoder::new(&mut zw, ZSTD_LEVEL).map_err(&io)?;
-                write_tar(&pkg.entries, |e| e.info == info, &mut zst).map_err(&io)?;
-                zst.finish().map_err(&io)?;
+                Codec::Zstd
+                    .encode(effort, &mut zw, |w| {
+                        write_tar(&pkg.entries, |e| e.info == info, w)
+                    })
+                    .map_err(&io)?;
             }
             zw.finish().map_err(|e| bad(dest, e.to_string()))?;
         }

@@ -20,6 +20,7 @@ use std::path::Path;
 use fatpack_format::select::capability_string;
 use md5::Digest;
 
+use super::compress::{Codec, Effort};
 use super::tarball::{self, hex, spool_tar, write_tar, Entry, Kind};
 use super::variant;
 use super::{add, metadata, names, prune_spooled, Written};
@@ -36,63 +37,6 @@ fn bad(path: &Path, message: impl Into<String>) -> PruneError {
     PruneError::Package {
         path: path.to_path_buf(),
         message: message.into(),
-    }
-}
-
-/// How a member archive is compressed, from its name's suffix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Codec {
-    None,
-    Gzip,
-    Xz,
-    Zstd,
-}
-
-impl Codec {
-    fn of(name: &str, base: &str) -> Option<Codec> {
-        match name.strip_prefix(base)? {
-            "" => Some(Codec::None),
-            ".gz" => Some(Codec::Gzip),
-            ".xz" => Some(Codec::Xz),
-            ".zst" => Some(Codec::Zstd),
-            _ => None,
-        }
-    }
-
-    fn reader<'a>(self, r: impl Read + 'a) -> std::io::Result<Box<dyn Read + 'a>> {
-        Ok(match self {
-            Codec::None => Box::new(r),
-            Codec::Gzip => Box::new(flate2::read::GzDecoder::new(r)),
-            Codec::Xz => Box::new(liblzma::read::XzDecoder::new(r)),
-            Codec::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
-        })
-    }
-
-    /// Compresses `tar` (a file) into `to`, as dpkg-deb's defaults would: gzip 9, xz 6,
-    /// zstd 19 (a fixed level: the same bytes on every machine).
-    fn write(self, tar: &Path, to: &mut impl Write) -> std::io::Result<()> {
-        let mut from = BufReader::new(std::fs::File::open(tar)?);
-        match self {
-            Codec::None => {
-                std::io::copy(&mut from, to)?;
-            }
-            Codec::Gzip => {
-                let mut w = flate2::write::GzEncoder::new(to, flate2::Compression::best());
-                std::io::copy(&mut from, &mut w)?;
-                w.finish()?;
-            }
-            Codec::Xz => {
-                let mut w = liblzma::write::XzEncoder::new(to, 6);
-                std::io::copy(&mut from, &mut w)?;
-                w.finish()?;
-            }
-            Codec::Zstd => {
-                let mut w = zstd::stream::write::Encoder::new(to, 19)?;
-                std::io::copy(&mut from, &mut w)?;
-                w.finish()?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -148,13 +92,14 @@ fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
                 ));
             }
             debian_binary = Some(());
-        } else if let (Some(codec), None) = (Codec::of(&name, "control.tar"), &control) {
+        } else if let (Some(codec), None) = (Codec::of_deb_member(&name, "control.tar"), &control) {
             let mut entries = Vec::new();
             let r = codec.reader(&mut body).map_err(io_at(input))?;
             spool_tar(input, &name, r, true, scratch, &mut entries)?;
             control_codec = codec;
             control = Some(entries);
-        } else if let (Some(codec), Some(_), None) = (Codec::of(&name, "data.tar"), &control, &data)
+        } else if let (Some(codec), Some(_), None) =
+            (Codec::of_deb_member(&name, "data.tar"), &control, &data)
         {
             let mut entries = Vec::new();
             let r = codec.reader(&mut body).map_err(io_at(input))?;
@@ -381,6 +326,7 @@ pub(in crate::prune) fn prune_deb(
     input: &Path,
     output: &Path,
     sel: &Selection,
+    effort: Effort,
     mut outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
     let scratch = outs.scratch(output)?;
@@ -456,7 +402,7 @@ pub(in crate::prune) fn prune_deb(
     )?;
     outs.check(&dest)?;
     let mut tmp = outs.file(&dest)?;
-    write_deb(&pkg, scratch.path(), &mut tmp, &dest)?;
+    write_deb(&pkg, effort, scratch.path(), &mut tmp, &dest)?;
     // Read back from the file alone: the entries held for writing go first.
     drop(pkg);
     let back_scratch = outs.scratch(&dest)?;
@@ -496,6 +442,7 @@ fn set_file(
 
 fn write_deb(
     pkg: &Spooled,
+    effort: Effort,
     scratch: &Path,
     tmp: &mut Staged,
     dest: &Path,
@@ -525,22 +472,15 @@ fn write_deb(
         ("control.tar", &pkg.control, pkg.control_codec),
         ("data.tar", &pkg.data, pkg.data_codec),
     ] {
-        let tar = scratch.join(format!("{base}.plain"));
-        let file = std::fs::File::create(&tar).map_err(io_at(&tar))?;
-        write_tar(entries, |_| true, std::io::BufWriter::new(file)).map_err(io_at(&tar))?;
         let packed = scratch.join(base);
-        let mut w =
-            std::io::BufWriter::new(std::fs::File::create(&packed).map_err(io_at(&packed))?);
-        codec.write(&tar, &mut w).map_err(io_at(&packed))?;
-        w.flush().map_err(io_at(&packed))?;
-        drop(w);
-        let suffix = match codec {
-            Codec::None => "",
-            Codec::Gzip => ".gz",
-            Codec::Xz => ".xz",
-            Codec::Zstd => ".zst",
-        };
-        member(&format!("{base}{suffix}"), &packed).map_err(&io)?;
+        let file = std::fs::File::create(&packed).map_err(io_at(&packed))?;
+        codec
+            .encode(effort, std::io::BufWriter::new(file), |w| {
+                write_tar(entries, |_| true, w)
+            })
+            .and_then(|mut w| w.flush())
+            .map_err(io_at(&packed))?;
+        member(&format!("{base}{}", codec.deb_suffix()), &packed).map_err(&io)?;
     }
     out.flush().map_err(&io)?;
     Ok(())

@@ -15,6 +15,7 @@
 //! destination and renamed into place only once whole and read back; the input is never
 //! modified.
 
+mod compress;
 mod conda;
 mod deb;
 mod folder;
@@ -30,6 +31,7 @@ mod wheel;
 pub mod wheel_split;
 mod zip_layout;
 
+pub use compress::Effort;
 pub(super) use conda::{format_of as conda_format, prune_conda};
 pub(super) use deb::prune_deb;
 pub(super) use folder::prune_tree;
