@@ -114,6 +114,9 @@ enum Command {
         /// The folder to write the host binary and its packs into (made if missing).
         #[arg(long, value_name = "DIR")]
         into: PathBuf,
+        /// A conda package: how hard the packages written are compressed (as prune's).
+        #[arg(long, value_name = "fast|best", default_value = "fast", value_parser = parse_effort)]
+        compression: fatpack::prune::Effort,
     },
     /// Write package indexes for a fat wheel and its pruned variants
     ///
@@ -495,14 +498,27 @@ fn index(wheels: &std::path::Path, output: &std::path::Path) -> anyhow::Result<(
     Ok(())
 }
 
-fn split(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> {
+fn split(
+    input: &std::path::Path,
+    into: &std::path::Path,
+    compression: fatpack::prune::Effort,
+) -> anyhow::Result<()> {
     use fatpack::prune::PackageKind;
     match PackageKind::of(input) {
-        Some(PackageKind::Wheel) => return split_wheel(input, into),
-        Some(kind @ (PackageKind::Conda | PackageKind::Deb | PackageKind::Folder)) => {
+        Some(PackageKind::Wheel) => {
+            let r = fatpack::prune::wheel_split::split_wheel(input, into)?;
+            print_package_split(&r, true);
+            return Ok(());
+        }
+        Some(PackageKind::Conda) => {
+            let r = fatpack::prune::conda_split::split_conda(input, into, compression)?;
+            print_package_split(&r, false);
+            return Ok(());
+        }
+        Some(kind @ (PackageKind::Deb | PackageKind::Folder)) => {
             anyhow::bail!(
-                "{}: split takes a packed program or library, or a wheel; a {} is not split \
-                 yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
+                "{}: split takes a packed program or library, a wheel or a conda package; a {} \
+                 is not split yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
                 input.display(),
                 kind.name()
             )
@@ -549,25 +565,29 @@ fn print_loads(loads: &[(u32, Vec<String>)]) {
     }
 }
 
-/// `fatpack split` of a wheel: the wheels written, and what each GPU installs.
-fn split_wheel(input: &std::path::Path, into: &std::path::Path) -> anyhow::Result<()> {
-    use fatpack::prune::wheel_split::Role;
-    let r = fatpack::prune::wheel_split::split_wheel(input, into)?;
+/// `fatpack split` of a package: the packages written, and what each GPU installs.
+fn print_package_split(r: &fatpack::prune::package_split::PackageSplit, wheel: bool) {
+    use fatpack::prune::package_split::Role;
+    let what = if wheel { "wheel" } else { "package" };
     for m in &r.split {
         eprintln!("fatpack split: {m}: host part and packs");
     }
     for m in &r.whole {
         eprintln!(
-            "fatpack split: {m}: not packed, kept whole in the host wheel (its device code, every \
-             GPU's, inside it)"
+            "fatpack split: {m}: not packed, kept whole in the host {what} (its device code, \
+             every GPU's, inside it)"
         );
     }
-    for w in &r.wheels {
-        let role = match &w.role {
-            Role::All => "host and every device wheel: `pip install` of the project".to_string(),
-            Role::Variant(l) => format!("variant {l}: host and its GPUs' device wheels"),
-            Role::Host => "host: every file, packed binaries without their device code".into(),
-            Role::Device(l) => format!("device code, the host's extra [{l}]"),
+    for w in &r.packages {
+        let role = match (&w.role, wheel) {
+            (Role::All, true) => "host and every device wheel: `pip install` of the project".into(),
+            (Role::All, false) => {
+                "host and every device package: what installs where no GPU is named".into()
+            }
+            (Role::Variant(l), _) => format!("variant {l}: host and its GPUs' device {what}s"),
+            (Role::Host, _) => "host: every file, packed binaries without their device code".into(),
+            (Role::Device(l), true) => format!("device code, the host's extra [{l}]"),
+            (Role::Device(l), false) => format!("device code ({l})"),
         };
         eprintln!(
             "fatpack split: {}: {} bytes, {role}",
@@ -576,7 +596,6 @@ fn split_wheel(input: &std::path::Path, into: &std::path::Path) -> anyhow::Resul
         );
     }
     print_loads(&r.loads);
-    Ok(())
 }
 
 fn repack(
@@ -924,7 +943,11 @@ fn fatpack_main() -> Status {
             arch,
             fatbin,
         } => extract(&input, &output, arch.as_deref(), fatbin),
-        Command::Split { input, into } => split(&input, &into),
+        Command::Split {
+            input,
+            into,
+            compression,
+        } => split(&input, &into, compression),
         Command::Index { wheels, output } => index(&wheels, &output),
         Command::Repack {
             input,

@@ -36,6 +36,7 @@ mod runtime_nvcc;
 mod runtime_safety;
 mod runtime_shared;
 mod split;
+mod split_conda;
 mod split_wheel;
 mod walkthrough;
 mod writers;

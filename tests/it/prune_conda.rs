@@ -14,7 +14,7 @@ fn packages() -> PathBuf {
 }
 
 /// A venv with py-rattler and conda-package-handling.
-fn venv(dir: &Path) -> PathBuf {
+pub(crate) fn venv(dir: &Path) -> PathBuf {
     venv_with(
         dir,
         &["py-rattler==0.28.0", "conda-package-handling==2.6.0"],
@@ -22,7 +22,7 @@ fn venv(dir: &Path) -> PathBuf {
 }
 
 /// Writes a conda package from `spec` (tests/it/packages/make_conda.py says what it holds).
-fn make_conda(venv: &Path, dir: &Path, spec: serde_json::Value) -> PathBuf {
+pub(crate) fn make_conda(venv: &Path, dir: &Path, spec: serde_json::Value) -> PathBuf {
     let spec_file = dir.join("spec.json");
     std::fs::write(&spec_file, spec.to_string()).unwrap();
     let (code, out, err) = run(Command::new(venv.join("bin/python"))
@@ -39,7 +39,13 @@ fn prune(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
 
 /// The build py-rattler's solver picks for `specs` (`cutfix` first, `;` between specs) on a
 /// machine of `arch` (`-`: none).
-fn solve(venv: &Path, channel: &Path, specs: &str, arch: &str, install: Option<&Path>) -> String {
+pub(crate) fn solve(
+    venv: &Path,
+    channel: &Path,
+    specs: &str,
+    arch: &str,
+    install: Option<&Path>,
+) -> String {
     let mut c = Command::new(venv.join("bin/python"));
     c.arg(packages().join("solve_conda.py"))
         .arg(channel)

@@ -19,7 +19,7 @@ fn split(input: &Path, into: &Path) -> (i32, String) {
 
 /// A library with device code for sm_80, sm_86, sm_90, sm_100 (and PTX), linked through
 /// fatpack ld and packed.
-fn packed_library(dir: &Path) -> PathBuf {
+pub(crate) fn packed_library(dir: &Path) -> PathBuf {
     let mut objs = fixture_objs()[1..].to_vec();
     objs.extend(big_objects(dir, 3));
     let lib = dir.join("libcut.so");
@@ -43,7 +43,7 @@ fn split_wheel(d: &Path) -> (PathBuf, PathBuf, String) {
 
 /// What `fatpack inspect --for CAP` says of `lib`: the entries a GPU of capability `cap`
 /// loads (`module:arch`), and those of them whose pack is not installed.
-fn kept(lib: &Path, cap: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) fn kept(lib: &Path, cap: &str) -> (Vec<String>, Vec<String>) {
     let (code, out, err) = run(Command::new(fatpack_bin())
         .args(["inspect", "--json", "--for", cap])
         .arg(lib));

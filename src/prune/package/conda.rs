@@ -48,6 +48,16 @@ pub(in crate::prune) enum Format {
     TarBz2,
 }
 
+impl Format {
+    /// The file name's suffix.
+    pub(in crate::prune) fn suffix(self) -> &'static str {
+        match self {
+            Format::Conda => ".conda",
+            Format::TarBz2 => ".tar.bz2",
+        }
+    }
+}
+
 /// The format `input` is named as, if a conda package.
 pub(in crate::prune) fn format_of(input: &Path) -> Option<Format> {
     let name = input.file_name()?.to_str()?;
@@ -71,16 +81,21 @@ fn bad(path: &Path, message: impl Into<String>) -> PruneError {
 }
 
 /// The package, spooled.
-struct Spooled {
-    entries: Vec<Entry>,
+pub(super) struct Spooled {
+    pub entries: Vec<Entry>,
     /// `.conda`: the outer zip's members in order (name, bytes for `metadata.json`).
-    outer: Vec<String>,
-    metadata_json: Option<Vec<u8>>,
+    pub outer: Vec<String>,
+    pub metadata_json: Option<Vec<u8>>,
 }
 
 /// Spools the package `input` (`stem`: `{name}-{version}-{build}`, which names the inner
 /// archives of a `.conda`).
-fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spooled, PruneError> {
+pub(super) fn spool(
+    input: &Path,
+    stem: &str,
+    format: Format,
+    spool: &Path,
+) -> Result<Spooled, PruneError> {
     let file = std::fs::File::open(input).map_err(io_at(input))?;
     let mut entries = Vec::new();
     match format {
@@ -150,7 +165,7 @@ fn spool(input: &Path, stem: &str, format: Format, spool: &Path) -> Result<Spool
 }
 
 /// `{name}-{version}-{build}` from the file name.
-fn conda_stem(input: &Path) -> Result<String, PruneError> {
+pub(super) fn conda_stem(input: &Path) -> Result<String, PruneError> {
     let name = input
         .file_name()
         .and_then(|n| n.to_str())
@@ -176,7 +191,11 @@ pub(super) fn spool_binaries(
     tarball::binaries(spool(input, &stem, format, scratch)?.entries)
 }
 
-fn read_json(input: &Path, entries: &[Entry], name: &str) -> Result<serde_json::Value, PruneError> {
+pub(super) fn read_json(
+    input: &Path,
+    entries: &[Entry],
+    name: &str,
+) -> Result<serde_json::Value, PruneError> {
     let e = entries.iter().find(|e| e.name == name).ok_or_else(|| {
         bad(
             input,
@@ -199,7 +218,11 @@ fn read_json(input: &Path, entries: &[Entry], name: &str) -> Result<serde_json::
 
 /// Every entry outside `info/` against `paths.json`: listed, the same kind, sha256 and size;
 /// every line of `paths.json` present; no name twice; no link out of the prefix.
-fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(), PruneError> {
+pub(super) fn check(
+    input: &Path,
+    entries: &[Entry],
+    paths: &serde_json::Value,
+) -> Result<(), PruneError> {
     let listed = paths["paths"]
         .as_array()
         .ok_or_else(|| bad(input, "info/paths.json has no \"paths\" list"))?;
@@ -274,12 +297,16 @@ fn check(input: &Path, entries: &[Entry], paths: &serde_json::Value) -> Result<(
 /// What `index.json` says the package is, each field checked against conda's syntax and
 /// against the file name (`{name}-{version}-{build}`): the output's name and metadata are
 /// built from these alone.
-struct Identity {
-    build: String,
-    build_number: u64,
+pub(super) struct Identity {
+    pub build: String,
+    pub build_number: u64,
 }
 
-fn identity(input: &Path, index: &serde_json::Value, stem: &str) -> Result<Identity, PruneError> {
+pub(super) fn identity(
+    input: &Path,
+    index: &serde_json::Value,
+    stem: &str,
+) -> Result<Identity, PruneError> {
     let text = |key: &str| {
         index[key].as_str().ok_or_else(|| {
             bad(
@@ -328,11 +355,11 @@ fn identity(input: &Path, index: &serde_json::Value, stem: &str) -> Result<Ident
 /// The metapackage a variant depends on (see the module header).
 pub const CUDA_ARCH: &str = "cuda-arch";
 /// CEP 46's virtual package: the lowest compute capability of the machine's GPUs.
-const VIRTUAL: &str = "__cuda_arch";
+pub(super) const VIRTUAL: &str = "__cuda_arch";
 
 /// A dependency on a GPU's capability, direct or through the metapackage: a re-pruned
 /// variant's is replaced, never stacked.
-fn is_cuda_arch_dep(dep: &str) -> bool {
+pub(super) fn is_cuda_arch_dep(dep: &str) -> bool {
     let name = dep
         .split([' ', '=', '<', '>', '!'])
         .next()
@@ -445,11 +472,7 @@ pub(in crate::prune) fn prune_conda(
         )
     })?;
     let new_stem = format!("{old_tail}{new_build}");
-    let ext = match format {
-        Format::Conda => ".conda",
-        Format::TarBz2 => ".tar.bz2",
-    };
-    let file_name = format!("{new_stem}{ext}");
+    let file_name = format!("{new_stem}{}", format.suffix());
     let dest = super::destination(
         output,
         &file_name,
@@ -457,18 +480,8 @@ pub(in crate::prune) fn prune_conda(
         &mut outs,
     )?;
     outs.check(&dest)?;
-    let mut tmp = outs.file(&dest)?;
-    write_package(&pkg, format, effort, &stem, &new_stem, &mut tmp, &dest)?;
-    // What was written is read back from the file alone: the entries and manifests held
-    // for writing go first (a package of 50,000 entries would hold them twice).
-    drop((pkg, new_paths));
-    // Read back: the package spools again and checks against its own paths.json.
-    let back_scratch = outs.scratch(&dest)?;
-    let back = spool(tmp.path(), &new_stem, format, back_scratch.path())
-        .map_err(|e| bad(&dest, format!("does not read back: {e}")))?;
-    let back_paths = read_json(&dest, &back.entries, "info/paths.json")?;
-    check(&dest, &back.entries, &back_paths)?;
-    drop(back_scratch);
+    let tmp = write_checked(pkg, (format, effort), &stem, &new_stem, &outs, &dest)?;
+    drop(new_paths);
     tmp.permissions_of(input)?;
     drop(scratch);
     outs.commit(vec![tmp])?;
@@ -483,7 +496,7 @@ pub(in crate::prune) fn prune_conda(
 }
 
 /// Sets the spooled file `name` to `doc`, as conda-build writes it (sorted keys, 2 spaces).
-fn replace_json(
+pub(super) fn replace_json(
     entries: &mut [Entry],
     name: &str,
     doc: &serde_json::Value,
@@ -492,12 +505,47 @@ fn replace_json(
     let Some(e) = entries.iter_mut().find(|e| e.name == name) else {
         return Ok(());
     };
-    let mut text = serde_json::to_string_pretty(doc).expect("a JSON value serializes");
-    text.push('\n');
+    let text = pretty(doc);
     let at = scratch.join(format!("new-{}", name.replace('/', "-")));
     std::fs::write(&at, &text).map_err(io_at(&at))?;
     e.data = Some((at, String::new(), text.len() as u64));
     Ok(())
+}
+
+/// Writes `pkg` as the package `dest` (named `{new_stem}` and the format's suffix; its
+/// `.conda` parts were named after `stem`), then reads it back from the file alone, spooled
+/// again and checked against its own `paths.json` and `index.json`, before it may be
+/// committed. The entries held for writing go first (a package of 50,000 entries would
+/// hold them twice).
+pub(super) fn write_checked(
+    pkg: Spooled,
+    (format, effort): (Format, Effort),
+    stem: &str,
+    new_stem: &str,
+    outs: &Outputs,
+    dest: &Path,
+) -> Result<Staged, PruneError> {
+    let mut tmp = outs.file(dest)?;
+    write_package(&pkg, format, effort, stem, new_stem, &mut tmp, dest)?;
+    drop(pkg);
+    let back_scratch = outs.scratch(dest)?;
+    let back = spool(tmp.path(), new_stem, format, back_scratch.path())
+        .map_err(|e| bad(dest, format!("does not read back: {e}")))?;
+    let back_paths = read_json(dest, &back.entries, "info/paths.json")?;
+    check(dest, &back.entries, &back_paths)?;
+    identity(
+        dest,
+        &read_json(dest, &back.entries, "info/index.json")?,
+        new_stem,
+    )?;
+    Ok(tmp)
+}
+
+/// JSON as conda-build writes it (sorted keys, 2 spaces).
+pub(super) fn pretty(doc: &serde_json::Value) -> String {
+    let mut text = serde_json::to_string_pretty(doc).expect("a JSON value serializes");
+    text.push('\n');
+    text
 }
 
 fn write_package(

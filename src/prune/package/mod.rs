@@ -17,6 +17,7 @@
 
 mod compress;
 mod conda;
+pub mod conda_split;
 mod deb;
 mod folder;
 mod index;
@@ -25,6 +26,7 @@ mod metadata;
 mod names;
 mod record;
 mod sniff;
+pub mod split;
 mod tarball;
 pub mod variant;
 mod wheel;

@@ -41,6 +41,33 @@ pub(super) struct Entry {
     pub data: Option<(PathBuf, String, u64)>,
 }
 
+impl Entry {
+    /// A new regular file `name` whose bytes are in `path` (spooled or written by fatpack):
+    /// owner root, time 0, `mode`.
+    pub(super) fn new_file(
+        name: &str,
+        path: PathBuf,
+        info: bool,
+        mode: u32,
+    ) -> Result<Entry, PruneError> {
+        let (sha, len) = sha256_file(&path)?;
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(mode);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        Ok(Entry {
+            raw: name.to_string(),
+            name: name.to_string(),
+            header,
+            kind: Kind::File,
+            info,
+            data: Some((path, sha, len)),
+        })
+    }
+}
+
 pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -30,60 +30,17 @@ use fatpack_format::split::PackKind;
 
 use super::metadata;
 use super::record;
+use super::split::{pack_label, Found, PackageSplit, Role, SplitPackage};
 use super::variant;
 use super::wheel::{self, Member, Opened};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
 use crate::prune::PruneError;
 
-/// What one written wheel is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Role {
-    /// The project's own name: the host and every device wheel.
-    All,
-    /// A PEP 825 variant of it (its label): the host and the device wheels of its GPUs.
-    Variant(String),
-    Host,
-    /// The packs of one kind (its label, which is also the host's extra naming it).
-    Device(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct SplitWheel {
-    pub path: PathBuf,
-    pub role: Role,
-    pub len: u64,
-}
-
-/// What a wheel's split wrote.
-#[derive(Debug, Clone)]
-pub struct WheelSplit {
-    pub wheels: Vec<SplitWheel>,
-    /// Per compute capability that runs anything of the wheel: the device wheels (labels) it
-    /// loads from.
-    pub loads: Vec<(u32, Vec<String>)>,
-    /// Members split into a host part and packs.
-    pub split: Vec<String>,
-    /// Programs and libraries with device code that were not packed (kept whole, their code
-    /// inside them, in the host wheel).
-    pub whole: Vec<String>,
-}
-
 fn bad(path: &Path, message: impl Into<String>) -> PruneError {
     PruneError::Package {
         path: path.to_path_buf(),
         message: message.into(),
-    }
-}
-
-/// The label of a pack kind: the device wheel's name suffix and the host's extra.
-pub fn pack_label(kind: PackKind) -> String {
-    match kind {
-        PackKind::Sass(a) => format!("sm{a}"),
-        PackKind::Ptx(a) => format!("compute{a}"),
-        PackKind::Other => "other".into(),
-        PackKind::SassFamily(m) => format!("sm{m}x"),
-        PackKind::PtxFamily(m) => format!("compute{m}x"),
     }
 }
 
@@ -102,16 +59,13 @@ enum HostItem {
 /// and what each GPU loads.
 struct Read {
     items: Vec<HostItem>,
-    devices: BTreeMap<PackKind, Vec<(String, PathBuf)>>,
-    loads: BTreeMap<u32, BTreeSet<PackKind>>,
+    found: Found,
     metadata: String,
     wheel_file: Vec<u8>,
-    split: Vec<String>,
-    whole: Vec<String>,
 }
 
 /// Splits the wheel `input` into `into` (see the module's doc).
-pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> {
+pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError> {
     let mut outs = Outputs::new(&[input]);
     let Opened {
         mut zip,
@@ -134,17 +88,10 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     outs.folder(into)?;
     let scratch = outs.scratch(&all_path)?;
     let read = read(input, &mut zip, &members, id, &rec, scratch.path())?;
-    if read.devices.is_empty() {
-        return Err(bad(
-            input,
-            "no binary in it is packed: nothing to split into device wheels (fatpack prune \
-             --for makes per-GPU wheels of any build)",
-        ));
-    }
+    read.found.check_any(input, "wheel")?;
     let name = project_name(input, &read.metadata, id)?;
     let version = &id.version;
-    let labels: Vec<(PackKind, String)> =
-        read.devices.keys().map(|&k| (k, pack_label(k))).collect();
+    let labels = read.found.labels();
     let pin = |suffix: &str| format!("{name}-{suffix}=={version}");
     let ctx = Ctx {
         input,
@@ -172,7 +119,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     for (kind, label) in &labels {
         let dist = format!("{}_{label}", id.dist);
         let w = ctx.device(
-            &read.devices[kind],
+            &read.found.devices[kind],
             &dist,
             &file(&dist, None),
             &device_metadata(&name, version, *kind, label),
@@ -191,13 +138,13 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
         );
         lines
     };
-    let every: BTreeSet<PackKind> = read.devices.keys().copied().collect();
+    let every: BTreeSet<PackKind> = read.found.devices.keys().copied().collect();
     let meta = metadata::edit_metadata(&read.metadata, &name, &requires(&every))
         .expect("the name was read from it");
     let w = ctx.finish(NewWheel::new(&ctx, &all_path)?, &id.dist, &meta, None)?;
     wheels.push(ctx.written(&w, Role::All)?);
     staged.push(w);
-    for (label, set, values) in variants(&read.loads) {
+    for (label, set, values) in variants(&read.found.loads) {
         let meta = metadata::edit_metadata(&read.metadata, &name, &requires(&set))
             .expect("the name was read from it");
         let json = variant::variant_json(&label, &values);
@@ -208,15 +155,11 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<WheelSplit, PruneError> 
     }
     drop(scratch);
     outs.commit(staged)?;
-    Ok(WheelSplit {
-        wheels,
-        loads: read
-            .loads
-            .iter()
-            .map(|(&cap, set)| (cap, set.iter().map(|&k| pack_label(k)).collect()))
-            .collect(),
-        split: read.split,
-        whole: read.whole,
+    Ok(PackageSplit {
+        packages: wheels,
+        loads: read.found.loads_by_label(),
+        split: read.found.split,
+        whole: read.found.whole,
     })
 }
 
@@ -328,12 +271,9 @@ fn read(
     let info = id.info();
     let mut out = Read {
         items: Vec::new(),
-        devices: BTreeMap::new(),
-        loads: BTreeMap::new(),
+        found: Found::default(),
         metadata: String::new(),
         wheel_file: Vec::new(),
-        split: Vec::new(),
-        whole: Vec::new(),
     };
     let progress = crate::progress::Progress::new();
     for (i, m) in members.iter().enumerate() {
@@ -371,27 +311,12 @@ fn read(
             out.items.push(HostItem::Raw(i, digest, size));
             continue;
         }
-        match split_member(input, m, &spool, &scratch.join(format!("split-{i}")))? {
-            None => {
-                out.items.push(HostItem::Raw(i, digest, size));
-                if has_device_code(input, m, &spool)? {
-                    out.whole.push(m.name.clone());
-                }
-            }
-            Some(r) => {
-                for p in &r.packs {
-                    let member = format!("{}{}", m.name, p.kind.suffix());
-                    out.devices
-                        .entry(p.kind)
-                        .or_default()
-                        .push((member, p.path.clone()));
-                }
-                for (cap, kinds) in &r.loads {
-                    out.loads.entry(*cap).or_default().extend(kinds);
-                }
-                out.items.push(HostItem::Split(i, r.host.clone()));
-                out.split.push(m.name.clone());
-            }
+        match out
+            .found
+            .member(input, &m.name, &spool, &scratch.join(format!("split-{i}")))?
+        {
+            None => out.items.push(HostItem::Raw(i, digest, size)),
+            Some(host) => out.items.push(HostItem::Split(i, host)),
         }
         std::fs::remove_file(&spool).map_err(io_at(&spool))?;
     }
@@ -403,39 +328,6 @@ fn read(
         ));
     }
     Ok(out)
-}
-
-/// Splits one spooled member if it is a packed program or library; `None` for anything else
-/// (kept whole). Messages name the member, never the spool.
-fn split_member(
-    input: &Path,
-    m: &Member,
-    spool: &Path,
-    into: &Path,
-) -> Result<Option<crate::split::SplitReport>, PruneError> {
-    let data = crate::inputs::read_file(spool)?;
-    let kind = crate::inputs::classify(&data).0;
-    drop(data);
-    if !matches!(
-        kind,
-        crate::inputs::FileKind::Executable | crate::inputs::FileKind::SharedLibrary
-    ) {
-        return Ok(None);
-    }
-    std::fs::create_dir(into).map_err(io_at(into))?;
-    let shown = format!("{}!{}", input.display(), m.name);
-    let r = crate::split::split(spool, into).map_err(|e| {
-        let text = e.to_string().replace(&spool.display().to_string(), &shown);
-        bad(input, format!("member {}: {text}", m.name))
-    })?;
-    Ok((!r.unpacked).then_some(r))
-}
-
-/// Whether a spooled member that was not split has device code (reported: it stays whole).
-fn has_device_code(input: &Path, m: &Member, spool: &Path) -> Result<bool, PruneError> {
-    let data = crate::inputs::read_file(spool)?;
-    let shown = PathBuf::from(format!("{}!{}", input.display(), m.name));
-    super::has_device_code(&shown, &data)
 }
 
 /// What every wheel written shares.
@@ -545,9 +437,9 @@ impl Ctx<'_> {
         w.finish(&format!("{info}RECORD"))
     }
 
-    fn written(&self, s: &Staged, role: Role) -> Result<SplitWheel, PruneError> {
+    fn written(&self, s: &Staged, role: Role) -> Result<SplitPackage, PruneError> {
         let len = s.as_file().metadata().map_err(io_at(s.path()))?.len();
-        Ok(SplitWheel {
+        Ok(SplitPackage {
             path: s.dest().to_path_buf(),
             role,
             len,

@@ -1,7 +1,8 @@
 """Solves argv[2] (match specs joined by `;`; the first names the package whose build is
 printed) from the local channel argv[1] with py-rattler, on a machine whose `__cuda_arch`
 (CEP 46: the lowest compute capability of its GPUs) is argv[3] (`-` for a machine without
-the virtual package). With argv[4], installs the solution into that prefix (rattler checks
+the virtual package; `detect` for what py-rattler itself detects, which follows
+`CONDA_OVERRIDE_CUDA_ARCH` and `CONDA_OVERRIDE_CUDA` as conda does). With argv[4], installs the solution into that prefix (rattler checks
 each file as it links)."""
 import asyncio, os, pathlib, sys
 
@@ -15,7 +16,9 @@ def virtual(name, version):
         rattler.PackageName(name), rattler.Version(version), rattler.BuildString("0"))
 
 machine = [virtual("__unix", "0"), virtual("__linux", "6.1")]
-if arch != "-":
+if arch == "detect":
+    machine = rattler.VirtualPackage.detect(rattler.VirtualPackageOverrides.from_env())
+elif arch != "-":
     machine += [virtual("__cuda", "13.0"), virtual("__cuda_arch", arch)]
 
 async def main():

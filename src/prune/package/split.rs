@@ -1,0 +1,175 @@
+//! What `fatpack split` of a package shares across package kinds: the roles of the packages
+//! written, each packed binary split into its host part and packs ([`Found`]), the labels of
+//! the device packages, and which GPU loads from which.
+//!
+//! Every kind writes the same four roles: a host package (every file, packed binaries
+//! replaced by their host parts), one device package per pack kind (the packs, at the paths
+//! of their binaries, so that they install beside them), a package under the project's own
+//! name that requires the host and every device package (what is installed when nothing
+//! is named: it runs everywhere the fat package ran), and variants of that one requiring
+//! only what one set of GPUs loads, in whatever form the kind's installers select by.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use fatpack_format::split::PackKind;
+
+use crate::error::io_at;
+use crate::prune::PruneError;
+
+/// What one written package is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// The project's own name: the host and every device package.
+    All,
+    /// A variant of it (its label): the host and the device packages of its GPUs.
+    Variant(String),
+    Host,
+    /// The packs of one kind (its label, which is also the wheel host's extra naming it).
+    Device(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct SplitPackage {
+    pub path: PathBuf,
+    pub role: Role,
+    pub len: u64,
+}
+
+/// What a package's split wrote.
+#[derive(Debug, Clone)]
+pub struct PackageSplit {
+    pub packages: Vec<SplitPackage>,
+    /// Per compute capability that runs anything of the package: the device packages
+    /// (labels) it loads from.
+    pub loads: Vec<(u32, Vec<String>)>,
+    /// Members split into a host part and packs.
+    pub split: Vec<String>,
+    /// Programs and libraries with device code that were not packed (kept whole, their code
+    /// inside them, in the host package).
+    pub whole: Vec<String>,
+}
+
+/// The label of a pack kind: the device package's name suffix and the wheel host's extra.
+pub fn pack_label(kind: PackKind) -> String {
+    match kind {
+        PackKind::Sass(a) => format!("sm{a}"),
+        PackKind::Ptx(a) => format!("compute{a}"),
+        PackKind::Other => "other".into(),
+        PackKind::SassFamily(m) => format!("sm{m}x"),
+        PackKind::PtxFamily(m) => format!("compute{m}x"),
+    }
+}
+
+/// The packed binaries of one package, split as they are read.
+#[derive(Default)]
+pub(super) struct Found {
+    /// Per pack kind: (the pack's path in the package, its file).
+    pub devices: BTreeMap<PackKind, Vec<(String, PathBuf)>>,
+    /// Per compute capability: the pack kinds it loads from.
+    pub loads: BTreeMap<u32, BTreeSet<PackKind>>,
+    pub split: Vec<String>,
+    pub whole: Vec<String>,
+}
+
+impl Found {
+    /// Splits the member `name` of `input`, spooled at `spool`, into the new folder `into` if
+    /// it is a packed program or library: its host part's file, or `None` (kept whole;
+    /// noted if it has device code). Messages name the member, never the spool.
+    pub fn member(
+        &mut self,
+        input: &Path,
+        name: &str,
+        spool: &Path,
+        into: &Path,
+    ) -> Result<Option<PathBuf>, PruneError> {
+        let shown = PathBuf::from(format!("{}!{name}", input.display()));
+        let data = crate::inputs::read_file(spool)?;
+        let kind = crate::inputs::classify(&data).0;
+        if !matches!(
+            kind,
+            crate::inputs::FileKind::Executable | crate::inputs::FileKind::SharedLibrary
+        ) {
+            if super::has_device_code(&shown, &data)? {
+                self.whole.push(name.to_string());
+            }
+            return Ok(None);
+        }
+        drop(data);
+        std::fs::create_dir(into).map_err(io_at(into))?;
+        let r = crate::split::split(spool, into).map_err(|e| {
+            let text = e
+                .to_string()
+                .replace(&spool.display().to_string(), &shown.display().to_string());
+            PruneError::Package {
+                path: input.to_path_buf(),
+                message: format!("member {name}: {text}"),
+            }
+        })?;
+        if r.unpacked {
+            let data = crate::inputs::read_file(spool)?;
+            if super::has_device_code(&shown, &data)? {
+                self.whole.push(name.to_string());
+            }
+            return Ok(None);
+        }
+        for p in &r.packs {
+            let member = format!("{name}{}", p.kind.suffix());
+            self.devices
+                .entry(p.kind)
+                .or_default()
+                .push((member, p.path.clone()));
+        }
+        for (cap, kinds) in &r.loads {
+            self.loads.entry(*cap).or_default().extend(kinds);
+        }
+        self.split.push(name.to_string());
+        Ok(Some(r.host))
+    }
+
+    /// Refuses a package with nothing packed in it.
+    pub fn check_any(&self, input: &Path, kind: &str) -> Result<(), PruneError> {
+        if self.devices.is_empty() {
+            return Err(PruneError::Package {
+                path: input.to_path_buf(),
+                message: format!(
+                    "no binary in it is packed: nothing to split into device {kind}s (fatpack \
+                     prune --for makes per-GPU {kind}s of any build)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The device labels, in pack-kind order.
+    pub fn labels(&self) -> Vec<(PackKind, String)> {
+        self.devices.keys().map(|&k| (k, pack_label(k))).collect()
+    }
+
+    /// What each GPU loads, by label.
+    pub fn loads_by_label(&self) -> Vec<(u32, Vec<String>)> {
+        self.loads
+            .iter()
+            .map(|(&cap, set)| (cap, set.iter().map(|&k| pack_label(k)).collect()))
+            .collect()
+    }
+
+    /// Each distinct set of pack kinds some GPU loads from exactly, with the GPUs it serves
+    /// as the fat package did (those whose own set is inside it), for installers that match
+    /// the machine's GPU against exactly the GPUs a variant names (conda's `cuda-arch`).
+    /// A GPU's own set serves a subset of what any set serving it serves, so ranking
+    /// variants by fewer GPUs served picks each GPU's own.
+    pub fn exact_sets(&self) -> Vec<(BTreeSet<PackKind>, Vec<u32>)> {
+        let sets: BTreeSet<&BTreeSet<PackKind>> = self.loads.values().collect();
+        sets.into_iter()
+            .map(|set| {
+                let served = fatpack_format::select::REAL_GPUS
+                    .iter()
+                    .copied()
+                    .filter(|g| self.loads.get(g).is_some_and(|s| s.is_subset(set)))
+                    .collect();
+                (set.clone(), served)
+            })
+            .collect()
+    }
+}
