@@ -515,10 +515,15 @@ fn split(
             print_package_split(&r, false);
             return Ok(());
         }
-        Some(kind @ (PackageKind::Deb | PackageKind::Folder)) => {
+        Some(PackageKind::Deb) => {
+            let r = fatpack::prune::deb_split::split_deb(input, into, compression)?;
+            print_package_split(&r, false);
+            return Ok(());
+        }
+        Some(kind @ PackageKind::Folder) => {
             anyhow::bail!(
-                "{}: split takes a packed program or library, a wheel or a conda package; a {} \
-                 is not split yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
+                "{}: split takes a packed program or library, or a wheel, conda or Debian \
+                 package; a {} is not split yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
                 input.display(),
                 kind.name()
             )

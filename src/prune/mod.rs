@@ -24,9 +24,9 @@ pub use selection::{describe, parse_capabilities, Chosen, ForTargets, Selection}
 
 use error::io_at;
 pub use error::PruneError;
-pub use package::conda_split;
 /// `fatpack split` of a package: what every package kind's split shares.
 pub use package::split as package_split;
+pub use package::{conda_split, deb_split};
 pub use package::{
     for_each_binary, index, variant, wheel_split, Effort, IndexReport, PackageFile, PackageKind,
     Relocate, WheelForm, Written,

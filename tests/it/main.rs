@@ -37,6 +37,7 @@ mod runtime_safety;
 mod runtime_shared;
 mod split;
 mod split_conda;
+mod split_deb;
 mod split_wheel;
 mod walkthrough;
 mod writers;

@@ -12,7 +12,12 @@ use crate::prune_package::fat_library;
 /// Builds `libcut1_1.0-1_amd64.deb` (compressed with `z`: gzip, xz, zstd) in `dir` with
 /// dpkg-deb: the library, a symlink to it, a conffile; `md5sums` as dh_md5sums writes it,
 /// then passed through `tamper`.
-fn build_deb(dir: &Path, lib: &Path, z: &str, tamper: &dyn Fn(&str) -> String) -> PathBuf {
+pub(crate) fn build_deb(
+    dir: &Path,
+    lib: &Path,
+    z: &str,
+    tamper: &dyn Fn(&str) -> String,
+) -> PathBuf {
     let root = dir.join(format!("pkg-{z}"));
     let libdir = root.join("usr/lib/x86_64-linux-gnu");
     std::fs::create_dir_all(&libdir).unwrap();
@@ -51,7 +56,7 @@ fn prune(input: &Path, out: &Path) -> (i32, String) {
 }
 
 /// dpkg with its database in `root` (made empty on first use).
-fn dpkg(root: &Path, args: &[&str], deb: Option<&Path>) -> (i32, String, String) {
+pub(crate) fn dpkg(root: &Path, args: &[&str], deb: Option<&Path>) -> (i32, String, String) {
     let admin = root.join("var/lib/dpkg");
     if !admin.exists() {
         for d in ["info", "updates", "triggers"] {

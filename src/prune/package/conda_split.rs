@@ -21,7 +21,7 @@
 //! are committed together or none.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use fatpack_format::select::REAL_GPUS;
 use fatpack_format::split::PackKind;
@@ -87,7 +87,7 @@ pub fn split_conda(input: &Path, into: &Path, effort: Effort) -> Result<PackageS
     let labels = found.labels();
     for (kind, label) in &labels {
         done(
-            ctx.device(&found.devices[kind], *kind, label)?,
+            ctx.device(&found, *kind, label)?,
             Role::Device(label.clone()),
         )?;
     }
@@ -152,6 +152,7 @@ fn split_entries(
     progress.done();
     for e in entries.iter().filter(|e| !e.info) {
         if let tarball::Kind::HardLink(t) = &e.kind {
+            found.hard_link(&e.name, t);
             if let Some(line) = changed.get(t).cloned() {
                 changed.insert(e.name.clone(), line);
             }
@@ -205,16 +206,15 @@ impl Ctx<'_> {
         self.write(pkg, stem, &new_stem)
     }
 
-    /// A device package: the packs of `kind` at their binaries' paths.
-    fn device(
-        &self,
-        packs: &[(String, PathBuf)],
-        kind: PackKind,
-        label: &str,
-    ) -> Result<Staged, PruneError> {
+    /// A device package: the packs of `kind` (and their hard links) at their binaries'
+    /// paths.
+    fn device(&self, found: &Found, kind: PackKind, label: &str) -> Result<Staged, PruneError> {
         let mut files = Vec::new();
-        for (member, file) in packs {
+        for (member, file) in &found.devices[&kind] {
             files.push(Entry::new_file(member, file.clone(), false, 0o644)?);
+        }
+        for (alias, target) in found.links.get(&kind).into_iter().flatten() {
+            files.push(Entry::new_hard_link(alias, target, false));
         }
         let mut index = self.bare_index(&format!("{}-{label}", self.name), None);
         index["depends"] = serde_json::json!([self.pin("host")]);
@@ -277,7 +277,7 @@ impl Ctx<'_> {
         let lines: Vec<serde_json::Value> = files
             .iter()
             .map(|e| {
-                let (_, sha, len) = e.data.as_ref().expect("a new file has data");
+                let (_, sha, len) = tarball::bytes_of(&files, e).expect("a file or a link to one");
                 serde_json::json!({"_path": e.name, "path_type": "hardlink",
                     "sha256": sha, "size_in_bytes": len})
             })

@@ -47,16 +47,16 @@ const AR_SIZE_AT: usize = 48;
 const AR_SIZE_LEN: usize = 10;
 
 /// The package, spooled: each archive's entries, and their codecs (`debian-binary` checked).
-struct Spooled {
-    control: Vec<Entry>,
-    control_codec: Codec,
-    data: Vec<Entry>,
-    data_codec: Codec,
+pub(super) struct Spooled {
+    pub control: Vec<Entry>,
+    pub control_codec: Codec,
+    pub data: Vec<Entry>,
+    pub data_codec: Codec,
 }
 
 /// Reads the `.deb` `input`: an ar archive of `debian-binary`, `control.tar*`, `data.tar*`
 /// in that order (members starting with `_` may follow `debian-binary`, as dpkg allows).
-fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
+pub(super) fn spool(input: &Path, scratch: &Path) -> Result<Spooled, PruneError> {
     let mut f = BufReader::new(std::fs::File::open(input).map_err(io_at(input))?);
     let mut magic = [0u8; 8];
     f.read_exact(&mut magic)
@@ -135,7 +135,7 @@ pub(super) fn spool_binaries(
     tarball::binaries(spool(input, scratch)?.data)
 }
 
-fn control_file<'a>(
+pub(super) fn control_file<'a>(
     input: &Path,
     control: &'a [Entry],
     name: &str,
@@ -149,7 +149,7 @@ fn control_file<'a>(
     }
 }
 
-fn md5_file(path: &Path) -> Result<String, PruneError> {
+pub(super) fn md5_file(path: &Path) -> Result<String, PruneError> {
     let mut f = std::fs::File::open(path).map_err(io_at(path))?;
     let mut h = md5::Md5::new();
     std::io::copy(&mut f, &mut h).map_err(io_at(path))?;
@@ -158,7 +158,7 @@ fn md5_file(path: &Path) -> Result<String, PruneError> {
 
 /// Every regular file of the data archive against `md5sums` (conffiles aside), every line
 /// of it a file, no name twice.
-fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneError> {
+pub(super) fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneError> {
     // Absolute links are read against the root dpkg installs into (policy 10.5 asks for them
     // between top-level folders); relative ones must not climb above it.
     tarball::check_tree(input, &pkg.data, names::Absolute::FromRoot)?;
@@ -173,12 +173,17 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
             format!("control archive entry {} is a link; refused", e.name),
         ));
     }
-    let sums = control_file(input, &pkg.control, "md5sums")?.ok_or_else(|| {
-        bad(
+    let Some(sums) = control_file(input, &pkg.control, "md5sums")? else {
+        // A package without files (a metapackage) has nothing to vouch for; dh_md5sums
+        // writes no md5sums for it.
+        if pkg.data.iter().all(|e| e.kind == Kind::Dir) {
+            return Ok(BTreeMap::new());
+        }
+        return Err(bad(
             input,
             "no md5sums in its control archive: it cannot be checked; refused",
-        )
-    })?;
+        ));
+    };
     let text = std::fs::read_to_string(sums).map_err(|_| bad(input, "md5sums is not text"))?;
     let mut want: BTreeMap<String, String> = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -249,7 +254,7 @@ fn check(input: &Path, pkg: &Spooled) -> Result<BTreeMap<String, String>, PruneE
 }
 
 /// The control file's fields, in order (continuation lines kept with their field).
-fn fields(text: &str) -> Vec<(String, String)> {
+pub(super) fn fields(text: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for line in text.lines() {
         if line.starts_with([' ', '\t']) {
@@ -264,30 +269,25 @@ fn fields(text: &str) -> Vec<(String, String)> {
     out
 }
 
-fn field<'a>(f: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(f: &'a [(String, String)], name: &str) -> Option<&'a str> {
     f.iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.as_str())
 }
 
-/// The control file of the variant: renamed, providing, conflicting with and replacing the
-/// fat package, its size and the GPUs it serves set.
-fn variant_control(
+/// The package's name, version and architecture from its control fields, each checked
+/// against Debian's policy: they become part of output file names and control files.
+pub(super) fn identity(
     input: &Path,
-    text: &str,
-    suffix: &str,
-    installed_kib: u64,
-    claims: &[u32],
-) -> Result<(String, String, String, String), PruneError> {
-    let mut f = fields(text);
-    let name = field(&f, "Package")
+    f: &[(String, String)],
+) -> Result<(String, String, String), PruneError> {
+    let name = field(f, "Package")
         .ok_or_else(|| bad(input, "control has no Package"))?
         .to_string();
-    let version = field(&f, "Version")
+    let version = field(f, "Version")
         .ok_or_else(|| bad(input, "control has no Version"))?
         .to_string();
-    let arch = field(&f, "Architecture").unwrap_or("all").to_string();
-    // Each becomes part of the output's file name and of the variant's control file.
+    let arch = field(f, "Architecture").unwrap_or("all").to_string();
     for (what, value, check) in [
         ("Package", &name, metadata::debian_package as fn(&str) -> _),
         ("Version", &version, metadata::debian_version),
@@ -300,6 +300,26 @@ fn variant_control(
             )
         })?;
     }
+    Ok((name, version, arch))
+}
+
+/// A package's file name: `{name}_{version without epoch}_{arch}.deb`.
+pub(super) fn file_name(name: &str, version: &str, arch: &str) -> String {
+    let version_in_name = version.split_once(':').map_or(version, |(_, v)| v);
+    format!("{name}_{version_in_name}_{arch}.deb")
+}
+
+/// The control file of the variant: renamed, providing, conflicting with and replacing the
+/// fat package, its size and the GPUs it serves set.
+fn variant_control(
+    input: &Path,
+    text: &str,
+    suffix: &str,
+    installed_kib: u64,
+    claims: &[u32],
+) -> Result<(String, String, String, String), PruneError> {
+    let mut f = fields(text);
+    let (name, version, arch) = identity(input, &f)?;
     let new_name = format!("{name}-{suffix}");
     let provide = format!("{name} (= {version})");
     let gpus: Vec<String> = claims.iter().map(|c| capability_string(*c)).collect();
@@ -392,24 +412,14 @@ pub(in crate::prune) fn prune_deb(
         md5sums.as_bytes(),
         scratch.path(),
     )?;
-    let version_in_name = version.split_once(':').map_or(version.as_str(), |(_, v)| v);
-    let file_name = format!("{name}_{version_in_name}_{arch}.deb");
     let dest = super::destination(
         output,
-        &file_name,
+        &file_name(&name, &version, &arch),
         "its name, version and architecture",
         &mut outs,
     )?;
     outs.check(&dest)?;
-    let mut tmp = outs.file(&dest)?;
-    write_deb(&pkg, effort, scratch.path(), &mut tmp, &dest)?;
-    // Read back from the file alone: the entries held for writing go first.
-    drop(pkg);
-    let back_scratch = outs.scratch(&dest)?;
-    let back = spool(tmp.path(), back_scratch.path())
-        .map_err(|e| bad(&dest, format!("does not read back: {e}")))?;
-    check(&dest, &back)?;
-    drop(back_scratch);
+    let tmp = write_checked(pkg, effort, scratch.path(), &outs, &dest)?;
     tmp.permissions_of(input)?;
     drop(scratch);
     outs.commit(vec![tmp])?;
@@ -425,7 +435,27 @@ pub(in crate::prune) fn prune_deb(
     Ok(report)
 }
 
-fn set_file(
+/// Writes `pkg` as the package `dest`, then reads it back from the file alone, spooled again
+/// and checked against its own `md5sums`, before it may be committed. The entries held for
+/// writing go first.
+pub(super) fn write_checked(
+    pkg: Spooled,
+    effort: Effort,
+    scratch: &Path,
+    outs: &Outputs,
+    dest: &Path,
+) -> Result<Staged, PruneError> {
+    let mut tmp = outs.file(dest)?;
+    write_deb(&pkg, effort, scratch, &mut tmp, dest)?;
+    drop(pkg);
+    let back_scratch = outs.scratch(dest)?;
+    let back = spool(tmp.path(), back_scratch.path())
+        .map_err(|e| bad(dest, format!("does not read back: {e}")))?;
+    check(dest, &back)?;
+    Ok(tmp)
+}
+
+pub(super) fn set_file(
     entries: &mut [Entry],
     name: &str,
     bytes: &[u8],

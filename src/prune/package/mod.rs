@@ -19,6 +19,7 @@ mod compress;
 mod conda;
 pub mod conda_split;
 mod deb;
+pub mod deb_split;
 mod folder;
 mod index;
 mod members;

@@ -66,6 +66,11 @@ pub fn pack_label(kind: PackKind) -> String {
 pub(super) struct Found {
     /// Per pack kind: (the pack's path in the package, its file).
     pub devices: BTreeMap<PackKind, Vec<(String, PathBuf)>>,
+    /// Per pack kind: hard links to its packs (the pack's path under a second name of its
+    /// binary, the pack's own path). A package that installs a split binary under two
+    /// names (a tar hard link) gets its packs under both: the runtime looks beside the name
+    /// the binary was loaded by.
+    pub links: BTreeMap<PackKind, Vec<(String, String)>>,
     /// Per compute capability: the pack kinds it loads from.
     pub loads: BTreeMap<u32, BTreeSet<PackKind>>,
     pub split: Vec<String>,
@@ -125,6 +130,20 @@ impl Found {
         }
         self.split.push(name.to_string());
         Ok(Some(r.host))
+    }
+
+    /// Records `alias`, a hard link to the member `target`: if `target` was split, its packs
+    /// get `alias`'s name too.
+    pub fn hard_link(&mut self, alias: &str, target: &str) {
+        for (kind, packs) in &self.devices {
+            let pack = format!("{target}{}", kind.suffix());
+            if packs.iter().any(|(m, _)| *m == pack) {
+                self.links
+                    .entry(*kind)
+                    .or_default()
+                    .push((format!("{alias}{}", kind.suffix()), pack));
+            }
+        }
     }
 
     /// Refuses a package with nothing packed in it.

@@ -51,12 +51,7 @@ impl Entry {
         mode: u32,
     ) -> Result<Entry, PruneError> {
         let (sha, len) = sha256_file(&path)?;
-        let mut header = tar::Header::new_gnu();
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_mode(mode);
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
+        let header = fresh_header(tar::EntryType::Regular, mode);
         Ok(Entry {
             raw: name.to_string(),
             name: name.to_string(),
@@ -66,6 +61,45 @@ impl Entry {
             data: Some((path, sha, len)),
         })
     }
+
+    /// A new folder `name` (`.` for the root): owner root, time 0, 0755.
+    pub(super) fn new_dir(name: &str, info: bool) -> Entry {
+        let mut header = fresh_header(tar::EntryType::Directory, 0o755);
+        header.set_size(0);
+        Entry {
+            raw: match name {
+                "." => "./".to_string(),
+                _ => format!("{name}/"),
+            },
+            name: name.to_string(),
+            header,
+            kind: Kind::Dir,
+            info,
+            data: None,
+        }
+    }
+
+    /// A new hard link `name` to the file `target` written before it.
+    pub(super) fn new_hard_link(name: &str, target: &str, info: bool) -> Entry {
+        Entry {
+            raw: name.to_string(),
+            name: name.to_string(),
+            header: fresh_header(tar::EntryType::Link, 0o644),
+            kind: Kind::HardLink(target.to_string()),
+            info,
+            data: None,
+        }
+    }
+}
+
+fn fresh_header(kind: tar::EntryType, mode: u32) -> tar::Header {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(kind);
+    header.set_mode(mode);
+    header.set_mtime(0);
+    header.set_uid(0);
+    header.set_gid(0);
+    header
 }
 
 pub(super) fn hex(bytes: &[u8]) -> String {
