@@ -39,6 +39,12 @@
 //! | 12 | 4 | this pack's position in the manifest |
 //! | 16 | 32 | the store digest (the binary's) |
 //! | 48 | 16 | zero |
+//!
+//! Install hints `<binary>.fatpack-install` ([`HINT_SUFFIX`]): what `fatpack split` of a
+//! package (wheel, conda, deb) installs beside each split binary in its host package, so
+//! that a missing pack's error names the package that holds it and the command that
+//! installs it. UTF-8 text, one line per pack: `<pack suffix> TAB <package> TAB <command>`.
+//! Only words an error message; a missing or odd hint file changes nothing else.
 
 use crate::prelude::*;
 use crate::wire_layout;
@@ -377,9 +383,59 @@ pub fn check_pack(
     Ok(())
 }
 
+/// The install hint file's suffix after the binary's name.
+pub const HINT_SUFFIX: &str = ".fatpack-install";
+/// No hint file is read past this.
+pub const HINT_MAX: usize = 64 * 1024;
+
+/// One line of an install hint file; `None` if a field holds a tab or line break (a name
+/// no package format allows).
+pub fn hint_line(suffix: &str, package: &str, command: &str) -> Option<String> {
+    let plain = |f: &str| !f.is_empty() && !f.contains(['\t', '\n', '\r']);
+    (plain(suffix) && plain(package) && plain(command))
+        .then(|| format!("{suffix}\t{package}\t{command}\n"))
+}
+
+/// The (package, command) a hint file's `text` gives for the pack `suffix`, control
+/// characters dropped (the text ends up in a terminal).
+pub fn find_hint(text: &[u8], suffix: &str) -> Option<(String, String)> {
+    let text = core::str::from_utf8(text.get(..HINT_MAX.min(text.len()))?).ok()?;
+    let clean = |f: &str| f.chars().filter(|c| !c.is_control()).collect::<String>();
+    text.lines().find_map(|line| {
+        let mut f = line.split('\t');
+        let (s, p, c) = (f.next()?, f.next()?, f.next()?);
+        (s == suffix && f.next().is_none()).then(|| (clean(p), clean(c)))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hints_are_found_by_pack_suffix() {
+        let text = [
+            hint_line(
+                ".sm_90.fatpack",
+                "x-sm90",
+                "pip install 'x-host[sm90]==1.0'",
+            )
+            .unwrap(),
+            hint_line(".sm_80.fatpack", "x-sm80", "pip install x-sm80").unwrap(),
+        ]
+        .concat();
+        assert_eq!(
+            find_hint(text.as_bytes(), ".sm_90.fatpack"),
+            Some(("x-sm90".into(), "pip install 'x-host[sm90]==1.0'".into()))
+        );
+        assert_eq!(find_hint(text.as_bytes(), ".sm_75.fatpack"), None);
+        assert_eq!(hint_line(".sm_90.fatpack", "a\tb", "c"), None);
+        assert_eq!(
+            find_hint(b".sm_90.fatpack\tp\x1b[31m\tcmd", ".sm_90.fatpack"),
+            Some(("p[31m".into(), "cmd".into()))
+        );
+        assert_eq!(find_hint(b"\xff\xfe", ".sm_90.fatpack"), None);
+    }
 
     fn sample(skeleton: &[u8]) -> Manifest<'_> {
         Manifest {

@@ -214,6 +214,11 @@ fn a_split_conda_package_serves_every_gpu_through_py_rattler() {
     serves(&prefix, fat_lib, "9.0", "by hand");
     let (_, prefix) = install("host alone", "cutfix-host", "9.0", &[]);
     assert!(packs(&prefix).is_empty());
+    let hint = std::fs::read_to_string(prefix.join("lib/libcut.so.1.fatpack-install")).unwrap();
+    assert!(
+        hint.contains(".sm_90.fatpack\tcutfix-sm90\tconda install cutfix-sm90=1.0=h0_0\n"),
+        "{hint}"
+    );
     let (kept, missing) = kept(&prefix.join("lib/libcut.so.1"), "9.0");
     assert!(!kept.is_empty() && missing == kept, "{missing:?}");
 }

@@ -172,6 +172,15 @@ fn a_split_deb_installs_with_dpkg_for_every_gpu() {
     assert_eq!(code, 0, "{text}");
     let (kept, missing) = kept(&root.join(LIBDIR).join("libcut.so.1"), "9.0");
     assert!(!kept.is_empty() && missing == kept, "{missing:?}");
+    for name in ["libcut.so.1", "libcut.so.1.0"] {
+        let hint =
+            std::fs::read_to_string(root.join(LIBDIR).join(format!("{name}.fatpack-install")))
+                .unwrap();
+        assert!(
+            hint.contains(".sm_90.fatpack\tlibcut1-sm90\tapt install libcut1-sm90=1.0-1\n"),
+            "{hint}"
+        );
+    }
     let (code, _, text) = install(d, &out, "no devices", &[deb("-host"), deb("")]);
     assert_ne!(code, 0, "{text}");
     assert!(text.contains("libcut1-sm90"), "{text}");

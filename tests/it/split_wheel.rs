@@ -322,3 +322,55 @@ fn a_damaged_or_unpacked_wheel_is_refused_with_nothing_written() {
         assert_eq!(left, 0, "{why}: files left in {}", out.display());
     }
 }
+
+/// A program split in a wheel and installed without the device wheel its GPU needs: its
+/// error names that wheel and the command that installs it (the host wheel's install hint);
+/// with that wheel installed, it runs.
+#[test]
+fn a_missing_device_wheel_is_named_with_its_install_command() {
+    use crate::rt_harness::{build_app, run as run_app, StoreAt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let app = build_app(StoreAt::Mapped, None);
+    let src = d.join("src");
+    std::fs::create_dir(&src).unwrap();
+    // The program at the library's place in the wheel: split treats both alike.
+    let fat = lib_wheel(&src, &app.exe, "1.0");
+    let links = d.join("links");
+    let (code, err) = split(&fat, &links);
+    assert_eq!(code, 0, "{err}");
+    let venv = venv_with(d, &["pip>=25.3"]);
+    let install = |target: &Path, req: &str| {
+        let (code, _, err) = run(Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check", "--no-index"])
+            .arg("--find-links")
+            .arg(&links)
+            .arg("--target")
+            .arg(target)
+            .arg(req));
+        assert_eq!(code, 0, "{err}");
+        target.join("cutfix/libcut.so")
+    };
+    let exe = install(&d.join("host"), "cutfix-host");
+    let hint = std::fs::read_to_string(d.join("host/cutfix/libcut.so.fatpack-install")).unwrap();
+    assert!(
+        hint.contains(".sm_90.fatpack\tcutfix-sm90\tpip install 'cutfix-host[sm90]==1.0'\n"),
+        "{hint}"
+    );
+    let r = run_app(&exe, "launchA", Some("90"), &[]);
+    assert_ne!(r.out("launchA").as_deref(), Some("0"), "{}", r.stdout);
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("libcut.so.sm_90.fatpack"))
+        .unwrap_or_else(|| panic!("no line names the pack:\n{}", r.stderr));
+    assert!(
+        line.contains("compute capability 9.0")
+            && line.contains("it is in package cutfix-sm90: pip install 'cutfix-host[sm90]==1.0'"),
+        "{line}"
+    );
+    let exe = install(&d.join("with-sm90"), "cutfix-host[sm90]");
+    let r = run_app(&exe, "launchA", Some("90"), &[]);
+    r.assert_clean();
+    assert_eq!(r.out("launchA").as_deref(), Some("0"));
+}

@@ -373,6 +373,20 @@ fn load() -> Result<Image, String> {
     })
 }
 
+/// The package and the command that install the pack at `pack_path`, from the install hint
+/// file beside this binary (`fatpack split` of a package writes it into the host package),
+/// if there is one. Only for the message of a pack that is missing or unusable.
+pub(crate) fn install_hint(pack_path: &[u8]) -> Option<(String, String)> {
+    let split = SPLIT.get()?.as_ref().ok()?;
+    let pi = split.packs.iter().position(|p| p.path == pack_path)?;
+    let suffix = &split.manifest.packs[pi].suffix;
+    let object = pack_path.strip_suffix(suffix.as_bytes())?;
+    let mut hint = object.to_vec();
+    hint.extend_from_slice(split::HINT_SUFFIX.as_bytes());
+    let text = sys::read_file_max(&hint, split::HINT_MAX)?;
+    split::find_hint(&text, suffix)
+}
+
 impl Image {
     /// The stored bytes of one entry, unchecked: from the store itself, or from the pack that
     /// holds them (mapped and checked against the manifest at its first use), with that

@@ -395,6 +395,11 @@ pub(crate) fn map(fd: &Fd, path: &[u8]) -> Result<&'static [u8], String> {
 
 /// The whole contents of a (small, e.g. /proc) file; None if it cannot be read.
 pub(crate) fn read_file(path: &[u8]) -> Option<Vec<u8>> {
+    read_file_max(path, usize::MAX)
+}
+
+/// [`read_file`], stopping after `max` bytes.
+pub(crate) fn read_file_max(path: &[u8], max: usize) -> Option<Vec<u8>> {
     let c = c_path(path).ok()?;
     // SAFETY: a NUL-terminated path.
     let fd = unsafe { libc::open(c.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -405,6 +410,10 @@ pub(crate) fn read_file(path: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
+        if out.len() >= max {
+            out.truncate(max);
+            return Some(out);
+        }
         // SAFETY: reads into a valid buffer.
         let n = unsafe { libc::read(fd.0, buf.as_mut_ptr().cast(), buf.len()) };
         match n {

@@ -83,7 +83,12 @@ pub fn split_conda(input: &Path, into: &Path, effort: Effort) -> Result<PackageS
         Ok(())
     };
 
-    done(ctx.host(pkg, &stem, paths, &changed)?, Role::Host)?;
+    let hints = found.hints(&|label| {
+        let package = format!("{}-{label}", ctx.name);
+        let command = format!("conda install {package}={}={}", ctx.version, ctx.build);
+        (package, command)
+    });
+    done(ctx.host(pkg, &stem, paths, &changed, &hints)?, Role::Host)?;
     let labels = found.labels();
     for (kind, label) in &labels {
         done(
@@ -191,9 +196,25 @@ impl Ctx<'_> {
         stem: &str,
         mut paths: serde_json::Value,
         changed: &Changed,
+        hints: &[(String, String)],
     ) -> Result<Staged, PruneError> {
         let mut index = self.index.clone();
         index["name"] = serde_json::json!(format!("{}-host", self.name));
+        let dir = self.scratch.join("hints");
+        std::fs::create_dir(&dir).map_err(io_at(&dir))?;
+        let mut listed = Vec::new();
+        for (i, (at, text)) in hints.iter().enumerate() {
+            let file = dir.join(i.to_string());
+            std::fs::write(&file, text).map_err(io_at(&file))?;
+            let e = Entry::new_file(at, file, false, 0o644)?;
+            let (_, sha, len) = e.data.as_ref().expect("a new file has data");
+            listed.push(serde_json::json!({"_path": at, "path_type": "hardlink",
+                "sha256": sha, "size_in_bytes": len}));
+            pkg.entries.push(e);
+        }
+        if let Some(list) = paths["paths"].as_array_mut() {
+            list.extend(listed);
+        }
         for p in paths["paths"].as_array_mut().into_iter().flatten() {
             if let Some((sha, len)) = p["_path"].as_str().and_then(|n| changed.get(n)) {
                 p["sha256"] = serde_json::json!(sha);

@@ -107,7 +107,12 @@ pub fn split_deb(input: &Path, into: &Path, effort: Effort) -> Result<PackageSpl
         staged.push(s);
         Ok(())
     };
-    done(ctx.host(pkg, &sums)?, Role::Host)?;
+    let hints = found.hints(&|label| {
+        let package = format!("{name}-{label}");
+        let command = format!("apt install {package}={version}");
+        (package, command)
+    });
+    done(ctx.host(pkg, sums, &hints)?, Role::Host)?;
     let labels = found.labels();
     for (kind, label) in &labels {
         done(
@@ -170,8 +175,19 @@ impl Ctx<'_> {
     fn host(
         &self,
         mut pkg: Spooled,
-        sums: &BTreeMap<String, String>,
+        mut sums: BTreeMap<String, String>,
+        hints: &[(String, String)],
     ) -> Result<Staged, PruneError> {
+        let dir = self.scratch.join("hints");
+        std::fs::create_dir(&dir).map_err(io_at(&dir))?;
+        for (i, (at, text)) in hints.iter().enumerate() {
+            let file = dir.join(i.to_string());
+            std::fs::write(&file, text).map_err(io_at(&file))?;
+            sums.insert(at.clone(), deb::md5_file(&file)?);
+            let mut e = Entry::new_file(at, file, false, 0o644)?;
+            e.raw = format!("./{at}");
+            pkg.data.push(e);
+        }
         let earlier = format!("{} (<< {})", self.name, self.version);
         let relation = |key: &str| match deb::field(self.fields, key) {
             Some(old) => format!("{old}, {earlier}"),

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use fatpack_format::split::PackKind;
+use fatpack_format::split::{self, PackKind};
 
 use crate::error::io_at;
 use crate::prune::PruneError;
@@ -71,6 +71,8 @@ pub(super) struct Found {
     /// names (a tar hard link) gets its packs under both: the runtime looks beside the name
     /// the binary was loaded by.
     pub links: BTreeMap<PackKind, Vec<(String, String)>>,
+    /// Second names (hard links) of split members: (alias, member).
+    pub aliases: Vec<(String, String)>,
     /// Per compute capability: the pack kinds it loads from.
     pub loads: BTreeMap<u32, BTreeSet<PackKind>>,
     pub split: Vec<String>,
@@ -135,6 +137,9 @@ impl Found {
     /// Records `alias`, a hard link to the member `target`: if `target` was split, its packs
     /// get `alias`'s name too.
     pub fn hard_link(&mut self, alias: &str, target: &str) {
+        if self.split.iter().any(|s| s == target) {
+            self.aliases.push((alias.to_string(), target.to_string()));
+        }
         for (kind, packs) in &self.devices {
             let pack = format!("{target}{}", kind.suffix());
             if packs.iter().any(|(m, _)| *m == pack) {
@@ -144,6 +149,30 @@ impl Found {
                     .push((format!("{alias}{}", kind.suffix()), pack));
             }
         }
+    }
+
+    /// The install hint files of the host package ([`split::HINT_SUFFIX`]): (path in the
+    /// package, text) beside every split member and each of its second names, each pack's
+    /// line from `install(label)`: the package that holds it and the command that installs
+    /// it.
+    pub fn hints(&self, install: &dyn Fn(&str) -> (String, String)) -> Vec<(String, String)> {
+        let text_for = |member: &str| {
+            let mut text = String::new();
+            for (kind, packs) in &self.devices {
+                let suffix = kind.suffix();
+                if packs.iter().any(|(m, _)| *m == format!("{member}{suffix}")) {
+                    let (package, command) = install(&pack_label(*kind));
+                    text.extend(split::hint_line(&suffix, &package, &command));
+                }
+            }
+            text
+        };
+        let names = self.split.iter().map(|m| (m, m));
+        let aliases = self.aliases.iter().map(|(a, m)| (a, m));
+        names
+            .chain(aliases)
+            .map(|(at, member)| (format!("{at}{}", split::HINT_SUFFIX), text_for(member)))
+            .collect()
     }
 
     /// Refuses a package with nothing packed in it.

@@ -109,8 +109,20 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError
     let host_meta = metadata::edit_metadata(&read.metadata, &format!("{name}-host"), &extras)
         .expect("the name was read from it");
     let host_path = file(&host_dist, None);
+    // Beside each split binary: which wheel holds each of its packs, and how to get it.
+    let hints = read.found.hints(&|label| {
+        (
+            format!("{name}-{label}"),
+            format!("pip install '{name}-host[{label}]=={version}'"),
+        )
+    });
     let host = ctx.host(
-        &mut zip, &members, &read, &host_dist, &host_path, &host_meta,
+        &mut zip,
+        &members,
+        &read,
+        (&host_dist, &host_path),
+        &host_meta,
+        &hints,
     )?;
     wheels.push(ctx.written(&host, Role::Host)?);
     staged.push(host);
@@ -348,9 +360,9 @@ impl Ctx<'_> {
         zip: &mut wheel::Zip,
         members: &[Member],
         read: &Read,
-        dist: &str,
-        path: &Path,
+        (dist, path): (&str, &Path),
         meta: &str,
+        hints: &[(String, String)],
     ) -> Result<Staged, PruneError> {
         let mut w = NewWheel::new(self, path)?;
         let renames = wheel::Renames::new(self.id, dist, self.version);
@@ -386,6 +398,9 @@ impl Ctx<'_> {
                     w.bytes(&new(*i), meta.as_bytes(), opts)?;
                 }
             }
+        }
+        for (at, text) in hints {
+            w.bytes(&renames.apply(at), text.as_bytes(), wheel::small_options())?;
         }
         w.finish(&format!("{dist}-{}.dist-info/RECORD", self.version))
     }
