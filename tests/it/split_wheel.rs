@@ -135,7 +135,29 @@ fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
         .arg(&idx));
     assert_eq!(code, 0, "{err}");
     let index_url = format!("file://{}/simple", idx.display());
-    let venv = venv_with(d, &["pip>=25.3", "uv==0.13.10"]);
+    let venv = venv_with(d, &["pip>=25.3", "uv==0.13.10", "variantlib==0.2.2"]);
+    // variantlib, PEP 825's reference resolver, over the index's variants.json: the same
+    // pick as uv's on every GPU (the label names the device wheels it installs).
+    let variants_json = idx.join("files/cutfix-1.0-variants.json");
+    for (gpu, want) in [
+        ("50", "fat"),
+        ("61", "fat"),
+        ("70", "fat"),
+        ("75", "sm75"),
+        ("80", "sm80.sm86"),
+        ("86", "sm80.sm86"),
+        ("89", "sm80.sm86"),
+        ("90", "sm90"),
+        ("100", "compute90"),
+        ("120", "compute90"),
+        ("121", "compute90"),
+    ] {
+        assert_eq!(
+            crate::prune_wheel::resolve(&venv, &variants_json, gpu),
+            want,
+            "variantlib on {gpu}"
+        );
+    }
     let find_links = ["--no-index", "--find-links", links.to_str().unwrap()];
     let by_index = ["--index-url", index_url.as_str()];
     let install = |cell: &str, tool: &str, from: &[&str], reqs: &[&str], env: &[(&str, &str)]| {
