@@ -520,13 +520,10 @@ fn split(
             print_package_split(&r, false);
             return Ok(());
         }
-        Some(kind @ PackageKind::Folder) => {
-            anyhow::bail!(
-                "{}: split takes a packed program or library, or a wheel, conda or Debian \
-                 package; a {} is not split yet (split its binaries one by one, or `fatpack prune --for` it per GPU)",
-                input.display(),
-                kind.name()
-            )
+        Some(PackageKind::Folder) => {
+            let r = fatpack::prune::folder_split::split_folder(input, into)?;
+            print_package_split(&r, false);
+            return Ok(());
         }
         None => {}
     }

@@ -38,6 +38,7 @@ mod runtime_shared;
 mod split;
 mod split_conda;
 mod split_deb;
+mod split_folder;
 mod split_wheel;
 mod walkthrough;
 mod writers;

@@ -21,6 +21,7 @@ pub mod conda_split;
 mod deb;
 pub mod deb_split;
 mod folder;
+pub mod folder_split;
 mod index;
 mod members;
 mod metadata;
