@@ -51,6 +51,20 @@ pub(crate) fn build_deb(
     out
 }
 
+/// Builds `deb`: a package of no files that depends on `libcut1 (>= 1.0)` (as a program
+/// linked against it would), from the folder `root`.
+pub(crate) fn cutapp_deb(root: &Path, deb: &Path) {
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        "Package: cutapp\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\n\
+         Depends: libcut1 (>= 1.0)\nDescription: needs libcut1\n x\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(Command::new("dpkg-deb").arg("--build").arg(root).arg(deb));
+    assert_eq!(code, 0, "{err}");
+}
+
 fn prune(input: &Path, out: &Path) -> (i32, String) {
     prune_with(&["--for", "9.0"], input, out)
 }
@@ -123,20 +137,8 @@ fn a_deb_variant_installs_in_place_of_the_fat_package() {
         assert_eq!(code, 0, "{err}");
         let (code, _, err) = dpkg(&root, &["-i"], Some(&variant));
         assert_eq!(code, 0, "{err}");
-        let app = d.join(format!("app-{z}"));
-        std::fs::create_dir_all(app.join("DEBIAN")).unwrap();
-        std::fs::write(
-            app.join("DEBIAN/control"),
-            "Package: cutapp\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\n\
-             Depends: libcut1 (>= 1.0)\nDescription: needs libcut1\n x\n",
-        )
-        .unwrap();
         let app_deb = d.join(format!("cutapp-{z}.deb"));
-        let (code, _, err) = run(Command::new("dpkg-deb")
-            .arg("--build")
-            .arg(&app)
-            .arg(&app_deb));
-        assert_eq!(code, 0, "{err}");
+        cutapp_deb(&d.join(format!("app-{z}")), &app_deb);
         let (code, _, err) = dpkg(&root, &["-i"], Some(&app_deb));
         assert_eq!(code, 0, "{err}");
         let (_, status, _) = dpkg(&root, &["-l"], None);

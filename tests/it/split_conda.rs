@@ -8,16 +8,7 @@ use std::process::Command;
 
 use crate::common::*;
 use crate::prune_conda::{make_conda, solve, venv};
-use crate::split_wheel::{kept, packed_library};
-
-fn split(input: &Path, into: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("split")
-        .arg(input)
-        .arg("--into")
-        .arg(into));
-    (code, err)
-}
+use crate::split_wheel::{kept, packed_library, serves_lib};
 
 /// The packs installed beside the library in `prefix`, by the suffix after `libcut.so.1.`.
 fn packs(prefix: &Path) -> Vec<String> {
@@ -41,10 +32,7 @@ const EVERY_PACK: [&str; 5] = ["compute_90", "sm_75", "sm_80", "sm_86", "sm_90"]
 /// The invariant for one GPU: the library installed in `prefix` runs exactly the entries
 /// the fat library runs on a GPU of capability `cap`, every one of them installed.
 fn serves(prefix: &Path, fat_lib: &Path, cap: &str, cell: &str) {
-    let (want, _) = kept(fat_lib, cap);
-    let (got, missing) = kept(&prefix.join("lib/libcut.so.1"), cap);
-    assert_eq!(got, want, "{cell}: GPU {cap} runs other entries");
-    assert!(missing.is_empty(), "{cell}: GPU {cap} lacks {missing:?}");
+    serves_lib(&prefix.join("lib/libcut.so.1"), fat_lib, cap, cell);
 }
 
 /// A channel with conda-forge's `cuda-arch` metapackage for every capability of the matrix
@@ -80,7 +68,7 @@ fn channel(venv: &Path, d: &Path, lib: &Path, format: &str) -> (PathBuf, PathBuf
         serde_json::json!({"out": subdir, "format": format, "name": "libgcc",
             "version": "15.1.0", "build": "0", "files": []}),
     );
-    let (code, err) = split(&fat, &subdir);
+    let (code, err) = split_into(&fat, &subdir);
     assert_eq!(code, 0, "{err}");
     (channel, fat, err)
 }
@@ -124,7 +112,7 @@ fn a_split_conda_package_serves_every_gpu_through_py_rattler() {
     assert!(err.contains("cuda-arch >=8.6,<=8.9"), "{err}");
     // Same input, same bytes.
     let again = d.join("again");
-    assert_eq!(split(&fat, &again).0, 0);
+    assert_eq!(split_into(&fat, &again).0, 0);
     for n in &ours {
         assert!(
             std::fs::read(again.join(n)).unwrap() == std::fs::read(subdir.join(n)).unwrap(),
@@ -268,13 +256,13 @@ fn a_split_tar_bz2_package_installs_and_damage_is_refused() {
             // before anything is written; the input as it was.
             let folder = input.parent().unwrap();
             let before = std::fs::read(input).unwrap();
-            let (code, err) = split(input, folder);
+            let (code, err) = split_into(input, folder);
             assert_eq!(code, 1, "{err}");
             assert!(std::fs::read(input).unwrap() == before);
             assert_eq!(std::fs::read_dir(folder).unwrap().count(), 1, "{err}");
             continue;
         }
-        let (code, err) = split(input, &out);
+        let (code, err) = split_into(input, &out);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains(why) && err.contains("cutfix-1.0"), "{err}");
         let left = std::fs::read_dir(&out).map(|r| r.count()).unwrap_or(0);

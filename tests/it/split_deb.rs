@@ -7,20 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
-use crate::prune_deb::{build_deb, dpkg};
+use crate::prune_deb::{build_deb, cutapp_deb, dpkg};
 use crate::prune_wheel::names_in;
-use crate::split_wheel::{kept, packed_library};
+use crate::split_wheel::{kept, packed_library, serves_lib};
 
 const LIBDIR: &str = "usr/lib/x86_64-linux-gnu";
-
-fn split(input: &Path, into: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("split")
-        .arg(input)
-        .arg("--into")
-        .arg(into));
-    (code, err)
-}
 
 /// The packs installed beside `name` in `dir` (by the suffix after `name.`).
 fn packs(dir: &Path, name: &str) -> Vec<String> {
@@ -40,14 +31,8 @@ fn packs(dir: &Path, name: &str) -> Vec<String> {
 
 /// The invariant for one GPU, through both names dpkg installed the library under.
 fn serves(root: &Path, fat_lib: &Path, cap: &str, cell: &str) {
-    let (want, _) = kept(fat_lib, cap);
     for name in ["libcut.so.1", "libcut.so.1.0"] {
-        let (got, missing) = kept(&root.join(LIBDIR).join(name), cap);
-        assert_eq!(got, want, "{cell}: {name} on GPU {cap} runs other entries");
-        assert!(
-            missing.is_empty(),
-            "{cell}: {name} on GPU {cap} lacks {missing:?}"
-        );
+        serves_lib(&root.join(LIBDIR).join(name), fat_lib, cap, cell);
     }
 }
 
@@ -74,7 +59,7 @@ fn a_split_deb_installs_with_dpkg_for_every_gpu() {
     let lib = packed_library(d);
     let fat = build_deb(d, &lib, "xz", &|s| s.to_string());
     let out = d.join("out");
-    let (code, report) = split(&fat, &out);
+    let (code, report) = split_into(&fat, &out);
     assert_eq!(code, 0, "{report}");
     let deb = |p: &str| format!("libcut1{p}_1.0-1_amd64.deb");
     let labels = ["compute90", "sm75", "sm80", "sm86", "sm90"];
@@ -114,7 +99,7 @@ fn a_split_deb_installs_with_dpkg_for_every_gpu() {
     }
     // Same input, same bytes.
     let again = d.join("again");
-    assert_eq!(split(&fat, &again).0, 0);
+    assert_eq!(split_into(&fat, &again).0, 0);
     for n in &want {
         assert!(
             std::fs::read(again.join(n)).unwrap() == std::fs::read(out.join(n)).unwrap(),
@@ -124,19 +109,7 @@ fn a_split_deb_installs_with_dpkg_for_every_gpu() {
 
     // The package under the input's name, and one that depends on it: everything, for
     // every GPU, under both names of the library.
-    let app = d.join("app");
-    std::fs::create_dir_all(app.join("DEBIAN")).unwrap();
-    std::fs::write(
-        app.join("DEBIAN/control"),
-        "Package: cutapp\nVersion: 1\nArchitecture: all\nMaintainer: t <t@example.org>\n\
-         Depends: libcut1 (>= 1.0)\nDescription: needs libcut1\n x\n",
-    )
-    .unwrap();
-    let (code, _, err) = run(Command::new("dpkg-deb")
-        .arg("--build")
-        .arg(&app)
-        .arg(out.join("cutapp.deb")));
-    assert_eq!(code, 0, "{err}");
+    cutapp_deb(&d.join("app"), &out.join("cutapp.deb"));
     let mut everything = want.clone();
     everything.push("cutapp.deb".into());
     let (code, root, text) = install(d, &out, "everything", &everything);

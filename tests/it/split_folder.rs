@@ -4,16 +4,7 @@ use std::process::Command;
 
 use crate::common::*;
 use crate::prune_wheel::names_in;
-use crate::split_wheel::{kept, packed_library};
-
-fn split(input: &std::path::Path, into: &std::path::Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("split")
-        .arg(input)
-        .arg("--into")
-        .arg(into));
-    (code, err)
-}
+use crate::split_wheel::{packed_library, serves_lib};
 
 /// `fatpack split` of a folder (an installed prefix, a Nix output): `host/` and one folder
 /// per architecture; the host with one device folder copied over it serves that GPU as the
@@ -31,7 +22,7 @@ fn a_folder_splits_into_host_and_device_folders() {
     std::os::unix::fs::symlink("libcut.so.1", fat.join("lib/libcut.so")).unwrap();
     std::fs::write(fat.join("share/README"), "cutfix\n").unwrap();
     let out = d.join("split");
-    let (code, err) = split(&fat, &out);
+    let (code, err) = split_into(&fat, &out);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         names_in(&out),
@@ -61,14 +52,11 @@ fn a_folder_splits_into_host_and_device_folders() {
             .arg(&root));
         assert_eq!(code, 0, "{err}");
     }
-    let (want, _) = kept(&lib, "9.0");
     for name in ["libcut.so.1", "libcut.so.1.0"] {
-        let (got, missing) = kept(&root.join("lib").join(name), "9.0");
-        assert_eq!(got, want, "{name}");
-        assert!(missing.is_empty(), "{name}: {missing:?}");
+        serves_lib(&root.join("lib").join(name), &lib, "9.0", "host and sm90");
     }
     // Into a folder that exists: refused, nothing written.
-    let (code, err) = split(&fat, &out);
+    let (code, err) = split_into(&fat, &out);
     assert_eq!(code, 1, "{err}");
     assert_eq!(names_in(&out).len(), 6);
 }

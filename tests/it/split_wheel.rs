@@ -8,15 +8,6 @@ use std::process::Command;
 use crate::common::*;
 use crate::prune_wheel::{lib_wheel, names_in};
 
-fn split(input: &Path, into: &Path) -> (i32, String) {
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("split")
-        .arg(input)
-        .arg("--into")
-        .arg(into));
-    (code, err)
-}
-
 /// A library with device code for sm_80, sm_86, sm_90, sm_100 (and PTX), linked through
 /// fatpack ld and packed.
 pub(crate) fn packed_library(dir: &Path) -> PathBuf {
@@ -36,7 +27,7 @@ fn split_wheel(d: &Path) -> (PathBuf, PathBuf, String) {
     std::fs::create_dir(&src).unwrap();
     let fat = lib_wheel(&src, &lib, "1.0");
     let links = d.join("links");
-    let (code, err) = split(&fat, &links);
+    let (code, err) = split_into(&fat, &links);
     assert_eq!(code, 0, "{err}");
     (fat, links, err)
 }
@@ -77,10 +68,25 @@ const EVERY_PACK: [&str; 5] = ["compute_90", "sm_75", "sm_80", "sm_86", "sm_90"]
 /// The invariant, for one GPU: the library installed in `target` runs exactly the entries
 /// the fat library runs on a GPU of capability `cap`, every one of them installed.
 fn serves(target: &Path, fat_lib: &Path, cap: &str, cell: &str) {
+    serves_lib(&target.join("cutfix/libcut.so"), fat_lib, cap, cell);
+}
+
+/// The invariant for one GPU and one installed library `lib`: it runs exactly the entries
+/// the fat library runs on a GPU of capability `cap`, every one of them installed.
+pub(crate) fn serves_lib(lib: &Path, fat_lib: &Path, cap: &str, cell: &str) {
     let (want, _) = kept(fat_lib, cap);
-    let (got, missing) = kept(&target.join("cutfix/libcut.so"), cap);
-    assert_eq!(got, want, "{cell}: GPU {cap} runs other entries");
-    assert!(missing.is_empty(), "{cell}: GPU {cap} lacks {missing:?}");
+    let (got, missing) = kept(lib, cap);
+    assert_eq!(
+        got,
+        want,
+        "{cell}: {} on GPU {cap} runs other entries",
+        lib.display()
+    );
+    assert!(
+        missing.is_empty(),
+        "{cell}: {} on GPU {cap} lacks {missing:?}",
+        lib.display()
+    );
 }
 
 #[test]
@@ -112,7 +118,7 @@ fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
     );
     // Same input, same bytes.
     let again = d.join("again");
-    let (code, err) = split(&fat, &again);
+    let (code, err) = split_into(&fat, &again);
     assert_eq!(code, 0, "{err}");
     for n in names_in(&links) {
         assert_eq!(
@@ -337,7 +343,7 @@ fn a_damaged_or_unpacked_wheel_is_refused_with_nothing_written() {
         (&unpacked, "no binary in it is packed"),
     ] {
         let out = d.join("out");
-        let (code, err) = split(input, &out);
+        let (code, err) = split_into(input, &out);
         assert_eq!(code, 1, "{err}");
         assert!(err.contains(why) && err.contains("cutfix-1.0"), "{err}");
         let left = std::fs::read_dir(&out).map(|r| r.count()).unwrap_or(0);
@@ -359,7 +365,7 @@ fn a_missing_device_wheel_is_named_with_its_install_command() {
     // The program at the library's place in the wheel: split treats both alike.
     let fat = lib_wheel(&src, &app.exe, "1.0");
     let links = d.join("links");
-    let (code, err) = split(&fat, &links);
+    let (code, err) = split_into(&fat, &links);
     assert_eq!(code, 0, "{err}");
     let venv = venv_with(d, &["pip>=25.3"]);
     let install = |target: &Path, req: &str| {

@@ -28,7 +28,7 @@ use fatpack_format::split::PackKind;
 
 use super::compress::Effort;
 use super::conda::{self, Format, Spooled, CUDA_ARCH, VIRTUAL};
-use super::split::{pack_label, Found, PackageSplit, Role, SplitPackage};
+use super::split::{pack_label, Found, PackageSplit, Role, Written};
 use super::tarball::{self, Entry};
 use super::variant;
 use crate::commit::{Outputs, Staged};
@@ -70,34 +70,23 @@ pub fn split_conda(input: &Path, into: &Path, effort: Effort) -> Result<PackageS
         index: &index,
         metadata_json: pkg.metadata_json.clone(),
     };
-    let mut staged = Vec::new();
-    let mut packages = Vec::new();
-    let mut done = |s: Staged, role: Role| -> Result<(), PruneError> {
-        let len = s.as_file().metadata().map_err(io_at(s.path()))?.len();
-        packages.push(SplitPackage {
-            path: s.dest().to_path_buf(),
-            role,
-            len,
-        });
-        staged.push(s);
-        Ok(())
-    };
+    let mut written = Written::default();
 
     let hints = found.hints(&|label| {
         let package = format!("{}-{label}", ctx.name);
         let command = format!("conda install {package}={}={}", ctx.version, ctx.build);
         (package, command)
     });
-    done(ctx.host(pkg, &stem, paths, &changed, &hints)?, Role::Host)?;
+    written.add(ctx.host(pkg, &stem, paths, &changed, &hints)?, Role::Host)?;
     let labels = found.labels();
     for (kind, label) in &labels {
-        done(
+        written.add(
             ctx.device(&found, *kind, label)?,
             Role::Device(label.clone()),
         )?;
     }
     let every: Vec<&str> = labels.iter().map(|(_, l)| l.as_str()).collect();
-    done(ctx.selector(&every, None, build_number)?, Role::All)?;
+    written.add(ctx.selector(&every, None, build_number)?, Role::All)?;
     for (set, served) in found.exact_sets() {
         if set.len() == labels.len() {
             // What the package under the project's name gives every machine already.
@@ -108,19 +97,13 @@ pub fn split_conda(input: &Path, into: &Path, effort: Effort) -> Result<PackageS
         let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
         let bump = 1 + (REAL_GPUS.len() - served.len()) as u64;
         let spec = format!("{CUDA_ARCH} {}", conda::cuda_arch_spec(&served));
-        done(
+        written.add(
             ctx.selector(&refs, Some((&label, &spec)), build_number + bump)?,
             Role::Variant(format!("{label} (depends on {spec})")),
         )?;
     }
     drop(scratch);
-    outs.commit(staged)?;
-    Ok(PackageSplit {
-        packages,
-        loads: found.loads_by_label(),
-        split: found.split,
-        whole: found.whole,
-    })
+    written.commit(outs, found)
 }
 
 /// Per changed file: its new sha256 and size.

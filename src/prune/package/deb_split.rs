@@ -26,7 +26,7 @@ use fatpack_format::split::PackKind;
 
 use super::compress::{Codec, Effort};
 use super::deb::{self, Spooled};
-use super::split::{Found, PackageSplit, Role, SplitPackage};
+use super::split::{Found, PackageSplit, Role, Written};
 use super::tarball::{Entry, Kind};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
@@ -95,41 +95,24 @@ pub fn split_deb(input: &Path, into: &Path, effort: Effort) -> Result<PackageSpl
         version: &version,
         arch: &arch,
     };
-    let mut staged = Vec::new();
-    let mut packages = Vec::new();
-    let mut done = |s: Staged, role: Role| -> Result<(), PruneError> {
-        let len = s.as_file().metadata().map_err(io_at(s.path()))?.len();
-        packages.push(SplitPackage {
-            path: s.dest().to_path_buf(),
-            role,
-            len,
-        });
-        staged.push(s);
-        Ok(())
-    };
+    let mut written = Written::default();
     let hints = found.hints(&|label| {
         let package = format!("{name}-{label}");
         let command = format!("apt install {package}={version}");
         (package, command)
     });
-    done(ctx.host(pkg, sums, &hints)?, Role::Host)?;
+    written.add(ctx.host(pkg, sums, &hints)?, Role::Host)?;
     let labels = found.labels();
     for (kind, label) in &labels {
-        done(
+        written.add(
             ctx.device(&found, *kind, label)?,
             Role::Device(label.clone()),
         )?;
     }
     let every: Vec<&str> = labels.iter().map(|(_, l)| l.as_str()).collect();
-    done(ctx.all(&every)?, Role::All)?;
+    written.add(ctx.all(&every)?, Role::All)?;
     drop(scratch);
-    outs.commit(staged)?;
-    Ok(PackageSplit {
-        packages,
-        loads: found.loads_by_label(),
-        split: found.split,
-        whole: found.whole,
-    })
+    written.commit(outs, found)
 }
 
 /// What every package written shares.

@@ -117,6 +117,41 @@ pub(in crate::prune) fn prune_tree(
     Ok(report)
 }
 
+/// Copies the tree `dir` into the folder `to`: folders made, with their modes; symlinks
+/// made as symlinks, their targets through `link`; each regular file handed to `file`
+/// (source, destination, metadata). Anything else is refused. Entries in name order.
+pub(super) fn copy_tree(
+    dir: &Path,
+    to: &Path,
+    link: &dyn Fn(PathBuf) -> PathBuf,
+    file: &mut dyn FnMut(&Path, &Path, &std::fs::Metadata) -> Result<(), PruneError>,
+) -> Result<(), PruneError> {
+    for e in super::sorted_entries(dir)? {
+        let from = e.path();
+        let dest = to.join(e.file_name());
+        let meta = from.symlink_metadata().map_err(io_at(&from))?;
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let target = link(std::fs::read_link(&from).map_err(io_at(&from))?);
+            std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
+        } else if kind.is_dir() {
+            std::fs::create_dir(&dest).map_err(io_at(&dest))?;
+            copy_tree(&from, &dest, link, file)?;
+            std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
+        } else if kind.is_file() {
+            file(&from, &dest, &meta)?;
+        } else {
+            return Err(PruneError::Package {
+                path: from,
+                message: "neither a file, a folder nor a symlink (a device, socket or FIFO \
+                          has no place in a package)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
 struct Copy<'a> {
     root: &'a Path,
     sel: &'a Selection,
@@ -133,37 +168,19 @@ struct Copy<'a> {
 
 impl Copy<'_> {
     fn tree(&mut self, dir: &Path, to: &Path) -> Result<(), PruneError> {
-        for e in super::sorted_entries(dir)? {
-            let from = e.path();
-            let dest = to.join(e.file_name());
-            let meta = from.symlink_metadata().map_err(io_at(&from))?;
-            let kind = meta.file_type();
-            if kind.is_symlink() {
-                let target = std::fs::read_link(&from).map_err(io_at(&from))?;
-                use std::os::unix::ffi::OsStringExt;
-                let mut bytes = target.into_os_string().into_vec();
-                self.relocate.apply(&mut bytes);
-                let target = std::ffi::OsString::from_vec(bytes);
-                std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
-            } else if kind.is_dir() {
-                std::fs::create_dir(&dest).map_err(io_at(&dest))?;
-                self.tree(&from, &dest)?;
-                std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
-            } else if kind.is_file() {
-                if self.written.contains(&dest) {
-                    continue;
-                }
-                self.file(&from, &dest, &meta)?;
-            } else {
-                return Err(PruneError::Package {
-                    path: from,
-                    message: "neither a file, a folder nor a symlink (a device, socket or \
-                              FIFO has no place in a package)"
-                        .into(),
-                });
+        let relocate = self.relocate;
+        let link = |target: PathBuf| {
+            use std::os::unix::ffi::OsStringExt;
+            let mut bytes = target.into_os_string().into_vec();
+            relocate.apply(&mut bytes);
+            PathBuf::from(std::ffi::OsString::from_vec(bytes))
+        };
+        copy_tree(dir, to, &link, &mut |from, dest, meta| {
+            if self.written.contains(dest) {
+                return Ok(());
             }
-        }
-        Ok(())
+            self.file(from, dest, meta)
+        })
     }
 
     fn file(

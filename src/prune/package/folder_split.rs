@@ -128,30 +128,9 @@ impl Walk<'_> {
     }
 
     fn tree(&mut self, dir: &Path, to: &Path) -> Result<(), PruneError> {
-        for e in super::sorted_entries(dir)? {
-            let from = e.path();
-            let dest = to.join(e.file_name());
-            let meta = from.symlink_metadata().map_err(io_at(&from))?;
-            let kind = meta.file_type();
-            if kind.is_symlink() {
-                let target = std::fs::read_link(&from).map_err(io_at(&from))?;
-                std::os::unix::fs::symlink(&target, &dest).map_err(io_at(&dest))?;
-            } else if kind.is_dir() {
-                std::fs::create_dir(&dest).map_err(io_at(&dest))?;
-                self.tree(&from, &dest)?;
-                std::fs::set_permissions(&dest, meta.permissions()).map_err(io_at(&dest))?;
-            } else if kind.is_file() {
-                self.file(&from, &dest, &meta)?;
-            } else {
-                return Err(PruneError::Package {
-                    path: from,
-                    message: "neither a file, a folder nor a symlink (a device, socket or \
-                              FIFO has no place in a package)"
-                        .into(),
-                });
-            }
-        }
-        Ok(())
+        super::folder::copy_tree(dir, to, &|t| t, &mut |from, dest, meta| {
+            self.file(from, dest, meta)
+        })
     }
 
     fn file(

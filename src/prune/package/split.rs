@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use fatpack_format::split::{self, PackKind};
 
+use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
 use crate::prune::PruneError;
 
@@ -48,6 +49,37 @@ pub struct PackageSplit {
     /// Programs and libraries with device code that were not packed (kept whole, their code
     /// inside them, in the host package).
     pub whole: Vec<String>,
+}
+
+/// The packages of one split as they are written: staged for one commit, and listed.
+#[derive(Default)]
+pub(super) struct Written {
+    staged: Vec<Staged>,
+    packages: Vec<SplitPackage>,
+}
+
+impl Written {
+    pub fn add(&mut self, s: Staged, role: Role) -> Result<(), PruneError> {
+        let len = s.as_file().metadata().map_err(io_at(s.path()))?.len();
+        self.packages.push(SplitPackage {
+            path: s.dest().to_path_buf(),
+            role,
+            len,
+        });
+        self.staged.push(s);
+        Ok(())
+    }
+
+    /// Commits every package together; what was split, for the report.
+    pub fn commit(self, outs: Outputs, found: Found) -> Result<PackageSplit, PruneError> {
+        outs.commit(self.staged)?;
+        Ok(PackageSplit {
+            packages: self.packages,
+            loads: found.loads_by_label(),
+            split: found.split,
+            whole: found.whole,
+        })
+    }
 }
 
 /// The label of a pack kind: the device package's name suffix and the wheel host's extra.

@@ -30,7 +30,7 @@ use fatpack_format::split::PackKind;
 
 use super::metadata;
 use super::record;
-use super::split::{pack_label, Found, PackageSplit, Role, SplitPackage};
+use super::split::{pack_label, Found, PackageSplit, Role, Written};
 use super::variant;
 use super::wheel::{self, Member, Opened};
 use crate::commit::{Outputs, Staged};
@@ -100,8 +100,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError
         version,
         wheel_file: &read.wheel_file,
     };
-    let mut staged = Vec::new();
-    let mut wheels = Vec::new();
+    let mut written = Written::default();
 
     // The host: extras naming each device wheel, and `all`.
     let extras = host_extras(&labels, &pin);
@@ -124,8 +123,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError
         &host_meta,
         &hints,
     )?;
-    wheels.push(ctx.written(&host, Role::Host)?);
-    staged.push(host);
+    written.add(host, Role::Host)?;
 
     // A device wheel per pack kind.
     for (kind, label) in &labels {
@@ -136,8 +134,7 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError
             &file(&dist, None),
             &device_metadata(&name, version, *kind, label),
         )?;
-        wheels.push(ctx.written(&w, Role::Device(label.clone()))?);
-        staged.push(w);
+        written.add(w, Role::Device(label.clone()))?;
     }
 
     // The project's own name: everything. Its variants: one per set of device wheels a GPU
@@ -154,25 +151,17 @@ pub fn split_wheel(input: &Path, into: &Path) -> Result<PackageSplit, PruneError
     let meta = metadata::edit_metadata(&read.metadata, &name, &requires(&every))
         .expect("the name was read from it");
     let w = ctx.finish(NewWheel::new(&ctx, &all_path)?, &id.dist, &meta, None)?;
-    wheels.push(ctx.written(&w, Role::All)?);
-    staged.push(w);
+    written.add(w, Role::All)?;
     for (label, set, values) in variants(&read.found.loads) {
         let meta = metadata::edit_metadata(&read.metadata, &name, &requires(&set))
             .expect("the name was read from it");
         let json = variant::variant_json(&label, &values);
         let path = file(&id.dist, Some(&label));
         let w = ctx.finish(NewWheel::new(&ctx, &path)?, &id.dist, &meta, Some(&json))?;
-        wheels.push(ctx.written(&w, Role::Variant(label))?);
-        staged.push(w);
+        written.add(w, Role::Variant(label))?;
     }
     drop(scratch);
-    outs.commit(staged)?;
-    Ok(PackageSplit {
-        packages: wheels,
-        loads: read.found.loads_by_label(),
-        split: read.found.split,
-        whole: read.found.whole,
-    })
+    written.commit(outs, read.found)
 }
 
 /// The project's name from its METADATA: a PEP 508 name that is the file name's.
@@ -450,15 +439,6 @@ impl Ctx<'_> {
             )?;
         }
         w.finish(&format!("{info}RECORD"))
-    }
-
-    fn written(&self, s: &Staged, role: Role) -> Result<SplitPackage, PruneError> {
-        let len = s.as_file().metadata().map_err(io_at(s.path()))?.len();
-        Ok(SplitPackage {
-            path: s.dest().to_path_buf(),
-            role,
-            len,
-        })
     }
 }
 

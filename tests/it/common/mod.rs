@@ -289,6 +289,16 @@ pub fn archs_of(file: &Path) -> Vec<String> {
 }
 
 /// `fatpack prune ARGS INPUT -o OUT`: its exit code and standard error.
+/// `fatpack split INPUT --into INTO`: its exit code and standard error.
+pub fn split_into(input: &Path, into: &Path) -> (i32, String) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("split")
+        .arg(input)
+        .arg("--into")
+        .arg(into));
+    (code, err)
+}
+
 pub fn prune_with(args: &[&str], input: &Path, out: &Path) -> (i32, String) {
     let (code, _, err) = run(Command::new(fatpack_bin())
         .arg("prune")
