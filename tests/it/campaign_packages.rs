@@ -113,11 +113,48 @@ fn only_file(dir: &Path) -> Option<PathBuf> {
     (names.len() == 1).then(|| dir.join(&names[0]))
 }
 
-/// One mutant (`name`, `bytes`) of `format` through prune and inspect; `want`: what the
-/// original's prune wrote, member by member.
+/// What a command that writes wrote into `out`, member by member (`prune`: its one package;
+/// `split`: every package, by name), if every package reads and `inspect` reads each.
+fn written(venv: &Path, cmd: &str, out: &Path) -> Option<String> {
+    let files: Vec<PathBuf> = match cmd {
+        "prune" => vec![only_file(out)?],
+        _ => listing(out).iter().map(|n| out.join(n)).collect(),
+    };
+    let mut all = String::new();
+    for f in files {
+        if run(Command::new(fatpack_bin()).arg("inspect").arg(&f)).0 != 0 {
+            return None;
+        }
+        all += &format!(
+            "== {}\n{}",
+            f.file_name()?.to_string_lossy(),
+            members(venv, &f)?
+        );
+    }
+    Some(all)
+}
+
+/// A command's arguments on `input`, writing into `out`.
+fn command(cmd: &str, input: &Path, out: &Path) -> Vec<std::ffi::OsString> {
+    match cmd {
+        "prune" => vec![
+            "prune".into(),
+            "--for".into(),
+            "9.0".into(),
+            input.into(),
+            "-o".into(),
+            out.into(),
+        ],
+        "split" => vec!["split".into(), input.into(), "--into".into(), out.into()],
+        _ => vec!["inspect".into(), input.into()],
+    }
+}
+
+/// One mutant (`name`, `bytes`) of `format` through `cmds`; `want`: what the original gave
+/// the command among them that writes, member by member.
 fn one_mutant(
     venv: &Path,
-    format: &'static str,
+    (format, cmds): (&'static str, &[&str]),
     name: &str,
     bytes: &[u8],
     want: &str,
@@ -127,20 +164,9 @@ fn one_mutant(
     let input = dir.path().join(name);
     std::fs::write(&input, bytes).unwrap();
     let before = listing(dir.path());
-    for cmd in ["prune", "inspect"] {
+    for &cmd in cmds {
         let out = dir.path().join("out");
-        let args: Vec<std::ffi::OsString> = match cmd {
-            "prune" => vec![
-                "prune".into(),
-                "--for".into(),
-                "9.0".into(),
-                input.clone().into(),
-                "-o".into(),
-                out.clone().into(),
-            ],
-            _ => vec!["inspect".into(), input.clone().into()],
-        };
-        let result = run_limited(&args, dir.path());
+        let result = run_limited(&command(cmd, &input, &out), dir.path());
         let mut row = Row {
             runs: 1,
             ..Row::default()
@@ -157,22 +183,20 @@ fn one_mutant(
                 }
             }
         }
-        if cmd == "prune" && row.ok == 1 {
-            let written = only_file(&out);
-            let same = written.as_deref().and_then(|p| members(venv, p));
-            let reads = written
-                .as_deref()
-                .is_some_and(|p| run(Command::new(fatpack_bin()).arg("inspect").arg(p)).0 == 0);
-            if same.as_deref() != Some(want) || !reads {
-                row.damaged_accepted = 1;
-            }
+        if cmd != "inspect" && row.ok == 1 && written(venv, cmd, &out).as_deref() != Some(want) {
+            row.damaged_accepted = 1;
         }
         if std::fs::read(&input).ok().as_deref() != Some(bytes) {
             row.inputs_modified = 1;
         }
         let now = listing(dir.path());
         let allowed = |n: &String| before.contains(n) || (row.ok == 1 && *n == "out");
-        if !now.iter().all(allowed) || (out.is_dir() && listing(&out).len() > 1) {
+        let extra = match (cmd, row.ok) {
+            ("split", 1) => false,
+            (_, 1) => out.is_dir() && listing(&out).len() > 1,
+            _ => out.is_dir() && !listing(&out).is_empty(),
+        };
+        if !now.iter().all(allowed) || extra {
             row.left_behind = 1;
         }
         let _ = std::fs::remove_dir_all(&out);
@@ -203,9 +227,9 @@ fn one_mutant(
     }
 }
 
-fn table(rows: &BTreeMap<String, Row>, per_format: usize) -> String {
+fn table(rows: &BTreeMap<String, Row>, per_format: usize, commands: usize) -> String {
     let mut t = format!(
-        "{per_format} mutants per format x {} formats x 2 commands\n\n\
+        "{per_format} mutants per format x {} formats x {commands} commands\n\n\
          | command | runs | exit 0 | refused | panics | signal deaths | hangs | accepted but damaged | inputs modified | left behind |\n\
          |---|---|---|---|---|---|---|---|---|---|\n",
         FORMATS.len()
@@ -229,13 +253,26 @@ fn table(rows: &BTreeMap<String, Row>, per_format: usize) -> String {
 
 #[test]
 fn mutants_of_every_package_format_through_prune_and_inspect() {
+    campaign(&["prune", "inspect"], "libfixture.so");
+}
+
+/// The same over packages whose program fatpack packed, through `split`: every package a
+/// split of a mutant writes must be what the original's split wrote.
+#[test]
+fn mutants_of_every_package_format_through_split() {
+    campaign(&["split"], "packed_exe");
+}
+
+/// `cmds` (the first one writes) over mutants of a package of each format holding the
+/// fixture `member`.
+fn campaign(cmds: &'static [&'static str], member: &str) {
     let per_format: usize = std::env::var("FATPACK_CAMPAIGN_MUTANTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
     let dir = tempfile::tempdir().unwrap();
     let venv = venv_with(dir.path(), &["zstandard==0.23.0"]);
-    // Each format's original, and what its prune writes, member by member.
+    // Each format's original, and what the command that writes gives it, member by member.
     let mut work = Vec::new();
     for (fi, format) in FORMATS.into_iter().enumerate() {
         let at = dir.path().join(format);
@@ -243,13 +280,14 @@ fn mutants_of_every_package_format_through_prune_and_inspect() {
             .arg(packages().join("big.py"))
             .arg(&at)
             .args([format, "elf", "0"])
-            .arg(fixture("libfixture.so")));
+            .arg(fixture(member)));
         assert_eq!(code, 0, "{err}");
         let original = PathBuf::from(out.trim());
-        let pruned = at.join("pruned");
-        let (code, err) = prune_with(&["--for", "9.0"], &original, &pruned);
+        let out = at.join("out");
+        let (code, _, err) =
+            run(Command::new(fatpack_bin()).args(command(cmds[0], &original, &out)));
         assert_eq!(code, 0, "{format}: {err}");
-        let want = members(&venv, &only_file(&pruned).unwrap()).unwrap();
+        let want = written(&venv, cmds[0], &out).expect("the original's output reads");
         let bytes = std::fs::read(&original).unwrap();
         let name = original.file_name().unwrap().to_string_lossy().into_owned();
         let mut r = Rng(0x5851_f42d_4c95_7f2d ^ (fi as u64 + 1).wrapping_mul(0x1000_0001));
@@ -264,10 +302,10 @@ fn mutants_of_every_package_format_through_prune_and_inspect() {
     }
     let rows = Mutex::new(BTreeMap::new());
     each_in_parallel(&work, |(format, name, bytes, want)| {
-        one_mutant(&venv, format, name, bytes, want, &rows);
+        one_mutant(&venv, (format, cmds), name, bytes, want, &rows);
     });
     let rows = rows.into_inner().unwrap();
-    let t = table(&rows, per_format);
+    let t = table(&rows, per_format, cmds.len());
     report_table(&t);
     let bad: usize = rows.values().map(Row::bad).sum();
     assert_eq!(bad, 0, "the campaign found failures:\n{t}");
