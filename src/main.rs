@@ -114,7 +114,7 @@ enum Command {
         /// The folder to write the host binary and its packs into (made if missing).
         #[arg(long, value_name = "DIR")]
         into: PathBuf,
-        /// A conda package: how hard the packages written are compressed (as prune's).
+        /// A conda or Debian package: how hard the packages written are compressed (as prune's).
         #[arg(long, value_name = "fast|best", default_value = "fast", value_parser = parse_effort)]
         compression: fatpack::prune::Effort,
     },
