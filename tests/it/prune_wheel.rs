@@ -80,7 +80,7 @@ pub(crate) fn names_in(dir: &Path) -> Vec<String> {
 
 /// A venv with a current pip, uv and variantlib (the PEP 825 reference implementation).
 pub(crate) fn venv(dir: &Path) -> PathBuf {
-    venv_with(dir, &["pip>=25.3", "variantlib==0.2.2", "uv==0.13.9"])
+    venv_with(dir, &["pip>=25.3", "variantlib==0.2.2", "uv==0.13.10"])
 }
 
 #[test]
@@ -184,6 +184,69 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
         ("121", "fat"),
     ] {
         assert_eq!(resolve(&venv, &index, gpu), want, "GPU {gpu}");
+    }
+    // uv's own variant mode over the index fatpack writes, its NVIDIA provider forced to
+    // each GPU (and to none): what it installs runs there exactly what the fat wheel runs.
+    let idx = d.join("idx");
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(&links)
+        .arg("-o")
+        .arg(&idx));
+    assert_eq!(code, 0, "{err}");
+    let fat_lib = d.join("libcut.so");
+    for (cap, label) in [
+        ("5.0", None),
+        ("6.1", None),
+        ("7.0", None),
+        ("7.5", None),
+        ("8.0", Some("sm80.sm86.sm89")),
+        ("8.6", Some("sm80.sm86.sm89")),
+        ("8.9", Some("sm80.sm86.sm89")),
+        ("9.0", Some("sm90")),
+        ("10.0", None),
+        ("12.0", None),
+        ("12.1", None),
+        ("", None),
+    ] {
+        let target = d.join(format!("uv-variant-{cap}"));
+        let mut c = Command::new(venv.join("bin/uv"));
+        c.args([
+            "pip",
+            "install",
+            "-q",
+            "--preview-features",
+            "wheel-variants",
+        ])
+        .arg("--index-url")
+        .arg(format!("file://{}/simple", idx.display()))
+        .arg("--target")
+        .arg(&target)
+        .arg("cutfix")
+        .env("UV_CACHE_DIR", d.join("uv-cache"))
+        .env_remove("NV_VARIANT_PROVIDER_FORCE_SM_ARCH");
+        match cap {
+            "" => c.env("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", ""),
+            _ => c
+                .env("NV_VARIANT_PROVIDER_FORCE_SM_ARCH", cap)
+                .env("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", "13.0"),
+        };
+        let (code, _, err) = run(&mut c);
+        assert_eq!(code, 0, "uv on {cap:?}: {err}");
+        let variant = std::fs::read_to_string(target.join("cutfix-1.0.dist-info/variant.json"));
+        assert_eq!(
+            variant.is_ok(),
+            label.is_some(),
+            "uv on {cap:?}: a variant installed or not"
+        );
+        let lib = target.join("cutfix/libcut.so");
+        let caps: &[&str] = match cap {
+            "" => &["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"],
+            c => &[c],
+        };
+        for c in caps {
+            crate::split_wheel::serves_lib(&lib, &fat_lib, c, &format!("uv on {cap:?}"));
+        }
     }
 }
 
