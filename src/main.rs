@@ -503,29 +503,12 @@ fn split(
     into: &std::path::Path,
     compression: fatpack::prune::Effort,
 ) -> anyhow::Result<()> {
-    use fatpack::prune::PackageKind;
-    match PackageKind::of(input) {
-        Some(PackageKind::Wheel) => {
-            let r = fatpack::prune::wheel_split::split_wheel(input, into)?;
-            print_package_split(&r, true);
-            return Ok(());
-        }
-        Some(PackageKind::Conda) => {
-            let r = fatpack::prune::conda_split::split_conda(input, into, compression)?;
-            print_package_split(&r, false);
-            return Ok(());
-        }
-        Some(PackageKind::Deb) => {
-            let r = fatpack::prune::deb_split::split_deb(input, into, compression)?;
-            print_package_split(&r, false);
-            return Ok(());
-        }
-        Some(PackageKind::Folder) => {
-            let r = fatpack::prune::folder_split::split_folder(input, into)?;
-            print_package_split(&r, false);
-            return Ok(());
-        }
-        None => {}
+    use fatpack::prune::package_split::split_package;
+    if let Some(r) = split_package(input, into, compression)? {
+        let wheel =
+            fatpack::prune::PackageKind::of(input) == Some(fatpack::prune::PackageKind::Wheel);
+        print_package_split(&r, wheel);
+        return Ok(());
     }
     let r = fatpack::split::split(input, into)?;
     let host = match &r.side_file {

@@ -26,10 +26,9 @@ use error::io_at;
 pub use error::PruneError;
 /// `fatpack split` of a package: what every package kind's split shares.
 pub use package::split as package_split;
-pub use package::{conda_split, deb_split, folder_split};
 pub use package::{
-    for_each_binary, index, variant, wheel_split, Effort, IndexReport, PackageFile, PackageKind,
-    Relocate, WheelForm, Written,
+    for_each_binary, index, variant, Effort, IndexReport, PackageFile, PackageKind, Relocate,
+    WheelForm, Written,
 };
 
 use std::collections::BTreeSet;

@@ -17,11 +17,11 @@
 
 mod compress;
 mod conda;
-pub mod conda_split;
+mod conda_split;
 mod deb;
-pub mod deb_split;
+mod deb_split;
 mod folder;
-pub mod folder_split;
+mod folder_split;
 mod index;
 mod members;
 mod metadata;
@@ -32,7 +32,7 @@ pub mod split;
 mod tarball;
 pub mod variant;
 mod wheel;
-pub mod wheel_split;
+mod wheel_split;
 mod zip_layout;
 
 pub use compress::Effort;
