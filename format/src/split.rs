@@ -396,15 +396,21 @@ pub fn hint_line(suffix: &str, package: &str, command: &str) -> Option<String> {
         .then(|| format!("{suffix}\t{package}\t{command}\n"))
 }
 
-/// The (package, command) a hint file's `text` gives for the pack `suffix`, control
-/// characters dropped (the text ends up in a terminal).
+/// The (package, command) a hint file's `text` gives for the pack `suffix`, each field's
+/// bytes other than printable ASCII dropped (the text ends up in a terminal, and every name
+/// a package format allows is ASCII).
 pub fn find_hint(text: &[u8], suffix: &str) -> Option<(String, String)> {
-    let text = core::str::from_utf8(text.get(..HINT_MAX.min(text.len()))?).ok()?;
-    let clean = |f: &str| f.chars().filter(|c| !c.is_control()).collect::<String>();
-    text.lines().find_map(|line| {
-        let mut f = line.split('\t');
+    let text = &text[..HINT_MAX.min(text.len())];
+    let printable = |f: &[u8]| -> String {
+        f.iter()
+            .filter(|b| (0x20..0x7f).contains(*b))
+            .map(|&b| b as char)
+            .collect()
+    };
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let mut f = line.split(|&b| b == b'\t');
         let (s, p, c) = (f.next()?, f.next()?, f.next()?);
-        (s == suffix && f.next().is_none()).then(|| (clean(p), clean(c)))
+        (s == suffix.as_bytes() && f.next().is_none()).then(|| (printable(p), printable(c)))
     })
 }
 
@@ -434,7 +440,10 @@ mod tests {
             find_hint(b".sm_90.fatpack\tp\x1b[31m\tcmd", ".sm_90.fatpack"),
             Some(("p[31m".into(), "cmd".into()))
         );
-        assert_eq!(find_hint(b"\xff\xfe", ".sm_90.fatpack"), None);
+        assert_eq!(
+            find_hint(b".sm_90.fatpack\tp\xff\tc\r", ".sm_90.fatpack"),
+            Some(("p".into(), "c".into()))
+        );
     }
 
     fn sample(skeleton: &[u8]) -> Manifest<'_> {
