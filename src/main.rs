@@ -101,17 +101,25 @@ enum Command {
         #[arg(long, value_name = "BY", requires = "release", value_parser = ["family", "arch"])]
         group_by: Option<String>,
     },
-    /// Split a packed output into a host binary and one pack per GPU architecture
+    /// Split a packed output, or a package of them, into host and per-GPU parts
     ///
-    /// Written into DIR (and one pack for PTX); each machine then needs only its GPUs'
-    /// packs, found next to the binary at run time. A binary that is not packed (a plain
-    /// build, or one `fatpack ld` left to the real linker) is written whole, no packs.
-    #[command(after_help = "Example:\n  \
-        fatpack split app --into dist && ls dist   # app, app.sm_90.fatpack, ...")]
+    /// A binary: written into DIR with one pack per GPU architecture (and one for PTX);
+    /// each machine then needs only its GPUs' packs, found next to the binary at run time.
+    /// A binary that is not packed (a plain build, or one `fatpack ld` left to the real
+    /// linker) is written whole, no packs. A wheel, conda or Debian package: a host
+    /// package, one device package per architecture, the project's package requiring all
+    /// (what installs when no GPU is named) and, for wheels and conda, variants an
+    /// installer picks per GPU. A folder: DIR/host and one folder per architecture.
+    #[command(after_help = "Examples:\n  \
+        fatpack split app --into dist && ls dist   # app, app.sm_90.fatpack, ...\n  \
+        fatpack split x-1.0-py3-none-linux_x86_64.whl --into dist   # pip install 'x-host[sm90]'\n  \
+        fatpack split x-1.0-h0_0.conda --into channel/linux-64")]
     Split {
-        /// The packed binary (never modified).
+        /// The packed binary, the wheel, conda or Debian package, or the folder (never
+        /// modified).
         input: PathBuf,
-        /// The folder to write the host binary and its packs into (made if missing).
+        /// The folder to write into (made if missing; for a folder's split, it must not
+        /// exist).
         #[arg(long, value_name = "DIR")]
         into: PathBuf,
         /// A conda or Debian package: how hard the packages written are compressed (as prune's).

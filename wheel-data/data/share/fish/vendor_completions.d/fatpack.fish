@@ -29,7 +29,7 @@ complete -c fatpack -n "__fish_fatpack_needs_command" -s V -l version -d 'Print 
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "inspect" -d 'Show the device code inside any file'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
-complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "split" -d 'Split a packed output, or a package of them, into host and per-GPU parts'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "index" -d 'Write package indexes for a fat wheel and its pruned variants'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
@@ -59,7 +59,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l group-by -d '
 arch\t''"
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -l release -d 'A release store: the entries of one GPU family in solid groups (one zstd frame each, module order), what they repeat stored once; a first load decodes its group up to the module it needs'
 complete -c fatpack -n "__fish_fatpack_using_subcommand repack" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The folder to write the host binary and its packs into (made if missing)' -r -F
+complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l into -d 'The folder to write into (made if missing; for a folder\'s split, it must not exist)' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -l compression -d 'A conda or Debian package: how hard the packages written are compressed (as prune\'s)' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand split" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s o -l output -d 'The new folder to write the indexes into (must not exist)' -r -F
@@ -90,7 +90,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -s h -l help -d 'Pri
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "inspect" -d 'Show the device code inside any file'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "prune" -d 'Keep only the archs some GPUs run, without relinking'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "repack" -d 'Compress a packed output\'s store again, without relinking'
-complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "split" -d 'Split a packed output into a host binary and one pack per GPU architecture'
+complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "split" -d 'Split a packed output, or a package of them, into host and per-GPU parts'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "index" -d 'Write package indexes for a fat wheel and its pruned variants'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "join" -d 'Join a split binary and its packs back into one packed binary'
 complete -c fatpack -n "__fish_fatpack_using_subcommand help; and not __fish_seen_subcommand_from inspect prune repack split index join extract run man completions ld help" -f -a "extract" -d 'Write device code as files cuobjdump and nvdisasm read'
