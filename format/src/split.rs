@@ -396,22 +396,32 @@ pub fn hint_line(suffix: &str, package: &str, command: &str) -> Option<String> {
         .then(|| format!("{suffix}\t{package}\t{command}\n"))
 }
 
-/// The (package, command) a hint file's `text` gives for the pack `suffix`, each field's
-/// bytes other than printable ASCII dropped (the text ends up in a terminal, and every name
-/// a package format allows is ASCII).
-pub fn find_hint(text: &[u8], suffix: &str) -> Option<(String, String)> {
+/// The (package, command) a hint file's `text` gives for the pack `suffix`. A line whose
+/// fields are empty or hold control bytes is passed over (the text ends up in a terminal).
+/// Plain loops: the runtime links this, and every packed output pays for its code.
+pub fn find_hint<'a>(text: &'a [u8], suffix: &str) -> Option<(&'a [u8], &'a [u8])> {
     let text = &text[..HINT_MAX.min(text.len())];
-    let printable = |f: &[u8]| -> String {
-        f.iter()
-            .filter(|b| (0x20..0x7f).contains(*b))
-            .map(|&b| b as char)
-            .collect()
-    };
-    text.split(|&b| b == b'\n').find_map(|line| {
-        let mut f = line.split(|&b| b == b'\t');
-        let (s, p, c) = (f.next()?, f.next()?, f.next()?);
-        (s == suffix.as_bytes() && f.next().is_none()).then(|| (printable(p), printable(c)))
-    })
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+        let line = &rest[..end];
+        rest = &rest[(end + 1).min(rest.len())..];
+        let Some(after) = line.strip_prefix(suffix.as_bytes()) else {
+            continue;
+        };
+        let Some(fields) = after.strip_prefix(b"\t") else {
+            continue;
+        };
+        let Some(tab) = fields.iter().position(|&b| b == b'\t') else {
+            continue;
+        };
+        let (package, command) = (&fields[..tab], &fields[tab + 1..]);
+        let plain = |f: &[u8]| !f.is_empty() && f.iter().all(|&b| b >= 0x20 && b != 0x7f);
+        if plain(package) && plain(command) {
+            return Some((package, command));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -432,18 +442,19 @@ mod tests {
         .concat();
         assert_eq!(
             find_hint(text.as_bytes(), ".sm_90.fatpack"),
-            Some(("x-sm90".into(), "pip install 'x-host[sm90]==1.0'".into()))
+            Some((&b"x-sm90"[..], &b"pip install 'x-host[sm90]==1.0'"[..]))
         );
         assert_eq!(find_hint(text.as_bytes(), ".sm_75.fatpack"), None);
         assert_eq!(hint_line(".sm_90.fatpack", "a\tb", "c"), None);
-        assert_eq!(
-            find_hint(b".sm_90.fatpack\tp\x1b[31m\tcmd", ".sm_90.fatpack"),
-            Some(("p[31m".into(), "cmd".into()))
-        );
-        assert_eq!(
-            find_hint(b".sm_90.fatpack\tp\xff\tc\r", ".sm_90.fatpack"),
-            Some(("p".into(), "c".into()))
-        );
+        // Control bytes (an escape sequence, a stray tab or CR): the line is passed over.
+        for bad in [
+            &b".sm_90.fatpack\tp\x1b[31m\tcmd"[..],
+            b".sm_90.fatpack\tp\tc\td",
+            b".sm_90.fatpack\tp\tc\r",
+            b".sm_90.fatpack\t\tc",
+        ] {
+            assert_eq!(find_hint(bad, ".sm_90.fatpack"), None, "{bad:?}");
+        }
     }
 
     fn sample(skeleton: &[u8]) -> Manifest<'_> {

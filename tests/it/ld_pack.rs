@@ -1807,18 +1807,20 @@ fn repeated_member_names_get_names_in_member_order() {
     assert_eq!(kernels_of(&report, "libtwice.a(kernels.o)#0~1"), other);
 }
 
-/// The budget: the runtime adds at most 150 KB to an output, and three pages more: one the
+/// The budget: the runtime adds at most 150 KB to an output, and four pages more: one the
 /// resumed solid groups took (825 bytes of code that crossed a page boundary; they cut the sum
 /// of a release store's first loads 5-23 times, BENCHMARKS.md "Release stores"), one the
 /// driver handoff took (6 KB of code: the stored frames handed to a driver that decodes them,
 /// checked beside it; a first launch went from 1.28x to 1.16x nvcc's size mode, BENCHMARKS.md
 /// "The stored frames handed to the driver"), one decoding ahead took (the helper thread and
 /// the wrappers of the calls that start it: a first launch no longer decodes at all,
-/// BENCHMARKS.md "Decoding ahead"). The fixture program, plain and packed, as
+/// BENCHMARKS.md "Decoding ahead"), one the install hints took (1.2 KB of code: a missing
+/// pack of a split package names the package and the command that installs it, issue 55;
+/// the code had 23 bytes left in its page). The fixture program, plain and packed, as
 /// `bench/runtime_size.sh` measures it (a change that pushes the runtime over a page boundary
 /// shows here first).
 #[test]
-fn the_runtime_adds_at_most_150_kb_and_three_pages() {
+fn the_runtime_adds_at_most_150_kb_and_four_pages() {
     let cuda = cuda_lib();
     let w = wrapper_dir();
     let dir = tempfile::tempdir().unwrap();
@@ -1830,8 +1832,8 @@ fn the_runtime_adds_at_most_150_kb_and_three_pages() {
     let size = |p: &Path| std::fs::metadata(p).unwrap().len();
     let added = size(&packed) as i64 - size(&plain) as i64;
     assert!(
-        added > 0 && added <= 162_288,
-        "the packed fixture program is {added} bytes larger than the plain one (budget 162,288)"
+        added > 0 && added <= 166_384,
+        "the packed fixture program is {added} bytes larger than the plain one (budget 166,384)"
     );
 }
 

@@ -373,18 +373,23 @@ fn load() -> Result<Image, String> {
     })
 }
 
-/// The package and the command that install the pack at `pack_path`, from the install hint
-/// file beside this binary (`fatpack split` of a package writes it into the host package),
-/// if there is one. Only for the message of a pack that is missing or unusable.
-pub(crate) fn install_hint(pack_path: &[u8]) -> Option<(String, String)> {
+/// Which package holds the pack at `pack_path` and the command that installs it, in words,
+/// from the install hint file beside this binary (`fatpack split` of a package writes it
+/// into the host package), if there is one. Only for the message of a missing pack.
+#[cold]
+pub(crate) fn install_hint(pack_path: &[u8]) -> Option<String> {
     let split = SPLIT.get()?.as_ref().ok()?;
     let pi = split.packs.iter().position(|p| p.path == pack_path)?;
     let suffix = &split.manifest.packs[pi].suffix;
-    let object = pack_path.strip_suffix(suffix.as_bytes())?;
-    let mut hint = object.to_vec();
+    let mut hint = pack_path.strip_suffix(suffix.as_bytes())?.to_vec();
     hint.extend_from_slice(split::HINT_SUFFIX.as_bytes());
     let text = sys::read_file_max(&hint, split::HINT_MAX)?;
-    split::find_hint(&text, suffix)
+    let (package, command) = split::find_hint(&text, suffix)?;
+    Some(format!(
+        "it is in package {}: {}",
+        show(package),
+        show(command)
+    ))
 }
 
 impl Image {

@@ -315,10 +315,8 @@ impl Plan {
                 // The pack's name says what it holds (`.sm_90.fatpack`): no more formatting
                 // in the runtime, which every packed output links. A split package's host
                 // says which package holds the pack and how to install it.
-                let install = match image::install_hint(&pack) {
-                    Some((package, command)) => format!("it is in package {package}: {command}"),
-                    None => "install that pack next to the binary".into(),
-                };
+                let install = image::install_hint(&pack)
+                    .unwrap_or_else(|| "install that pack next to the binary".into());
                 format!(
                     "module \"{}\": {}{on} is in pack {}: {why} ({install})",
                     self.name,
