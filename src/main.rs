@@ -511,7 +511,7 @@ fn split(
     into: &std::path::Path,
     compression: fatpack::prune::Effort,
 ) -> anyhow::Result<()> {
-    use fatpack::prune::package_split::split_package;
+    use fatpack::prune::split_package;
     if let Some(r) = split_package(input, into, compression)? {
         let wheel =
             fatpack::prune::PackageKind::of(input) == Some(fatpack::prune::PackageKind::Wheel);

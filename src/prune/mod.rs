@@ -27,8 +27,8 @@ pub use error::PruneError;
 /// `fatpack split` of a package: what every package kind's split shares.
 pub use package::split as package_split;
 pub use package::{
-    for_each_binary, index, variant, Effort, IndexReport, PackageFile, PackageKind, Relocate,
-    WheelForm, Written,
+    for_each_binary, index, split_package, variant, Effort, IndexReport, PackageFile, PackageKind,
+    Relocate, WheelForm, Written,
 };
 
 use std::collections::BTreeSet;

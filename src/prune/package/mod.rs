@@ -51,6 +51,22 @@ use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
 pub use folder::Relocate;
 
+/// Splits the package `input` (any [`PackageKind`]) into `into`; `effort`: how hard
+/// a conda or Debian package's archives are compressed. `None` if `input` is no package.
+pub fn split_package(
+    input: &Path,
+    into: &Path,
+    effort: Effort,
+) -> Result<Option<split::PackageSplit>, PruneError> {
+    Ok(Some(match PackageKind::of(input) {
+        None => return Ok(None),
+        Some(PackageKind::Wheel) => wheel_split::split_wheel(input, into)?,
+        Some(PackageKind::Conda) => conda_split::split_conda(input, into, effort)?,
+        Some(PackageKind::Deb) => deb_split::split_deb(input, into, effort)?,
+        Some(PackageKind::Folder) => folder_split::split_folder(input, into)?,
+    }))
+}
+
 /// One file a package prune rewrote.
 #[derive(Debug)]
 pub struct PackageFile {

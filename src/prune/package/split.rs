@@ -51,23 +51,6 @@ pub struct PackageSplit {
     pub whole: Vec<String>,
 }
 
-/// Splits the package `input` (any [`super::PackageKind`]) into `into`; `effort`: how hard
-/// a conda or Debian package's archives are compressed. `None` if `input` is no package.
-pub fn split_package(
-    input: &Path,
-    into: &Path,
-    effort: super::Effort,
-) -> Result<Option<PackageSplit>, PruneError> {
-    use super::PackageKind;
-    Ok(Some(match PackageKind::of(input) {
-        None => return Ok(None),
-        Some(PackageKind::Wheel) => super::wheel_split::split_wheel(input, into)?,
-        Some(PackageKind::Conda) => super::conda_split::split_conda(input, into, effort)?,
-        Some(PackageKind::Deb) => super::deb_split::split_deb(input, into, effort)?,
-        Some(PackageKind::Folder) => super::folder_split::split_folder(input, into)?,
-    }))
-}
-
 /// The packages of one split as they are written: staged for one commit, and listed.
 #[derive(Default)]
 pub(super) struct Written {
