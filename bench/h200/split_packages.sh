@@ -97,7 +97,7 @@ pipx --target "$W/pip-sm90" 'cutext-host[sm90]' 'cutred-host[sm90]' || fail "pip
 pipx --target "$W/pip-all" cutext cutred || fail "pip project"
 pipx --target "$W/pip-host" cutext-host cutred-host || fail "pip host alone"
 # --- py-rattler: its own detection of this GPU -----------------------------------------
-echo "py-rattler ($("$TPY" -c 'import rattler; print([str(v) for v in rattler.VirtualPackage.detect() if "cuda_arch" in str(v)])')):"
+echo "py-rattler, its own detection: $("$TPY" -c 'import rattler; print([str(v) for v in rattler.VirtualPackage.detect() if "Cuda" in str(v)])')"
 for n in cutext cutred; do
   echo "  $n: $("$TPY" "$root/tests/it/packages/solve_conda.py" "$W/channel" "$n" detect "$W/conda-$n")"
 done
@@ -125,7 +125,8 @@ for b in "$W/pip-sm90/cutred/reduction" "$W/pip-all/cutred/reduction" "$W/conda-
   run_red "$b" "$W/red-x.txt" >/dev/null
   cmp -s "$W/red-fat.txt" "$W/red-x.txt" && echo "  $b: same as the fat package" || fail "reduction $b differs"
 done
-echo "  host alone:"; "$W/pip-host/cutred/reduction" --type=int 2>&1 | grep -m1 "it is in package" || fail "reduction host alone: no install line"
+echo "  host alone:"; "$W/pip-host/cutred/reduction" --type=int > "$W/red-host.log" 2>&1
+grep -m1 "it is in package" "$W/red-host.log" || { tail -5 "$W/red-host.log"; fail "reduction host alone: no install line"; }
 ls "$W/pip-sm90/cutred" "$W/conda-cutred/bin"
 [ $status = 0 ] && echo "ALL PASSED" || echo "SOME FAILED"
 exit $status
