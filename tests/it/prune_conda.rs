@@ -46,7 +46,23 @@ pub(crate) fn solve(
     arch: &str,
     install: Option<&Path>,
 ) -> String {
+    solve_env(venv, channel, specs, arch, install, &[])
+}
+
+/// [`solve`] with `env` set (`CONDA_OVERRIDE_CUDA_ARCH` for `arch` `detect`); the machine's
+/// own overrides never leak into a cell.
+fn solve_env(
+    venv: &Path,
+    channel: &Path,
+    specs: &str,
+    arch: &str,
+    install: Option<&Path>,
+    env: &[(&str, &str)],
+) -> String {
     let mut c = Command::new(venv.join("bin/python"));
+    c.env_remove("CONDA_OVERRIDE_CUDA_ARCH")
+        .env_remove("CONDA_OVERRIDE_CUDA")
+        .envs(env.iter().copied());
     c.arg(packages().join("solve_conda.py"))
         .arg(channel)
         .arg(specs)
@@ -126,6 +142,20 @@ fn a_channel_serves_each_gpu_its_variant_and_the_rest_the_fat_package() {
                 solve(&venv, &channel, specs, arch, None),
                 want,
                 "{format}: {specs} on {arch}"
+            );
+        }
+        // py-rattler's own detection, as conda users name a GPU: `CONDA_OVERRIDE_CUDA_ARCH`
+        // gives the variant, an empty override (no GPU) the fat package.
+        for (arch_env, want) in [("9.0", "h0_0_sm90"), ("", "h0_0")] {
+            let cuda = if arch_env.is_empty() { "" } else { "13.0" };
+            let env = [
+                ("CONDA_OVERRIDE_CUDA_ARCH", arch_env),
+                ("CONDA_OVERRIDE_CUDA", cuda),
+            ];
+            assert_eq!(
+                solve_env(&venv, &channel, "cutfix", "detect", None, &env),
+                want,
+                "{format}: detected with CONDA_OVERRIDE_CUDA_ARCH={arch_env:?}"
             );
         }
         // Installed on a 9.0 machine: the files are what paths.json says, the library holds
