@@ -188,12 +188,7 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
     // uv's own variant mode over the index fatpack writes, its NVIDIA provider forced to
     // each GPU (and to none): what it installs runs there exactly what the fat wheel runs.
     let idx = d.join("idx");
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("index")
-        .arg(&links)
-        .arg("-o")
-        .arg(&idx));
-    assert_eq!(code, 0, "{err}");
+    fatpack_index(&links, &idx);
     let fat_lib = d.join("libcut.so");
     for (cap, label) in [
         ("5.0", None),
@@ -210,21 +205,12 @@ fn pip_installs_the_fat_wheel_and_variantlib_picks_the_variant() {
         ("", None),
     ] {
         let target = d.join(format!("uv-variant-{cap}"));
-        let mut c = Command::new(venv.join("bin/uv"));
-        c.args([
-            "pip",
-            "install",
-            "-q",
-            "--preview-features",
-            "wheel-variants",
-        ])
-        .arg("--index-url")
-        .arg(format!("file://{}/simple", idx.display()))
-        .arg("--target")
-        .arg(&target)
-        .arg("cutfix")
-        .env("UV_CACHE_DIR", d.join("uv-cache"))
-        .env_remove("NV_VARIANT_PROVIDER_FORCE_SM_ARCH");
+        let mut c = uv_variant_install(&venv, &d.join("uv-cache"));
+        c.arg("--index-url")
+            .arg(format!("file://{}/simple", idx.display()))
+            .arg("--target")
+            .arg(&target)
+            .arg("cutfix");
         match cap {
             "" => c.env("NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION", ""),
             _ => c
@@ -569,12 +555,7 @@ fn local_label_wheels_get_an_index_of_their_own() {
         assert!(out.contains("Would install cutfix-1.0+sm"), "{want}: {out}");
     }
     let site = d.join("site");
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("index")
-        .arg(&dist)
-        .arg("-o")
-        .arg(&site));
-    assert_eq!(code, 0, "{err}");
+    fatpack_index(&dist, &site);
     let url = |folder: &str| format!("file://{}", site.join(folder).display());
     let out = pip(&["--dry-run", "--index-url", &url("simple"), "cutfix"]);
     assert!(out.contains("Would install cutfix-1.0\n"), "{out}");

@@ -145,12 +145,7 @@ fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
     assert!(host_len < std::fs::metadata(&fat).unwrap().len());
 
     let idx = d.join("idx");
-    let (code, _, err) = run(Command::new(fatpack_bin())
-        .arg("index")
-        .arg(&links)
-        .arg("-o")
-        .arg(&idx));
-    assert_eq!(code, 0, "{err}");
+    fatpack_index(&links, &idx);
     let index_url = format!("file://{}/simple", idx.display());
     let venv = venv_with(d, &["pip>=25.3", "uv==0.13.10", "variantlib==0.2.2"]);
     // variantlib, PEP 825's reference resolver, over the index's variants.json: the same
@@ -185,18 +180,7 @@ fn a_split_wheel_serves_every_gpu_through_pip_uv_and_variants() {
                 c.args(["install", "-q", "--disable-pip-version-check"]);
                 c
             }
-            _ => {
-                let mut c = Command::new(venv.join("bin/uv"));
-                c.args([
-                    "pip",
-                    "install",
-                    "-q",
-                    "--preview-features",
-                    "wheel-variants",
-                ])
-                .env("UV_CACHE_DIR", d.join("uv-cache"));
-                c
-            }
+            _ => uv_variant_install(&venv, &d.join("uv-cache")),
         };
         c.args(from).arg("--target").arg(&target).args(reqs);
         // The machine's own GPU (if any) never decides a cell: each forces its own.

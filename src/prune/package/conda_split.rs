@@ -78,14 +78,8 @@ pub fn split_conda(input: &Path, into: &Path, effort: Effort) -> Result<PackageS
         (package, command)
     });
     written.add(ctx.host(pkg, &stem, paths, &changed, &hints)?, Role::Host)?;
-    let labels = found.labels();
-    for (kind, label) in &labels {
-        written.add(
-            ctx.device(&found, *kind, label)?,
-            Role::Device(label.clone()),
-        )?;
-    }
-    let every: Vec<&str> = labels.iter().map(|(_, l)| l.as_str()).collect();
+    let labels = written.devices(&found, |kind, label| ctx.device(&found, kind, label))?;
+    let every: Vec<&str> = labels.iter().map(String::as_str).collect();
     written.add(ctx.selector(&every, None, build_number)?, Role::All)?;
     for (set, served) in found.exact_sets() {
         if set.len() == labels.len() {

@@ -102,14 +102,8 @@ pub fn split_deb(input: &Path, into: &Path, effort: Effort) -> Result<PackageSpl
         (package, command)
     });
     written.add(ctx.host(pkg, sums, &hints)?, Role::Host)?;
-    let labels = found.labels();
-    for (kind, label) in &labels {
-        written.add(
-            ctx.device(&found, *kind, label)?,
-            Role::Device(label.clone()),
-        )?;
-    }
-    let every: Vec<&str> = labels.iter().map(|(_, l)| l.as_str()).collect();
+    let labels = written.devices(&found, |kind, label| ctx.device(&found, kind, label))?;
+    let every: Vec<&str> = labels.iter().map(String::as_str).collect();
     written.add(ctx.all(&every)?, Role::All)?;
     drop(scratch);
     written.commit(outs, found)

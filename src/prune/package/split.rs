@@ -70,6 +70,20 @@ impl Written {
         Ok(())
     }
 
+    /// One device package per pack kind of `found`, each made by `make(kind, label)`;
+    /// their labels, in pack-kind order.
+    pub fn devices(
+        &mut self,
+        found: &Found,
+        mut make: impl FnMut(PackKind, &str) -> Result<Staged, PruneError>,
+    ) -> Result<Vec<String>, PruneError> {
+        let labels = found.labels();
+        for (kind, label) in &labels {
+            self.add(make(*kind, label)?, Role::Device(label.clone()))?;
+        }
+        Ok(labels.into_iter().map(|(_, l)| l).collect())
+    }
+
     /// Commits every package together; what was split, for the report.
     pub fn commit(self, outs: Outputs, found: Found) -> Result<PackageSplit, PruneError> {
         outs.commit(self.staged)?;

@@ -289,6 +289,33 @@ pub fn archs_of(file: &Path) -> Vec<String> {
 }
 
 /// `fatpack prune ARGS INPUT -o OUT`: its exit code and standard error.
+/// `uv pip install -q` from `venv` in its variant mode (PEP 825 wheel variants, NVIDIA's
+/// provider built in), its cache in `cache`; the machine's own GPU never decides: the
+/// provider's forced arch is removed (a cell sets its own).
+pub fn uv_variant_install(venv: &Path, cache: &Path) -> Command {
+    let mut c = Command::new(venv.join("bin/uv"));
+    c.args([
+        "pip",
+        "install",
+        "-q",
+        "--preview-features",
+        "wheel-variants",
+    ])
+    .env("UV_CACHE_DIR", cache)
+    .env_remove("NV_VARIANT_PROVIDER_FORCE_SM_ARCH");
+    c
+}
+
+/// `fatpack index WHEELS -o OUT`, which must succeed.
+pub fn fatpack_index(wheels: &Path, out: &Path) {
+    let (code, _, err) = run(Command::new(fatpack_bin())
+        .arg("index")
+        .arg(wheels)
+        .arg("-o")
+        .arg(out));
+    assert_eq!(code, 0, "{err}");
+}
+
 /// `fatpack split INPUT --into INTO`: its exit code and standard error.
 pub fn split_into(input: &Path, into: &Path) -> (i32, String) {
     let (code, _, err) = run(Command::new(fatpack_bin())
