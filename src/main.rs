@@ -54,7 +54,7 @@ enum Command {
         json: bool,
         /// Also say what `fatpack prune --for CAPS` would keep of each file and package
         /// (the same selection, nothing written).
-        #[arg(long = "for", value_name = "CAPS")]
+        #[arg(long = "for", value_name = "CAPS", value_hint = clap::ValueHint::Other)]
         for_gpus: Option<String>,
     },
     /// Keep only the archs some GPUs run, without relinking
@@ -170,7 +170,7 @@ enum Command {
         output: PathBuf,
         /// Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep
         /// is prune's word for it.
-        #[arg(long, value_name = "ARCHS", visible_alias = "keep")]
+        #[arg(long, value_name = "ARCHS", visible_alias = "keep", value_hint = clap::ValueHint::Other)]
         arch: Option<String>,
         /// One uncompressed fatbin per module instead of one file per entry.
         #[arg(long)]
@@ -260,13 +260,13 @@ enum Command {
 struct PruneArgs {
     /// Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` /
     /// `80-real;90-virtual`. --arch is nvprune's and cuobjdump's word for it.
-    #[arg(long, value_name = "ARCHS", visible_aliases = ["arch", "gpu-architecture"])]
+    #[arg(long, value_name = "ARCHS", visible_aliases = ["arch", "gpu-architecture"], value_hint = clap::ValueHint::Other)]
     keep: Option<String>,
     /// Keep, per module, what the runtime would run on GPUs of these compute capabilities:
     /// `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT
     /// included); `compute_90` or `90-virtual` keeps the PTX a 9.0 GPU would JIT, for newer
     /// GPUs; `9.0+PTX` both.
-    #[arg(long = "for", id = "for_gpus", value_name = "CAPS")]
+    #[arg(long = "for", id = "for_gpus", value_name = "CAPS", value_hint = clap::ValueHint::Other)]
     for_gpus: Option<String>,
     /// Drop only the entries no GPU would ever load (shadowed in their module by a better
     /// one for every GPU that could run them): every GPU keeps running what it ran.

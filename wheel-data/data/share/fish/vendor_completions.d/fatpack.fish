@@ -38,12 +38,12 @@ complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "man" -d 'Print the 
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "completions" -d 'Print shell completions to standard output'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "ld" -d 'Link like `ld`, packing all device code into a store'
 complete -c fatpack -n "__fish_fatpack_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l for -d 'Also say what `fatpack prune --for CAPS` would keep of each file and package (the same selection, nothing written)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l for -d 'Also say what `fatpack prune --for CAPS` would keep of each file and package (the same selection, nothing written)' -r -f
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l kernels -d 'List kernel names (demangled) under each entry'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -l json -d 'Print JSON (an array with one report per file) instead of a table'
 complete -c fatpack -n "__fish_fatpack_using_subcommand inspect" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -l gpu-architecture -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, per module, what the runtime would run on GPUs of these compute capabilities: `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT included); `compute_90` or `90-virtual` keeps the PTX a 9.0 GPU would JIT, for newer GPUs; `9.0+PTX` both' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l keep -l arch -l gpu-architecture -d 'Exact targets to keep: `sm_80,sm_90,compute_90`, or CMake style `80;90` / `80-real;90-virtual`. --arch is nvprune\'s and cuobjdump\'s word for it' -r -f
+complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l for -d 'Keep, per module, what the runtime would run on GPUs of these compute capabilities: `8.9,9.0`, `89;90`, `sm_89`, `90a-real` (a/f variants and the PTX a GPU would JIT included); `compute_90` or `90-virtual` keeps the PTX a 9.0 GPU would JIT, for newer GPUs; `9.0+PTX` both' -r -f
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l compression -d 'A conda or Debian package: how hard its rewritten archives are compressed, in the input\'s own codec. `fast` (default): zstd 12, xz 0, gzip 6 on every core, within about twice a wheel\'s time; `best`: the packaging tools\' defaults (zstd 19, xz 6, gzip 9), 1-3% smaller and 3-5 times slower. Either gives the same bytes on every machine' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -l replace-path -d 'A folder: replace OLD by NEW (the same length) in every file and symlink target, byte for byte, as Nix needs when an output is copied to its new store path. Repeatable' -r
 complete -c fatpack -n "__fish_fatpack_using_subcommand prune" -s o -l output -d 'What to write: for a file, the new file; for a folder, the new folder (it must not exist); for a wheel, conda or Debian package, whose name carries its version and label, the folder to write it into (made if missing), or that exact name' -r -F
@@ -67,7 +67,7 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand index" -s h -l help -d '
 complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s o -l output -d 'The new file to write: the joined binary' -r -F
 complete -c fatpack -n "__fish_fatpack_using_subcommand join" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s o -l output -d 'The folder to write into (made if missing)' -r -F
-complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l arch -l keep -d 'Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep is prune\'s word for it' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l arch -l keep -d 'Only these targets: `sm_90,compute_90`, or CMake style `90`, `90a-real`. --keep is prune\'s word for it' -r -f
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -l fatbin -d 'One uncompressed fatbin per module instead of one file per entry'
 complete -c fatpack -n "__fish_fatpack_using_subcommand extract" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
