@@ -21,10 +21,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     after_help = "Examples:\n  \
                   fatpack run -- cmake --build build\n  \
                   fatpack inspect build/libfoo.so\n  \
-                  fatpack prune --for 9.0 build/libfoo.so -o libfoo-sm90.so\n\n\
-                  Exit status: 0 on success, 1 on an error (the message names the file and \
-                  what is wrong; nothing is written), 2 on a usage error. `fatpack ld` and \
-                  `fatpack run` exit with the real linker's or the command's own status."
+                  fatpack prune --for 9.0 build/libfoo.so -o libfoo-sm90.so"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -685,7 +682,8 @@ fn cli() -> clap::Command {
         .map(|h| h.to_string())
         .unwrap_or_default();
     let top_help = format!(
-        "{top_help}\n\nPrograms fatpack packed read, at run time:\n{}",
+        "{top_help}\n\nExit status: {EXIT_STATUS}\n\nPrograms fatpack packed read, at run \
+         time:\n{}",
         help(Reader::Program)
     );
     top.after_help(top_help).mut_subcommand("ld", |c| {
@@ -700,11 +698,81 @@ fn cli() -> clap::Command {
     })
 }
 
+/// What every command's exit status means (the top help and every man page say it).
+const EXIT_STATUS: &str = "0 on success, 1 on an error (the message names the file and what \
+    is wrong; nothing is written), 2 on a usage error. `fatpack ld` and `fatpack run` exit \
+    with the real linker's or the command's own status.";
+
+/// `text` as roff prose: backslashes and dashes escaped, no line read as a request.
+fn roff_text(text: &str) -> String {
+    text.replace('\\', "\\e")
+        .replace('-', "\\-")
+        .lines()
+        .map(|l| match l.starts_with(['.', '\'']) {
+            true => format!("\\&{l}\n"),
+            false => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// The sections clap's page does not have: EXIT STATUS on every page, ENVIRONMENT (from
+/// the one table of variables) on the pages of the commands that read them, inserted before
+/// VERSION; the examples (after-help text that starts with them) under EXAMPLES.
+fn man_sections(page: String, command: Option<&str>) -> String {
+    use fatpack::environment::{Reader, VARIABLES};
+    let mut extra = format!(".SH \"EXIT STATUS\"\n{}", roff_text(EXIT_STATUS));
+    let readers: &[Reader] = match command {
+        None => &[Reader::Link, Reader::Program],
+        Some("ld" | "run") => &[Reader::Link],
+        Some(_) => &[],
+    };
+    let vars: Vec<_> = VARIABLES
+        .iter()
+        .filter(|v| readers.contains(&v.reader))
+        .collect();
+    if !vars.is_empty() {
+        extra += ".SH ENVIRONMENT\n";
+        for v in vars {
+            let reads = match v.reader {
+                Reader::Program => " (read by programs fatpack packed, at run time)",
+                _ => "",
+            };
+            extra += &format!(
+                ".TP\n\\fB{}\\fR=\\fI{}\\fR\n{}",
+                roff_text(v.name).trim_end(),
+                roff_text(v.value).trim_end(),
+                roff_text(&format!("{}{reads}", v.help))
+            );
+        }
+    }
+    // `ld`'s text after its options is its own options' table, then its examples.
+    let page = page
+        .replacen(".SH EXTRA\nExample", ".SH EXAMPLES\nExample", 1)
+        .replacen(".SH EXTRA\n", ".SH \"FATPACK OPTIONS AND EXAMPLES\"\n", 1);
+    match page.find(".SH VERSION") {
+        Some(at) => format!("{}{extra}{}", &page[..at], &page[at..]),
+        None => page + &extra,
+    }
+}
+
 /// The man page (roff), from the CLI definition: fatpack(1), or with `command` that
 /// command's own page, fatpack-COMMAND(1), which fatpack(1) names.
 fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
     let cmd = match command {
-        None => cli(),
+        // Its examples alone after the options: exit status and variables have sections.
+        None => {
+            let c = cli();
+            let examples = c
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let examples = examples
+                .split("\n\n")
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            c.after_help(examples)
+        }
         Some(name) => {
             let c = cli();
             let sub = c
@@ -720,7 +788,8 @@ fn man_page(command: Option<&str>) -> anyhow::Result<Vec<u8>> {
     };
     let mut page = Vec::new();
     clap_mangen::Man::new(cmd).render(&mut page)?;
-    Ok(page)
+    let page = String::from_utf8(page).context("clap's man page is not UTF-8")?;
+    Ok(man_sections(page, command).into_bytes())
 }
 
 /// The commands that have a page of their own.

@@ -356,3 +356,54 @@ fn a_build_whose_home_cannot_be_written_gets_a_cache_for_its_links() {
     let (_, out, _) = fatpack_run(&not_a_dir, Some(""), show);
     assert_eq!(out, "[]\n");
 }
+
+/// Every man page has the sections a man page reader looks for: EXAMPLES (ld's with its own
+/// options' table), EXIT STATUS, and, on the pages of the commands that read them,
+/// ENVIRONMENT with every variable of the one table.
+#[test]
+fn man_pages_have_examples_exit_status_and_environment() {
+    let page = |cmd: Option<&str>| {
+        let mut c = Command::new(fatpack_bin());
+        c.arg("man");
+        if let Some(n) = cmd {
+            c.arg(n);
+        }
+        let (code, out, err) = run(&mut c);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let commands = [
+        "ld",
+        "run",
+        "inspect",
+        "prune",
+        "split",
+        "join",
+        "index",
+        "repack",
+        "extract",
+        "man",
+        "completions",
+    ];
+    for cmd in std::iter::once(None).chain(commands.iter().map(|c| Some(*c))) {
+        let p = page(cmd);
+        let examples = match cmd {
+            Some("ld") => ".SH \"FATPACK OPTIONS AND EXAMPLES\"",
+            _ => ".SH EXAMPLES",
+        };
+        assert!(p.contains(examples), "{cmd:?}: no {examples}");
+        assert!(p.contains(".SH \"EXIT STATUS\"\n0 on success"), "{cmd:?}");
+        let env = matches!(cmd, None | Some("ld" | "run"));
+        assert_eq!(p.contains(".SH ENVIRONMENT"), env, "{cmd:?}");
+        if env {
+            for v in ["FATPACK_REAL_LD", "FATPACK_THREADS", "FATPACK_MODE"] {
+                assert!(p.contains(&format!("\\fB{v}\\fR=")), "{cmd:?}: {v}");
+            }
+        }
+        assert_eq!(
+            p.contains("FATPACK_LOG"),
+            cmd.is_none(),
+            "{cmd:?}: the runtime's variables belong on fatpack(1)"
+        );
+    }
+}
