@@ -1989,8 +1989,13 @@ fn every_environment_variable_is_in_the_table_the_helps_man_pages_and_readme() {
     let out = |args: &[&str]| {
         let (code, text, err) = run(Command::new(fatpack_bin()).args(args));
         assert_eq!(code, 0, "{args:?}: {err}");
-        // roff escapes each `-` and `_` of a page's text as the helps print it.
-        text.replace("\\-", "-").replace("\\_", "_")
+        // roff escapes each `-` and `_` of a page's text as the helps print it, and sets a
+        // variable's name and value in fonts (its ENVIRONMENT section).
+        text.replace("\\-", "-")
+            .replace("\\_", "_")
+            .replace("\\fB", "")
+            .replace("\\fI", "")
+            .replace("\\fR", "")
     };
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let (help_ld, man_ld) = (out(&["help", "ld"]), out(&["man", "ld"]));
