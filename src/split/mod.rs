@@ -92,7 +92,9 @@ pub(crate) fn verify_all(store: &Store<'_>, path: &Path) -> Result<(), SplitErro
 /// library that is not packed is written there whole ([`whole`]).
 pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     let mut outs = Outputs::new(&[input]);
-    let map = read_file(input)?;
+    // Mapped, not read: a library with a gigabyte of debug info after its sections is split
+    // in the memory its store takes.
+    let map = crate::inputs::map_file(input)?;
     let data: &[u8] = &map;
     let Some(located) = packed::locate(input, data)? else {
         return whole(outs, input, data, into);
@@ -141,7 +143,7 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     // The host: the input with the manifest where the store was.
     let embedded = located.store.is_section();
     let host_tmp = temp(&host_path)?;
-    std::fs::write(host_tmp.path(), data).map_err(error::io_at(&host_path))?;
+    copy_file(input, data.len() as u64, host_tmp.path(), &host_path)?;
     let side_tmp = if embedded {
         packed::replace_store(
             host_tmp.path(),
@@ -195,6 +197,21 @@ pub fn split(input: &Path, into: &Path) -> Result<SplitReport, SplitError> {
     })
 }
 
+/// Copies `input` (`len` bytes, as mapped) to `to` in the kernel, never through memory;
+/// a file that changed length meanwhile is an error.
+fn copy_file(input: &Path, len: u64, to: &Path, shown: &Path) -> Result<(), SplitError> {
+    let mut from = std::fs::File::open(input).map_err(error::io_at(input))?;
+    let mut into = std::fs::File::create(to).map_err(error::io_at(shown))?;
+    let copied = std::io::copy(&mut from, &mut into).map_err(error::io_at(shown))?;
+    if copied != len {
+        return Err(crate::inputs::InputError::Changed {
+            path: input.to_path_buf(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// The name `input` is written under: the runtime finds packs next to the file the loader
 /// mapped, by its real name (what /proc/self/maps shows), so a library split through its
 /// `libfoo.so` link is written under the name the link points at.
@@ -239,8 +256,8 @@ fn whole(
     outs.check(&host_path)?;
     outs.folder(into)?;
     let tmp = outs.file(&host_path)?;
-    std::fs::write(tmp.path(), data).map_err(error::io_at(&host_path))?;
-    if read_file(tmp.path())?[..] != *data {
+    copy_file(input, data.len() as u64, tmp.path(), &host_path)?;
+    if crate::inputs::map_file(tmp.path())?[..] != *data {
         return Err(SplitError::Bad {
             path: host_path,
             message: "written output does not read back as the input".into(),
@@ -463,7 +480,7 @@ fn check_written(
         path: shown.to_path_buf(),
         message: format!("written output does not read back: {message}"),
     };
-    let host_map = read_file(host)?;
+    let host_map = crate::inputs::map_file(host)?;
     let side_map = side.map(read_file).transpose()?;
     let slot = packed::recorded_slot(&host_map).ok_or_else(|| bad("no slot".into()))?;
     let bytes = match &side_map {

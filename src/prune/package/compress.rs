@@ -10,9 +10,10 @@
 //! and [`Effort::Best`] at the packaging tools' own defaults (conda-build's zstd 19,
 //! dpkg-deb's xz 6 and gzip 9) for an upload where every byte counts.
 //!
-//! zstd and xz compress on every core, in their multi-threaded modes, whose output does not
-//! depend on the number of threads (zstd's jobs and xz's blocks are cut at fixed sizes): the
-//! same input gives the same bytes on every machine.
+//! zstd, xz and bzip2 compress on every core (zstd and xz in their multi-threaded modes,
+//! bzip2 in [`super::parallel_bzip2`]), and bzip2 also decodes on every core. No output
+//! depends on the number of threads (zstd's jobs and xz's blocks are cut at fixed sizes,
+//! bzip2's where a block is full): the same input gives the same bytes on every machine.
 
 use std::io::{Read, Write};
 
@@ -76,7 +77,7 @@ impl Codec {
             Codec::Gzip => Box::new(flate2::read::GzDecoder::new(r)),
             Codec::Xz => Box::new(liblzma::read::XzDecoder::new(r)),
             Codec::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?),
-            Codec::Bzip2 => Box::new(bzip2::read::BzDecoder::new(r)),
+            Codec::Bzip2 => Box::new(super::parallel_bzip2::Reader::new(r)),
         })
     }
 
@@ -132,7 +133,7 @@ impl Codec {
                 w.finish()
             }
             Codec::Bzip2 => {
-                let mut w = bzip2::write::BzEncoder::new(to, bzip2::Compression::new(level));
+                let mut w = super::parallel_bzip2::Writer::new(to, level);
                 body(&mut w)?;
                 w.finish()
             }

@@ -100,7 +100,9 @@ pub(super) fn spool(
     let mut entries = Vec::new();
     match format {
         Format::TarBz2 => {
-            let bz = bzip2::read::BzDecoder::new(BufReader::new(file));
+            let bz = Codec::Bzip2
+                .reader(BufReader::new(file))
+                .map_err(io_at(input))?;
             spool_tar(input, "its tar archive", bz, false, spool, &mut entries)?;
             for e in &mut entries {
                 e.info = e.name == "info" || e.name.starts_with("info/");

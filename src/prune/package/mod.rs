@@ -26,6 +26,7 @@ mod index;
 mod members;
 mod metadata;
 mod names;
+mod parallel_bzip2;
 mod record;
 mod sniff;
 pub mod split;

@@ -137,7 +137,7 @@ impl Found {
         into: &Path,
     ) -> Result<Option<PathBuf>, PruneError> {
         let shown = PathBuf::from(format!("{}!{name}", input.display()));
-        let data = crate::inputs::read_file(spool)?;
+        let data = crate::inputs::map_file(spool)?;
         let kind = crate::inputs::classify(&data).0;
         if !matches!(
             kind,
@@ -160,7 +160,7 @@ impl Found {
             }
         })?;
         if r.unpacked {
-            let data = crate::inputs::read_file(spool)?;
+            let data = crate::inputs::map_file(spool)?;
             if super::has_device_code(&shown, &data)? {
                 self.whole.push(name.to_string());
             }
