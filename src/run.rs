@@ -11,7 +11,7 @@
 //! directly (not through a compiler driver) are not seen. The folder is removed when the
 //! command ends, or on a signal, which the command gets too.
 //!
-//! Where the links' cache ([`crate::ld::defaults_cache`]) has no folder it can write (a build
+//! Where the links' cache ([`crate::ld::defaults::cache`]) has no folder it can write (a build
 //! sandbox's home: Debian's sbuild, Guix, Nix) and `FATPACK_CACHE_DIR` is not set, the build
 //! gets one in that folder: what a link learns of the real linker and of inputs free of
 //! device code is then learnt once per build, not once per link.
@@ -67,12 +67,12 @@ pub fn run(command: &[OsString]) -> Result<i32, RunError> {
         path.push(old);
     }
     let cache = folder.path().join("cache");
-    let own_cache = std::env::var_os(crate::ld::defaults_cache::CACHE_DIR_ENV).is_none()
-        && !crate::ld::defaults_cache::cache_dir().is_some_and(|d| writable(&d));
+    let own_cache = std::env::var_os(crate::ld::defaults::cache::CACHE_DIR_ENV).is_none()
+        && !crate::ld::defaults::cache::cache_dir().is_some_and(|d| writable(&d));
     let out = signals::run_child(|| {
         let mut c = std::process::Command::new(program);
         if own_cache {
-            c.env(crate::ld::defaults_cache::CACHE_DIR_ENV, &cache);
+            c.env(crate::ld::defaults::cache::CACHE_DIR_ENV, &cache);
         }
         c.args(args)
             .env("COMPILER_PATH", &path)

@@ -26,6 +26,14 @@ impl Variant {
     }
 }
 
+/// Entry kind codes (a fatbin entry header's `kind`): defined with [`EntryKind`], which
+/// they code, so that the fatbin layout builds on this module and not the reverse.
+pub const KIND_PTX: u16 = 1;
+pub const KIND_ELF: u16 = 2;
+/// NVVM IR (LTO-IR): cuobjdump's "Fatbin nvvm code". cuFFT ships thousands, obfuscated,
+/// for its own JIT link; fatpack keeps them as they are.
+pub const KIND_NVVM: u16 = 8;
+
 /// What an entry's bytes are: the fatbin entry kind, the store's entry kind and what
 /// selection looks at are this one type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,16 +50,16 @@ impl EntryKind {
     /// The kind as a fatbin entry header codes it (1 PTX, 2 ELF).
     pub fn fatbin_code(self) -> u16 {
         match self {
-            EntryKind::Ptx => crate::fatbin::KIND_PTX,
-            EntryKind::Sass => crate::fatbin::KIND_ELF,
+            EntryKind::Ptx => KIND_PTX,
+            EntryKind::Sass => KIND_ELF,
             EntryKind::Other(c) => c,
         }
     }
 
     pub fn from_fatbin_code(code: u16) -> Self {
         match code {
-            crate::fatbin::KIND_PTX => EntryKind::Ptx,
-            crate::fatbin::KIND_ELF => EntryKind::Sass,
+            KIND_PTX => EntryKind::Ptx,
+            KIND_ELF => EntryKind::Sass,
             c => EntryKind::Other(c),
         }
     }

@@ -20,12 +20,8 @@ pub const ENTRY_FORMAT_VERSION: u16 = 0x0101;
 /// `code_version` of the ELF entries nvcc 13 writes.
 pub const ELF_CODE_VERSION: u32 = 0x0001_0008;
 
-/// Entry kind codes (`EntryHeader::kind`).
-pub const KIND_PTX: u16 = 1;
-pub const KIND_ELF: u16 = 2;
-/// NVVM IR (LTO-IR): cuobjdump's "Fatbin nvvm code". cuFFT ships thousands, obfuscated,
-/// for its own JIT link; fatpack keeps them as they are.
-pub const KIND_NVVM: u16 = 8;
+/// Entry kind codes (`EntryHeader::kind`), defined beside the kind they code.
+pub use crate::arch::{KIND_ELF, KIND_NVVM, KIND_PTX};
 
 /// Bits of `EntryHeader::flags`.
 pub mod flags {

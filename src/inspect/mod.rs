@@ -1,13 +1,15 @@
 //! `fatpack inspect`: what device code a file holds, as a table or JSON.
 
+mod file;
 mod package;
 mod report;
 mod store;
 mod table;
 
+pub use file::inspect_path;
 pub use package::{inspect_package, kept_entries, summary, would_keep};
 pub use report::{
-    inspect_path, ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals, WouldKeep,
+    ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals, WouldKeep,
 };
 pub use table::{render, render_package, render_would_keep};
 

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::report::{inspect_path, summarise, ArchTotal, FileReport, InspectError, Totals};
+use super::file::inspect_path;
+use super::report::{summarise, ArchTotal, FileReport, InspectError, Totals};
 use crate::inputs::FileKind;
 use crate::prune::{for_each_binary, PackageKind};
 

@@ -52,24 +52,7 @@ pub enum InputKind {
     JustSymbols,
 }
 
-/// What a resolved input file holds, by its first bytes (filled in by `search::resolve`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputFileKind {
-    Elf,
-    Archive,
-    ThinArchive,
-    /// Anything else that reads as text: ld takes it as an implicit linker script
-    /// (`libc.so` is one).
-    Script,
-    /// LLVM bitcode, for an LTO plugin.
-    Bitcode,
-    /// Read raw, because it follows `-b binary`.
-    Binary,
-    /// Binary content of no known kind (ld would try it as a script and fail), or not a
-    /// regular file.
-    Other,
-    Missing,
-}
+pub use super::target::InputFileKind;
 
 /// One entry of an `INPUT(...)` / `GROUP(...)` command in a linker script.
 #[derive(Debug, Clone)]
@@ -85,7 +68,7 @@ pub struct ScriptEntry {
     /// Where ld would find it, if anywhere.
     pub resolved: Option<PathBuf>,
     /// What the search saw of the file it found (an implicit script's entries only).
-    pub probe: Option<crate::ld::target::Probe>,
+    pub probe: Option<super::target::Probe>,
     /// The entry's own entries, where it is an implicit script too (`libncurses.so` naming
     /// `-ltinfo`, itself `INPUT(libtinfo.so.6)`).
     pub script: Option<Box<ScriptInfo>>,
@@ -133,7 +116,7 @@ pub struct Input {
     /// ELF type), as for a script's entry ([`ScriptEntry::probe`]): the link's later steps
     /// ask the system no more (every stat is a trap in a VM, and a small link's own time is
     /// mostly such calls).
-    pub probe: Option<crate::ld::target::Probe>,
+    pub probe: Option<super::target::Probe>,
     /// For an input that is a linker script.
     pub script: Option<ScriptInfo>,
     pub(super) span: Range<usize>,

@@ -6,8 +6,7 @@
 //! `fatpack ld` (the driver in [`crate::link`]) reads a line with this model, swaps some
 //! inputs, and renders the same line back for the real linker.
 
-mod defaults;
-pub(crate) mod defaults_cache;
+pub(crate) mod defaults;
 mod files;
 mod getopt;
 mod line;

@@ -28,28 +28,6 @@ pub enum SearchError {
     RealLd(#[from] RealLdError),
 }
 
-/// `=DIR` and `$SYSROOTDIR` name DIR inside the sysroot (plain `DIR` with no sysroot).
-pub fn sysroot_path(raw: &OsStr, sysroot: Option<&Path>) -> PathBuf {
-    let b = raw.as_bytes();
-    let rest = b.strip_prefix(b"=").or_else(|| b.strip_prefix(b"$SYSROOT"));
-    match rest {
-        None => PathBuf::from(raw),
-        Some(rest) => {
-            let mut v = sysroot
-                .map(|s| s.as_os_str().as_bytes().to_vec())
-                .unwrap_or_default();
-            while v.len() > 1 && v.last() == Some(&b'/') {
-                v.pop();
-            }
-            if v == b"/" {
-                v.clear();
-            }
-            v.extend_from_slice(rest);
-            PathBuf::from(OsString::from_vec(v))
-        }
-    }
-}
-
 /// The directories ld searches, in order, and what decides which file it takes.
 #[derive(Debug, Clone, Default)]
 pub struct SearchPath {

@@ -7,8 +7,27 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::line::InputFileKind;
 use crate::inputs::magic::{magic, Magic};
+
+/// What a resolved input file holds, by its first bytes (filled in by `search::resolve` from a [`Probe`]; the
+/// link line holds it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFileKind {
+    Elf,
+    Archive,
+    ThinArchive,
+    /// Anything else that reads as text: ld takes it as an implicit linker script
+    /// (`libc.so` is one).
+    Script,
+    /// LLVM bitcode, for an LTO plugin.
+    Bitcode,
+    /// Read raw, because it follows `-b binary`.
+    Binary,
+    /// Binary content of no known kind (ld would try it as a script and fail), or not a
+    /// regular file.
+    Other,
+    Missing,
+}
 
 /// The ELF flavour the link produces, to skip libraries built for another one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

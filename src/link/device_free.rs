@@ -4,7 +4,7 @@
 //! `fatpack ld` added to a small link.
 //!
 //! An entry is an empty file under `<cache>/no-device-code/` (the cache of
-//! [`crate::ld::defaults_cache`]: `$FATPACK_CACHE_DIR`, empty for none) named by a 128-bit
+//! [`crate::ld::defaults::cache`]: `$FATPACK_CACHE_DIR`, empty for none) named by a 128-bit
 //! digest of the input's identity: its path, device, inode, size, and modification and
 //! change times. A file rewritten in place gets a new change time, which no one can set back,
 //! and a file renamed over it a new inode, so an entry never outlives what it says. Only the
@@ -32,7 +32,7 @@ pub(super) struct DeviceFree {
 impl DeviceFree {
     pub(super) fn new() -> Self {
         DeviceFree {
-            dir: crate::ld::defaults_cache::cache_dir().map(|d| d.join("no-device-code")),
+            dir: crate::ld::defaults::cache::cache_dir().map(|d| d.join("no-device-code")),
         }
     }
 

@@ -13,6 +13,7 @@
 //! The output is written to a temp file beside it and renamed; the input is never touched.
 
 mod error;
+mod kept;
 mod linked;
 mod package;
 mod packed;

@@ -11,30 +11,6 @@ use super::{io_at, PruneError, PruneReport, Selection};
 use crate::arch::EntryId;
 use crate::packed::{self, side_path};
 
-/// The entries of module `m` that `sel` keeps, counted in `report` (entries and bytes before;
-/// the caller counts what it writes).
-pub(super) fn kept_entries<'s>(
-    m: &cubin_store::ModuleView<'s>,
-    sel: &Selection,
-    report: &mut PruneReport,
-) -> Result<Vec<cubin_store::EntryView<'s>>, PruneError> {
-    let entries: Vec<_> = m.entries().collect();
-    let cands: Vec<EntryId> = entries
-        .iter()
-        .map(|e| EntryId::new(e.kind(), e.arch(), e.variant()))
-        .collect();
-    let sizes: Vec<u64> = entries.iter().map(|e| e.stored_share()).collect();
-    let keep = sel.choose(m.name(), &cands, &sizes, &mut report.chosen)?;
-    report.runs.note(&cands, &keep);
-    report.entries_before += entries.len();
-    report.bytes_before += sizes.iter().sum::<u64>();
-    Ok(entries
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(e, k)| k.then_some(e))
-        .collect())
-}
-
 /// Copy the kept entries of `store` into a new store written to `out`.
 fn write_pruned<W: Write + Seek>(
     store: &Store<'_>,
@@ -59,7 +35,7 @@ fn write_pruned<W: Write + Seek>(
     let bytes = store.as_bytes();
     for m in store.modules() {
         let id = w.add_module(m.name()).map_err(store_err)?;
-        let kept = kept_entries(&m, sel, report)?;
+        let kept = super::kept::kept_entries(&m, sel, report)?;
         // Every kept entry is read (decompressed, length- and blake3-checked) before its
         // frame is copied as it is: nothing is compressed again.
         let mut raws = Vec::with_capacity(kept.len());

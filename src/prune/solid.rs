@@ -39,7 +39,7 @@ pub(super) fn write_pruned_solid<W: Write + Seek>(
     let mut kept: Vec<Vec<EntryView<'_>>> = Vec::with_capacity(store.module_count());
     let mut kept_blob = vec![false; store.blob_count()];
     for m in store.modules() {
-        let mine = super::packed::kept_entries(&m, sel, report)?;
+        let mine = super::kept::kept_entries(&m, sel, report)?;
         for e in &mine {
             if let Some(k) = kept_blob.get_mut(e.blob_id() as usize) {
                 *k = true;

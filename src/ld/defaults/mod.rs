@@ -1,6 +1,6 @@
 //! What the real linker says about itself (`ld --verbose`): its default search directories
 //! and output format, asked once per linker and kept (in this run, and on disk between runs:
-//! [`super::defaults_cache`]).
+//! [`cache`]).
 //!
 //! The same call shows where the linker looks for a library, the directories a wrapper adds
 //! included: Nix's bintools wrapper, the `ld` a Nix build's driver runs, adds `-L` for every
@@ -16,8 +16,9 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use super::real::{self as real_ld};
-use super::search::SearchError;
+use super::real::{self as real_ld, RealLdError};
+
+pub(crate) mod cache;
 
 /// What the real linker says about itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -132,7 +133,7 @@ impl LinkerDefaults {
     /// `ld --print-sysroot`, both at once). A linker that prints no script (gold, lld) gives
     /// empty defaults, not an error; one that says nothing of its search (lld, mold), no
     /// directories of its own.
-    pub fn query(ld: &Path, emulation: Option<&OsStr>) -> Result<LinkerDefaults, SearchError> {
+    pub fn query(ld: &Path, emulation: Option<&OsStr>) -> Result<LinkerDefaults, RealLdError> {
         let mut args: Vec<&OsStr> = Vec::new();
         if let Some(e) = emulation {
             args.push(OsStr::new("-m"));
@@ -164,7 +165,7 @@ impl LinkerDefaults {
             let defaults_dirs: Vec<PathBuf> = defaults
                 .search_dirs
                 .iter()
-                .map(|d| super::search::sysroot_path(d, sys))
+                .map(|d| sysroot_path(d, sys))
                 .collect();
             defaults.dirs_before = before;
             defaults.dirs_after = after
@@ -191,10 +192,10 @@ impl DefaultsCache {
         &mut self,
         ld: &Path,
         emulation: Option<&OsStr>,
-    ) -> Result<&LinkerDefaults, SearchError> {
+    ) -> Result<&LinkerDefaults, RealLdError> {
         let key = (ld.to_owned(), emulation.map(OsStr::to_owned));
         if !self.entries.contains_key(&key) {
-            let kept = super::defaults_cache::Kept::of(ld, emulation);
+            let kept = cache::Kept::of(ld, emulation);
             let d = match kept.as_ref().and_then(|k| k.read()) {
                 Some(d) => d,
                 None => {
@@ -208,6 +209,28 @@ impl DefaultsCache {
             self.entries.insert(key.clone(), d);
         }
         Ok(&self.entries[&key])
+    }
+}
+
+/// `=DIR` and `$SYSROOTDIR` name DIR inside the sysroot (plain `DIR` with no sysroot).
+pub fn sysroot_path(raw: &OsStr, sysroot: Option<&Path>) -> PathBuf {
+    let b = raw.as_bytes();
+    let rest = b.strip_prefix(b"=").or_else(|| b.strip_prefix(b"$SYSROOT"));
+    match rest {
+        None => PathBuf::from(raw),
+        Some(rest) => {
+            let mut v = sysroot
+                .map(|s| s.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default();
+            while v.len() > 1 && v.last() == Some(&b'/') {
+                v.pop();
+            }
+            if v == b"/" {
+                v.clear();
+            }
+            v.extend_from_slice(rest);
+            PathBuf::from(OsString::from_vec(v))
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::defaults::LinkerDefaults;
+use super::LinkerDefaults;
 
 /// The variable that moves the cache (or, empty, turns it off).
 pub const CACHE_DIR_ENV: &str = crate::environment::CACHE_DIR;
@@ -109,7 +109,7 @@ fn wrapper_context(script: &mut std::fs::File, len: u64) -> Option<WrapperContex
     let mut bytes = Vec::with_capacity(len as usize);
     std::io::Seek::rewind(script).ok()?;
     std::io::Read::read_to_end(script, &mut bytes).ok()?;
-    let skip = ["_", "OLDPWD", "SHLVL", super::real::DEPTH_ENV];
+    let skip = ["_", "OLDPWD", "SHLVL", crate::ld::real::DEPTH_ENV];
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| !skip.iter().any(|s| k == s))
         .collect();
