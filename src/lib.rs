@@ -29,3 +29,4 @@ pub mod run;
 pub mod size;
 pub mod split;
 pub mod store;
+pub mod transform;

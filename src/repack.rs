@@ -44,7 +44,10 @@ pub enum RepackError {
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error(transparent)]
-    Transform(#[from] crate::elf::TransformError),
+    Transform(#[from] crate::transform::TransformError),
+    /// An edit of an ELF file's headers or sections failed.
+    #[error(transparent)]
+    ElfEdit(#[from] crate::elf::EditError),
 }
 
 /// What `repack` writes.

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use object::elf;
 
-use super::error::{io_err, malformed as bad, TransformError};
+use super::error::{io_err, malformed as bad, EditError};
 use super::open::OpenElf;
 use super::{Shdr, LE};
 
@@ -56,7 +56,7 @@ impl Seek for OffsetWriter {
 /// when nothing but the section tables follows them (as after `fatpack ld`), else at the
 /// end. The section-name and section-header tables are rewritten after the store. Nothing
 /// loaded moves.
-pub fn append_section<T, E: From<TransformError>>(
+pub fn append_section<T, E: From<EditError>>(
     path: &Path,
     name: &str,
     align: u64,
@@ -66,7 +66,7 @@ pub fn append_section<T, E: From<TransformError>>(
 }
 
 /// [`append_section`] of a file already open, its headers as they are in memory (updated).
-pub fn append_section_in<T, E: From<TransformError>>(
+pub fn append_section_in<T, E: From<EditError>>(
     elf: &mut OpenElf,
     name: &str,
     align: u64,

@@ -4,7 +4,7 @@ use std::os::unix::fs::FileExt;
 
 use object::elf;
 
-use super::error::{io_err, malformed as bad, TransformError};
+use super::error::{io_err, malformed as bad, EditError};
 use super::open::OpenElf;
 use super::LE;
 
@@ -13,7 +13,7 @@ use super::LE;
 /// differ only in their stores (another `--fatpack-level`, another GPU's code) would share
 /// it and debuginfod or a crash tool would match the wrong bits. The new ID is the same
 /// length: the first bytes of blake3(old ID ‖ store digest), so it stays deterministic.
-pub fn mix_build_id(elf: &OpenElf, store_digest: &[u8; 32]) -> Result<bool, TransformError> {
+pub fn mix_build_id(elf: &OpenElf, store_digest: &[u8; 32]) -> Result<bool, EditError> {
     let (path, f, lay) = (&elf.path, &elf.file, &elf.layout);
     let Some((_, sec)) = lay.section_by_name(".note.gnu.build-id") else {
         return Ok(false);

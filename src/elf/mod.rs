@@ -26,14 +26,12 @@
 pub mod append_section;
 pub mod build_id;
 pub mod code_refs;
-pub mod cut;
-mod error;
-pub mod in_place;
+pub(crate) mod error;
 pub mod open;
 pub mod sections;
 pub mod store_segment;
 
-pub use error::TransformError;
+pub use error::EditError;
 pub use open::OpenElf;
 
 use std::borrow::Cow;

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::error::{io_err, malformed as bad, TransformError};
+use super::error::{io_err, malformed as bad, EditError};
 use super::Layout;
 
 /// A linked file and its headers as they now are.
@@ -24,7 +24,7 @@ pub struct OpenElf {
 impl OpenElf {
     /// Opens the file at `path` for reading and writing and reads its headers; it must have a
     /// section header table.
-    pub fn open(path: &Path) -> Result<OpenElf, TransformError> {
+    pub fn open(path: &Path) -> Result<OpenElf, EditError> {
         let file = File::options()
             .read(true)
             .write(true)
@@ -35,7 +35,7 @@ impl OpenElf {
     }
 
     /// A file already open, with the headers it has now (a transform that just wrote them).
-    pub fn with(path: &Path, file: File, layout: Layout) -> Result<OpenElf, TransformError> {
+    pub fn with(path: &Path, file: File, layout: Layout) -> Result<OpenElf, EditError> {
         if layout.sections.is_empty() || layout.names_index() >= layout.sections.len() {
             return Err(bad(path, "no section header table"));
         }
@@ -48,7 +48,7 @@ impl OpenElf {
     }
 
     /// Cuts the bytes a transform left past the file's end ([`OpenElf::stale_from`]).
-    pub fn settle(&mut self) -> Result<(), TransformError> {
+    pub fn settle(&mut self) -> Result<(), EditError> {
         if let Some(len) = self.stale_from.take() {
             self.file.set_len(len).map_err(io_err(&self.path))?;
         }
@@ -56,14 +56,14 @@ impl OpenElf {
     }
 
     /// Writes the headers where they say they are.
-    pub fn write_headers(&self) -> Result<(), TransformError> {
+    pub fn write_headers(&self) -> Result<(), EditError> {
         self.layout
             .write_to(&self.file)
             .map_err(|e| bad(&self.path, e.to_string()))
     }
 
     /// The bytes of section `index`, read from the file.
-    pub fn section_bytes(&self, index: usize) -> Result<Vec<u8>, TransformError> {
+    pub fn section_bytes(&self, index: usize) -> Result<Vec<u8>, EditError> {
         use std::os::unix::fs::FileExt;
         let s = &self.layout.sections[index];
         if s.sh_type.get(super::LE) == object::elf::SHT_NOBITS {

@@ -11,7 +11,7 @@
 
 use object::elf::{PF_R, PT_LOAD, PT_NOTE, SHF_ALLOC, SHT_NOTE, SHT_PROGBITS};
 
-use super::error::{malformed as bad, TransformError};
+use super::error::{malformed as bad, EditError};
 use super::open::OpenElf;
 use super::{Layout, Phdr, LE};
 use fatpack_format::link::{SEGMENT_NOTE_SECTION, STORE_SECTION};
@@ -93,7 +93,7 @@ fn retire_note(l: &mut Layout, note: &Placed, converted: Option<usize>) {
 /// program header to spare (its linker merged the glue note into another note's `PT_NOTE`,
 /// as mold before 2.0 does); the store then stays a non-allocated section that the runtime
 /// finds through the file. The file is open, its headers as they are in memory (updated).
-pub fn map_store(elf: &mut OpenElf) -> Result<Option<Mapping>, TransformError> {
+pub fn map_store(elf: &mut OpenElf) -> Result<Option<Mapping>, EditError> {
     let path = &elf.path.clone();
     let h = &mut elf.layout;
     let store = placed(h, STORE_SECTION)

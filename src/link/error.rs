@@ -91,7 +91,10 @@ pub enum LinkError {
     Io(#[from] crate::error::IoError),
     /// The direct route's cut of the output could not read or write it.
     #[error(transparent)]
-    Cut(#[from] crate::elf::TransformError),
+    Cut(#[from] crate::transform::TransformError),
+    /// An edit of an ELF file's headers or sections failed.
+    #[error(transparent)]
+    ElfEdit(#[from] crate::elf::EditError),
     /// The direct route's output holds a container that none of the inputs read holds: it
     /// cannot be stubbed, and the copy route links instead.
     #[error("{}: the container at offset {at:#x} ({len} bytes) is in none of the inputs read", path.display())]

@@ -3,7 +3,7 @@
 //! `.nv_fatbin` and `__nv_relfatbin` last in the image; then every container in the output
 //! is replaced by the stub of the input module it is, the stubs packed where the device
 //! code began and the file cut short there (prune's cut, made in the file itself:
-//! [`crate::elf::cut::CutInFile`]).
+//! [`crate::transform::cut::CutInFile`]).
 //!
 //! Which module a container of the output is: the one with the same bytes, of the
 //! containers the scan found in the inputs (the linker copies a section's bytes as they
@@ -30,11 +30,11 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use super::account::Parts;
 use super::plan::{origin_of, Names, Planned};
 use super::LinkError;
-use crate::elf::cut::{CutDone, CutInFile, Refused};
-use crate::elf::TransformError;
 use crate::elf::{c_str, file_range, records, Sym, LE};
 use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
 use crate::rewrite::Extracted;
+use crate::transform::cut::{CutDone, CutInFile, Refused};
+use crate::transform::TransformError;
 
 /// What tells a module's object from others holding the same bytes, in the output.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

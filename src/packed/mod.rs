@@ -44,8 +44,9 @@ pub enum OutputError {
     },
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
+    /// An edit of an ELF file's headers or sections failed.
     #[error(transparent)]
-    Transform(#[from] crate::elf::TransformError),
+    ElfEdit(#[from] crate::elf::EditError),
 }
 
 /// `map_err` for an I/O error about `path`, as an [`OutputError`] (the writers here are

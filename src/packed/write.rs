@@ -13,8 +13,8 @@ use super::{bad, io_err, OutputError};
 use crate::elf::append_section::{append_section, append_section_in, OffsetWriter};
 use crate::elf::build_id::mix_build_id;
 use crate::elf::store_segment::{map_store, Mapping};
+use crate::elf::EditError;
 use crate::elf::OpenElf;
-use crate::elf::TransformError;
 use fatpack_format::link::{StoreLocation, StoreSlot, DIGEST_SECTION, STORE_SECTION};
 
 /// Alignment of the store in the file, so that it can be mapped on its own.
@@ -22,7 +22,7 @@ const STORE_ALIGN: u64 = 4096;
 
 /// Write a store as the non-allocated section [`STORE_SECTION`] of the ELF file at `path`,
 /// with contents from `write` (which may seek within them): [`crate::elf::append_section`].
-pub fn append_store<T, E: From<OutputError> + From<TransformError>>(
+pub fn append_store<T, E: From<OutputError> + From<EditError>>(
     path: &Path,
     write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
 ) -> Result<T, E> {
@@ -119,7 +119,7 @@ pub fn finish_in(
 }
 
 /// [`append_store`] of a file already open, its headers as they are in memory (updated).
-pub fn append_store_in<T, E: From<OutputError> + From<TransformError>>(
+pub fn append_store_in<T, E: From<OutputError> + From<EditError>>(
     elf: &mut OpenElf,
     write: impl FnOnce(&mut OffsetWriter) -> Result<T, E>,
 ) -> Result<T, E> {
@@ -148,7 +148,7 @@ fn place(
 /// a plain section as it was; the recorded `digest` and the build ID stay what they were,
 /// since the device code the binary names is the same (`fatpack split` and `fatpack join`,
 /// which must give back the original bytes).
-pub fn replace_store<T, E: From<OutputError> + From<TransformError>>(
+pub fn replace_store<T, E: From<OutputError> + From<EditError>>(
     path: &Path,
     digest: &[u8; 32],
     was_mapped: bool,

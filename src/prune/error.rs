@@ -77,7 +77,10 @@ pub enum PruneError {
         message: String,
     },
     #[error(transparent)]
-    Transform(#[from] crate::elf::TransformError),
+    Transform(#[from] crate::transform::TransformError),
+    /// An edit of an ELF file's headers or sections failed.
+    #[error(transparent)]
+    ElfEdit(#[from] crate::elf::EditError),
     #[error("{}: {message}", path.display())]
     Package { path: PathBuf, message: String },
     #[error(transparent)]

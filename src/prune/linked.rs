@@ -1,16 +1,16 @@
 //! Pruning a linked executable or shared library: the cut where the layout allows it (the
-//! file really shrinks, [`crate::elf::cut`]), else each container pruned where it is
-//! ([`crate::elf::in_place`]). Prune decides what becomes of each container; the ELF layer
+//! file really shrinks, [`crate::transform::cut`]), else each container pruned where it is
+//! ([`crate::transform::in_place`]). Prune decides what becomes of each container; the ELF layer
 //! changes the file and checks it.
 
 use std::path::Path;
 
 use super::{io_at, prune_container, PruneError, PruneReport, Selection};
-use crate::elf::cut::{self, Refused};
-use crate::elf::in_place::{punch_holes, release_shared, rewrite_containers};
 use crate::elf::Layout;
 use crate::fatbin;
 use crate::inputs::{DeviceSection, Scanned};
+use crate::transform::cut::{self, Refused};
+use crate::transform::in_place::{punch_holes, release_shared, rewrite_containers};
 
 /// Prune's answer for container `index` of `d` (whose bytes are given): pruned as a
 /// registered module (never emptied) unless it is a fatbin of the program's own data,

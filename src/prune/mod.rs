@@ -37,11 +37,11 @@ use std::path::Path;
 
 use crate::arch::{parse_target_list, EntryId};
 use crate::commit::Outputs;
-use crate::elf::cut::Refused;
 use crate::elf::sections::{relocatable, replace_sections, Replacement};
 use crate::fatbin::{self, EntryKind, Fatbin};
 use crate::inputs::{self, FileKind};
 use crate::rewrite::archive;
+use crate::transform::cut::Refused;
 
 /// What a prune did, for the report.
 #[derive(Debug, Default)]
@@ -233,7 +233,7 @@ fn prune_object(
                 .get(crate::elf::LE);
             let at = |o: u64| o - sec.file_offset + new_off;
             let mut prune = linked::pruner(sel, report, &|_, _| {});
-            crate::elf::in_place::rewrite_containers(
+            crate::transform::in_place::rewrite_containers(
                 Path::new(origin),
                 data,
                 &mut edited,

@@ -15,7 +15,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 
 use super::{ensure_host, fake, stub_of, CudaError, FatbinWrapper, Handle, Reg};
 
-type Stream = *mut c_void;
+pub(crate) type Stream = *mut c_void;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -550,51 +550,3 @@ wrap_host!(__wrap_cudaGraphExecNodeSetParams => __real_cudaGraphExecNodeSetParam
     graph_exec: *mut c_void, node: *mut c_void, node_params: *mut c_void)
     // SAFETY: the caller passes cudart a valid cudaGraphNodeParams (or null) for the call.
     key unsafe { node_params_func(node_params) });
-
-/// Defines `__wrap_X` telling decoding ahead (ahead.rs) that the driver is being used, then
-/// calling `__real_X`: calls a program makes before its first kernel, the first of which
-/// initialises the driver.
-macro_rules! wrap_hint {
-    ($wrap:ident => $real:ident ($($a:ident: $t:ty),* $(,)?)) => {
-        extern "C" {
-            fn $real($($a: $t),*) -> CudaError;
-        }
-
-        #[no_mangle]
-        pub unsafe extern "C" fn $wrap($($a: $t),*) -> CudaError {
-            // Before the call: the helper reads the devices once this call has initialised
-            // the driver, and decodes while the call creates its context.
-            super::ahead::hint();
-            // SAFETY: forwarded unchanged to the function this wraps.
-            unsafe { $real($($a),*) }
-        }
-    };
-}
-
-wrap_hint!(__wrap_cudaGetDeviceCount => __real_cudaGetDeviceCount(count: *mut c_int));
-wrap_hint!(__wrap_cudaSetDevice => __real_cudaSetDevice(device: c_int));
-wrap_hint!(__wrap_cudaInitDevice => __real_cudaInitDevice(
-    device: c_int, device_flags: c_uint, flags: c_uint));
-wrap_hint!(__wrap_cudaMalloc => __real_cudaMalloc(p: *mut *mut c_void, size: usize));
-wrap_hint!(__wrap_cudaMallocHost => __real_cudaMallocHost(p: *mut *mut c_void, size: usize));
-wrap_hint!(__wrap_cudaHostAlloc => __real_cudaHostAlloc(
-    p: *mut *mut c_void, size: usize, flags: c_uint));
-wrap_hint!(__wrap_cudaMallocManaged => __real_cudaMallocManaged(
-    p: *mut *mut c_void, size: usize, flags: c_uint));
-wrap_hint!(__wrap_cudaMallocAsync => __real_cudaMallocAsync(
-    p: *mut *mut c_void, size: usize, stream: Stream));
-wrap_hint!(__wrap_cudaMallocAsync_ptsz => __real_cudaMallocAsync_ptsz(
-    p: *mut *mut c_void, size: usize, stream: Stream));
-wrap_hint!(__wrap_cudaFree => __real_cudaFree(p: *mut c_void));
-wrap_hint!(__wrap_cudaStreamCreate => __real_cudaStreamCreate(stream: *mut Stream));
-wrap_hint!(__wrap_cudaStreamCreateWithFlags => __real_cudaStreamCreateWithFlags(
-    stream: *mut Stream, flags: c_uint));
-wrap_hint!(__wrap_cudaDeviceSynchronize => __real_cudaDeviceSynchronize());
-wrap_hint!(__wrap_cudaMemcpy => __real_cudaMemcpy(
-    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int));
-wrap_hint!(__wrap_cudaMemcpy_ptds => __real_cudaMemcpy_ptds(
-    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int));
-wrap_hint!(__wrap_cudaMemcpyAsync => __real_cudaMemcpyAsync(
-    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Stream));
-wrap_hint!(__wrap_cudaMemcpyAsync_ptsz => __real_cudaMemcpyAsync_ptsz(
-    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Stream));

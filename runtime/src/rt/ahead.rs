@@ -4,7 +4,7 @@
 //! the driver decoding (the handoff). Every program makes a CUDA call that needs the driver
 //! before its first kernel (it picks a device, allocates, copies), and the first such call
 //! initialises the driver and creates the device's context: a hundred milliseconds and more.
-//! As that call starts ([`hint`], from the wrapped calls in abi.rs) one helper thread starts
+//! As that call starts ([`hint`], from the wrapped calls at the end of this file) one helper thread starts
 //! too. It asks the driver for the devices itself (`cuInit` returns once the call beside it
 //! has initialised the driver), then decodes the modules not yet loaded, in registration
 //! order, each exactly as its load would ([`Plan::build`]: the store's digests checked),
@@ -25,17 +25,20 @@
 //! destructors, or the process exiting) stops the helper and joins it, so no thread runs the
 //! runtime's code after its library is gone.
 
-use core::ffi::c_void;
+#![allow(non_snake_case)]
+
+use core::ffi::{c_int, c_uint, c_void};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 
 #[allow(unused_imports)]
 use crate::prelude::*;
 
+use super::abi::Stream;
 use super::container::Aligned;
 use super::image::Image;
 use super::load::{forced_arch, Plan};
 use super::sys::{self, Mutex, Thread};
-use super::{driver, image, lock, Module};
+use super::{driver, image, lock, CudaError, Module};
 use fatpack_format::arch::EntryId;
 
 /// A module's place in decoding ahead.
@@ -301,3 +304,54 @@ fn decode(m: &Module, job: &Job, caps: &[u32], spent: u64) -> Option<Decoded> {
     let buf = plan.build(job.image, caps, None, &mut bytes).ok()?;
     Some(Decoded { buf, chosen, bytes })
 }
+
+// ---------------------------------------------------------------------------------------------
+// The program's calls that start it: wrapped (`--wrap`) as abi.rs wraps the others.
+
+/// Defines `__wrap_X` telling decoding ahead that the driver is being used, then
+/// calling `__real_X`: calls a program makes before its first kernel, the first of which
+/// initialises the driver.
+macro_rules! wrap_hint {
+    ($wrap:ident => $real:ident ($($a:ident: $t:ty),* $(,)?)) => {
+        extern "C" {
+            fn $real($($a: $t),*) -> CudaError;
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $wrap($($a: $t),*) -> CudaError {
+            // Before the call: the helper reads the devices once this call has initialised
+            // the driver, and decodes while the call creates its context.
+            hint();
+            // SAFETY: forwarded unchanged to the function this wraps.
+            unsafe { $real($($a),*) }
+        }
+    };
+}
+
+wrap_hint!(__wrap_cudaGetDeviceCount => __real_cudaGetDeviceCount(count: *mut c_int));
+wrap_hint!(__wrap_cudaSetDevice => __real_cudaSetDevice(device: c_int));
+wrap_hint!(__wrap_cudaInitDevice => __real_cudaInitDevice(
+    device: c_int, device_flags: c_uint, flags: c_uint));
+wrap_hint!(__wrap_cudaMalloc => __real_cudaMalloc(p: *mut *mut c_void, size: usize));
+wrap_hint!(__wrap_cudaMallocHost => __real_cudaMallocHost(p: *mut *mut c_void, size: usize));
+wrap_hint!(__wrap_cudaHostAlloc => __real_cudaHostAlloc(
+    p: *mut *mut c_void, size: usize, flags: c_uint));
+wrap_hint!(__wrap_cudaMallocManaged => __real_cudaMallocManaged(
+    p: *mut *mut c_void, size: usize, flags: c_uint));
+wrap_hint!(__wrap_cudaMallocAsync => __real_cudaMallocAsync(
+    p: *mut *mut c_void, size: usize, stream: Stream));
+wrap_hint!(__wrap_cudaMallocAsync_ptsz => __real_cudaMallocAsync_ptsz(
+    p: *mut *mut c_void, size: usize, stream: Stream));
+wrap_hint!(__wrap_cudaFree => __real_cudaFree(p: *mut c_void));
+wrap_hint!(__wrap_cudaStreamCreate => __real_cudaStreamCreate(stream: *mut Stream));
+wrap_hint!(__wrap_cudaStreamCreateWithFlags => __real_cudaStreamCreateWithFlags(
+    stream: *mut Stream, flags: c_uint));
+wrap_hint!(__wrap_cudaDeviceSynchronize => __real_cudaDeviceSynchronize());
+wrap_hint!(__wrap_cudaMemcpy => __real_cudaMemcpy(
+    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int));
+wrap_hint!(__wrap_cudaMemcpy_ptds => __real_cudaMemcpy_ptds(
+    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int));
+wrap_hint!(__wrap_cudaMemcpyAsync => __real_cudaMemcpyAsync(
+    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Stream));
+wrap_hint!(__wrap_cudaMemcpyAsync_ptsz => __real_cudaMemcpyAsync_ptsz(
+    dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Stream));

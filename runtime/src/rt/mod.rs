@@ -10,7 +10,6 @@ mod abi;
 mod ahead;
 mod container;
 mod driver;
-mod handoff;
 mod hash;
 mod image;
 mod load;

@@ -6,8 +6,8 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::cut::Replace;
 use super::error::TransformError;
+use super::Replace;
 use crate::inputs::DeviceSection;
 
 /// Rewrites each container of `sections` (as `data`, the input, holds it) at its own place
@@ -28,7 +28,7 @@ pub fn rewrite_containers<'a, E: From<TransformError>>(
     let mut zeroed = Vec::new();
     for sec in sections {
         for (index, &(off, len)) in sec.spans.iter().enumerate() {
-            let old = super::file_range(data, sec.file_offset + off, len).unwrap_or_default();
+            let old = crate::elf::file_range(data, sec.file_offset + off, len).unwrap_or_default();
             let new = replace(sec, index, old)?;
             if new.len() as u64 > len {
                 return Err(TransformError::Grew(path.to_path_buf()).into());

@@ -7,9 +7,10 @@ use core::ffi::c_void;
 
 use cubin_store::{Codec, EntryKind, EntryView, Store};
 
+mod handoff;
+
 use super::container::{self, Aligned};
 use super::driver::{self, Device};
-use super::handoff::{self, Handoff};
 use super::image::{self, Image, ReadError};
 use super::{
     abi, lock, CudaError, FatbinWrapper, Handle, Inner, Module, CUDART_LOCK,
@@ -18,6 +19,7 @@ use super::{
 use fatpack_format::arch::EntryId;
 use fatpack_format::fatbin::{EntryInput, PayloadForm};
 use fatpack_format::select::{self, capability_string};
+use handoff::Handoff;
 
 /// What cudart holds for a loaded module: its handle and the memory it points into.
 pub(crate) struct Loaded {

@@ -44,7 +44,7 @@ use object::{LittleEndian, U64};
 
 use super::error::TransformError;
 use super::in_place::rewrite_containers;
-use super::open::OpenElf;
+use crate::elf::OpenElf;
 use crate::elf::{Layout, Phdr, LE};
 use crate::error::io_at;
 use crate::inputs::{self, DeviceSection, Scanned};
@@ -87,9 +87,7 @@ fn file_end(p: &Phdr) -> u64 {
     p.p_offset.get(LE).saturating_add(p.p_filesz.get(LE))
 }
 
-/// What becomes of container `index` of a device section (whose bytes are given): its new
-/// bytes, never more than it had. The caller's error type `E` carries its own refusals.
-pub type Replace<'a, E> = dyn FnMut(&DeviceSection, usize, &[u8]) -> Result<Vec<u8>, E> + 'a;
+pub use super::Replace;
 
 /// The 8-byte word at `offset` of `buf`.
 fn word(buf: &[u8], offset: usize) -> Option<u64> {

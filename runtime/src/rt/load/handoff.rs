@@ -26,11 +26,11 @@ use core::sync::atomic::{AtomicU8, Ordering};
 #[allow(unused_imports)]
 use crate::prelude::*;
 
-use super::container::Aligned;
-use super::image::Image;
-use super::load::{fail, register, LoadError, Loaded, Outcome, Plan};
-use super::sys::{now_us, Millis, Thread};
-use super::{abi, lock, FatbinWrapper, Handle, Inner, Reg, CUDART_LOCK, WRAPPER_MAGIC};
+use super::{fail, register, LoadError, Loaded, Outcome, Plan};
+use crate::rt::container::Aligned;
+use crate::rt::image::Image;
+use crate::rt::sys::{now_us, Millis, Thread};
+use crate::rt::{abi, lock, FatbinWrapper, Handle, Inner, Reg, CUDART_LOCK, WRAPPER_MAGIC};
 
 /// What the driver did with the stored frames in this process: not asked yet, took them, or
 /// refused the first module it was given (then never asked again).
@@ -91,7 +91,7 @@ pub(super) fn hand_to_driver(
         .any(|r| matches!(*r, Reg::Function { host_fun, .. } if host_fun == fun));
     if !by_function
         || DRIVER.load(Ordering::Acquire) == REFUSES
-        || super::log::env(fatpack_format::link::ENV_DECODE) == Some(b"runtime")
+        || crate::rt::log::env(fatpack_format::link::ENV_DECODE) == Some(b"runtime")
         || abi::pending_error() != 0
     {
         return Handoff::NotTried;
@@ -182,8 +182,8 @@ pub(super) fn hand_to_driver(
 }
 
 /// Takes back a module the driver was handed: unregistered, cudart's error for it read (it is
-/// not the program's), its memory left to cudart as [`super::Module`]'s unregister leaves it.
-fn withdraw(handle: Handle, r: super::CudaError, buf: Aligned, wrapper: Box<FatbinWrapper>) {
+/// not the program's), its memory left to cudart as [`crate::rt::Module`]'s unregister leaves it.
+fn withdraw(handle: Handle, r: crate::rt::CudaError, buf: Aligned, wrapper: Box<FatbinWrapper>) {
     {
         let _c = lock(&CUDART_LOCK);
         // SAFETY: `handle` came from the real __cudaRegisterFatBinary.
