@@ -34,7 +34,7 @@ pub enum ExtractError {
     #[error(transparent)]
     Commit(#[from] crate::commit::CommitError),
     #[error(transparent)]
-    Split(Box<crate::split::SplitError>),
+    Split(Box<crate::packed::SplitReadError>),
 }
 
 /// One entry: its identity, its original fatbin header (empty when there is none, e.g. a
@@ -120,8 +120,8 @@ fn read_modules(path: &Path) -> Result<(Vec<Module>, usize), ExtractError> {
         if fatpack_format::split::is_manifest(bytes) {
             // A split binary: each entry from its pack next to it, checked against the index.
             // Split's errors name the file already.
-            let split_err = |e: crate::split::SplitError| ExtractError::Split(Box::new(e));
-            let c = crate::split::SplitContents::open(path, bytes, &p.recorded_digest)
+            let split_err = |e: crate::packed::SplitReadError| ExtractError::Split(Box::new(e));
+            let c = crate::packed::SplitContents::open(path, bytes, &p.recorded_digest)
                 .map_err(split_err)?;
             let items = store_items(&c.store, |e| c.read_entry(e).map_err(split_err))?;
             return Ok((items, 0));

@@ -26,6 +26,7 @@ pub mod ptx;
 pub mod repack;
 pub mod rewrite;
 pub mod run;
+pub mod selection;
 pub mod size;
 pub mod split;
 pub mod store;

@@ -350,7 +350,7 @@ fn inspect(
                 // A pack that is there but damaged or another build's is a problem; one that
                 // is not installed is how a machine is given only its GPUs' code.
                 for pk in r.packed.iter().flat_map(|p| &p.packs) {
-                    if pk.state != "ok" && pk.state != fatpack::split::MISSING {
+                    if pk.state != "ok" && pk.state != fatpack::packed::MISSING {
                         failures.push(format!("{}: pack {}: {}", f.display(), pk.path, pk.state));
                     }
                 }
@@ -1039,12 +1039,20 @@ fn finish(result: anyhow::Result<()>) -> Status {
         Err(e) => {
             fatpack::commit::signals::yield_to_signal();
             eprintln!("fatpack: error: {}", message(&e));
+            use fatpack::selection::SelectionError;
+            let selection = e.downcast_ref::<SelectionError>().or_else(|| {
+                match e.downcast_ref::<fatpack::prune::PruneError>() {
+                    Some(fatpack::prune::PruneError::Selection(s)) => Some(s),
+                    _ => None,
+                }
+            });
+            // A capability or target list that does not parse is a usage error.
             let usage = matches!(
-                e.downcast_ref::<fatpack::prune::PruneError>(),
+                selection,
                 Some(
-                    fatpack::prune::PruneError::Capability { .. }
-                        | fatpack::prune::PruneError::NoSuchCapability { .. }
-                        | fatpack::prune::PruneError::Keep(_)
+                    SelectionError::Capability { .. }
+                        | SelectionError::NoSuchCapability { .. }
+                        | SelectionError::Keep(_)
                 )
             ) || e.downcast_ref::<UsageError>().is_some();
             exit(if usage { 2 } else { 1 })

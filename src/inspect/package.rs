@@ -74,7 +74,7 @@ pub fn summary(reports: &[FileReport]) -> (Vec<ArchTotal>, Totals) {
 /// kinds prune never drops (NVVM IR) count as kept.
 pub fn would_keep(
     report: &FileReport,
-    targets: &crate::prune::ForTargets,
+    targets: &crate::selection::ForTargets,
 ) -> (usize, usize, u64, u64) {
     let (mut kept, mut all, mut kept_bytes, mut bytes) = (0, 0, 0, 0);
     for_each_kept(report, targets, &mut |_, e, k| {
@@ -93,7 +93,7 @@ pub fn would_keep(
 /// (a split binary's pack that is not installed).
 pub fn kept_entries(
     report: &FileReport,
-    targets: &crate::prune::ForTargets,
+    targets: &crate::selection::ForTargets,
 ) -> (Vec<String>, Vec<String>) {
     let (mut kept, mut unreadable) = (Vec::new(), Vec::new());
     for_each_kept(report, targets, &mut |origin, e, k| {
@@ -114,12 +114,12 @@ pub fn kept_entries(
 /// Calls `f(module, entry, kept)` for every entry of `report`, by the selection prune runs.
 fn for_each_kept(
     report: &FileReport,
-    targets: &crate::prune::ForTargets,
+    targets: &crate::selection::ForTargets,
     f: &mut dyn FnMut(&str, &super::EntryReport, bool),
 ) {
     use crate::arch::EntryId;
-    let sel = crate::prune::Selection::For(targets.clone());
-    let mut chosen = crate::prune::Chosen::new();
+    let sel = crate::selection::Selection::For(targets.clone());
+    let mut chosen = crate::selection::Chosen::new();
     for m in &report.modules {
         let entries: Vec<(Option<EntryId>, u64)> = m
             .entries
@@ -134,7 +134,7 @@ fn for_each_kept(
             .collect();
         let registered = m.loaded_by != "program";
         let keep =
-            crate::prune::keep_in_container(&m.origin, &entries, &sel, registered, &mut chosen)
+            crate::selection::keep_in_container(&m.origin, &entries, &sel, registered, &mut chosen)
                 .map_or_else(|_| vec![true; entries.len()], |k| k.keep);
         for (e, k) in m.entries.iter().zip(keep) {
             f(&m.origin, e, k);

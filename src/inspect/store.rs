@@ -102,11 +102,11 @@ fn inspect_split(
     p: &packed::Packed<'_>,
     label: &str,
 ) -> Result<FileReport, InspectError> {
-    let split_err = |e: crate::split::SplitError| InspectError::Split {
+    let split_err = |e: crate::packed::SplitReadError| InspectError::Split {
         path: label.to_string(),
         message: e.to_string(),
     };
-    let c = crate::split::SplitContents::open(path, p.store.bytes(), &p.recorded_digest)
+    let c = crate::packed::SplitContents::open(path, p.store.bytes(), &p.recorded_digest)
         .map_err(split_err)?;
     let unusable: Vec<(String, String)> = c
         .unusable()

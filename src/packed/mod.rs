@@ -6,6 +6,7 @@
 //! One definition of how to find them, used by `fatpack ld` (which writes them, [`write`]),
 //! `fatpack prune` and `fatpack inspect`.
 
+mod split_contents;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use object::{Object, ObjectSection};
 pub use crate::elf::append_section::OffsetWriter;
 pub use crate::elf::store_segment::Mapping;
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
+pub use split_contents::{SplitContents, SplitReadError, MISSING};
 pub use write::{
     append_store, append_store_in, finish, finish_in, patch_slot, patch_slot_in, replace_store,
 };

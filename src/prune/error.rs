@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use crate::arch::ArchParseError;
 use crate::elf::sections::ElfEditError;
 use crate::fatbin::FatbinError;
 use crate::inputs::InputError;
@@ -10,35 +9,9 @@ use crate::packed::OutputError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PruneError {
-    #[error("--keep: {0}")]
-    Keep(#[from] ArchParseError),
-    #[error(
-        "--for {text}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 9.0a, \
-         90a-real){}",
-        fatpack_format::arch::did_you_mean(text)
-    )]
-    Capability { text: String },
-    #[error("{option} {text}: {why}")]
-    NoSuchCapability {
-        option: &'static str,
-        text: String,
-        why: String,
-    },
-    #[error(
-        "module {module}: --keep {keep} keeps none of its entries (it has {has}); the pruned \
-         binary could not run its kernels anywhere (pass --allow-empty to do it anyway)"
-    )]
-    Emptied {
-        module: String,
-        keep: String,
-        has: String,
-    },
-    #[error("{}: --keep names {missing} but the file has none of them, only {present}", path.display())]
-    Absent {
-        path: PathBuf,
-        missing: String,
-        present: String,
-    },
+    /// What `--keep`, `--for` or `--dead` asked for cannot be done.
+    #[error(transparent)]
+    Selection(#[from] crate::selection::SelectionError),
     #[error("{}: the selection leaves no device code at all", .0.display())]
     NothingLeft(PathBuf),
     #[error(

@@ -18,10 +18,12 @@ mod linked;
 mod package;
 mod packed;
 pub mod report;
-mod selection;
 mod solid;
 
-pub use selection::{describe, parse_capabilities, Chosen, ForTargets, Selection};
+pub use crate::selection::{
+    describe, keep_in_container, parse_capabilities, parse_keep, Chosen, ForTargets, Kept,
+    Selection, SelectionError,
+};
 
 use error::io_at;
 pub use error::PruneError;
@@ -35,7 +37,7 @@ pub use package::{
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::arch::{parse_target_list, EntryId};
+use crate::arch::EntryId;
 use crate::commit::Outputs;
 use crate::elf::sections::{relocatable, replace_sections, Replacement};
 use crate::fatbin::{self, EntryKind, Fatbin};
@@ -73,66 +75,9 @@ pub struct PruneReport {
     pub package: Option<package::Written>,
 }
 
-/// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
-pub fn parse_keep(text: &str) -> Result<BTreeSet<EntryId>, PruneError> {
-    let targets = parse_target_list(text)?.into_iter().collect();
-    selection::check_keep(text, &targets)?;
-    Ok(targets)
-}
-
 /// An entry as selection sees it (kinds other than SASS and PTX are never chosen).
 fn candidate(e: &fatbin::Entry) -> EntryId {
     EntryId::new(e.kind(), e.header.arch_number, e.header.variant())
-}
-
-/// Which entries of one container prune keeps, the one decision prune makes and `inspect
-/// --for` reports. `entries`: each entry as selection sees it (`None`: a kind it never
-/// chooses, NVVM IR a library hands its own JIT or one nvcc may add, always kept) and its
-/// stored size. `registered`: cudart registers the container at start-up (not a fatbin the
-/// program loads itself).
-pub fn keep_in_container(
-    module: &str,
-    entries: &[(Option<EntryId>, u64)],
-    sel: &Selection,
-    registered: bool,
-    chosen: &mut Chosen,
-) -> Result<Kept, PruneError> {
-    let mut code: Vec<usize> = (0..entries.len())
-        .filter(|&i| entries[i].0.is_some())
-        .collect();
-    // A container the program loads itself that also holds NVVM (cuSPARSE's `.rodata`
-    // pairs NVVM with PTX) feeds the program's own JIT link, not the driver's choice: whole.
-    if !registered && code.len() < entries.len() {
-        code.clear();
-    }
-    let mut keep = vec![true; entries.len()];
-    if code.is_empty() {
-        return Ok(Kept {
-            keep,
-            cands: Vec::new(),
-            flags: Vec::new(),
-        });
-    }
-    let cands: Vec<EntryId> = code.iter().filter_map(|&i| entries[i].0).collect();
-    let sizes: Vec<u64> = code.iter().map(|&i| entries[i].1).collect();
-    let flags = match registered {
-        true => sel.choose(module, &cands, &sizes, chosen)?,
-        false => sel.choose_unregistered(&cands, chosen),
-    };
-    for (&i, &k) in code.iter().zip(&flags) {
-        keep[i] = k;
-    }
-    Ok(Kept { keep, cands, flags })
-}
-
-/// What [`keep_in_container`] decided.
-pub struct Kept {
-    /// A flag per entry.
-    pub keep: Vec<bool>,
-    /// The SASS and PTX entries selection chose among, and its flags for them (what
-    /// [`fatpack_format::select::Runs`] notes); empty where the container is kept whole.
-    pub cands: Vec<EntryId>,
-    pub flags: Vec<bool>,
 }
 
 /// Prune one container; returns its new bytes. The selection sees the SASS and PTX

@@ -143,7 +143,7 @@ pub fn json(r: &PruneReport, input: &Path, output: &Path) -> serde_json::Value {
         .iter()
         .map(|(cap, names)| {
             (
-                super::selection::chosen_name(*cap),
+                crate::selection::chosen_name(*cap),
                 serde_json::json!(names),
             )
         })

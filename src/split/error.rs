@@ -25,16 +25,12 @@ pub enum SplitError {
         .0.display()
     )]
     OldRuntime(PathBuf),
-    #[error("{}: pack {}: {message}", host.display(), pack.display())]
-    Pack {
-        host: PathBuf,
-        pack: PathBuf,
-        message: String,
-    },
     #[error("{}: {message}", path.display())]
     Bad { path: PathBuf, message: String },
     #[error(transparent)]
     Store(#[from] crate::error::StoreAt),
+    #[error(transparent)]
+    Read(#[from] crate::packed::SplitReadError),
     #[error(transparent)]
     Io(#[from] crate::error::IoError),
     #[error(transparent)]

@@ -30,7 +30,7 @@ fn assemble<W: Write>(c: &SplitContents<'_>, w: &mut W, host: &Path) -> Result<u
         })
     });
     match (r, failed) {
-        (_, Some(e)) => Err(e),
+        (_, Some(e)) => Err(e.into()),
         (Ok(n), None) => Ok(n),
         (Err(source), None) => Err(SplitError::Store(crate::error::StoreAt {
             path: host.to_path_buf(),

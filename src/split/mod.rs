@@ -11,11 +11,10 @@
 //! Both commands verify their input completely (every blob decoded and checked, every pack's
 //! blake3) and what they wrote before anything is renamed into place.
 
-mod contents;
 mod error;
 mod join;
 
-pub use contents::{SplitContents, MISSING};
+pub use crate::packed::{SplitContents, MISSING};
 pub use error::SplitError;
 pub use join::{join, JoinReport};
 

@@ -1,4 +1,5 @@
-//! What `fatpack prune` keeps: exact labels (`--keep sm_90,compute_90`), or, per module, what
+//! Selection policy, shared by `prune`, `split` (through prune), and `inspect --for`: what
+//! is kept: exact labels (`--keep sm_90,compute_90`), or, per module, what
 //! the runtime and cudart would choose on the GPUs named (`--for 8.9,9.0`), with the same
 //! selection function the runtime uses (fatpack-format's `select`), `a`/`f` variants and the
 //! PTX a GPU would JIT included.
@@ -6,10 +7,42 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use fatpack_format::arch::ForTargets;
-use fatpack_format::arch::{EntryId, EntryKind};
+use fatpack_format::arch::{parse_target_list, ArchParseError, EntryId, EntryKind};
 use fatpack_format::select::{self, capability_string};
 
-use super::PruneError;
+/// What `--keep`, `--for` or `--dead` asked for cannot be done.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectionError {
+    #[error("--keep: {0}")]
+    Keep(#[from] ArchParseError),
+    #[error(
+        "--for {text}: want compute capabilities such as 8.9,9.0 (or 89;90, sm_89, 9.0a, \
+         90a-real){}",
+        fatpack_format::arch::did_you_mean(text)
+    )]
+    Capability { text: String },
+    #[error("{option} {text}: {why}")]
+    NoSuchCapability {
+        option: &'static str,
+        text: String,
+        why: String,
+    },
+    #[error(
+        "module {module}: --keep {keep} keeps none of its entries (it has {has}); the pruned \
+         binary could not run its kernels anywhere (pass --allow-empty to do it anyway)"
+    )]
+    Emptied {
+        module: String,
+        keep: String,
+        has: String,
+    },
+    #[error("{}: --keep names {missing} but the file has none of them, only {present}", path.display())]
+    Absent {
+        path: std::path::PathBuf,
+        missing: String,
+        present: String,
+    },
+}
 
 #[derive(Debug, Clone)]
 pub enum Selection {
@@ -58,13 +91,13 @@ pub type Chosen = BTreeMap<u32, BTreeMap<String, usize>>;
 /// Parses `--for`: `8.9,9.0`, `89;90`, `sm_89`, CMake's `89-real`/`90a`, Nix's `8.9` name
 /// GPUs; `compute_90`, `90-virtual` name the PTX of a virtual arch; `9.0+PTX` both
 /// (fatpack-format's one capability parser, whose lists `--keep` reads too).
-pub fn parse_capabilities(text: &str) -> Result<ForTargets, PruneError> {
+pub fn parse_capabilities(text: &str) -> Result<ForTargets, SelectionError> {
     let targets =
-        fatpack_format::arch::parse_for_list(text).map_err(|_| PruneError::Capability {
+        fatpack_format::arch::parse_for_list(text).map_err(|_| SelectionError::Capability {
             text: text.to_string(),
         })?;
     for &cap in targets.gpus.iter().chain(&targets.ptx) {
-        known(cap, capability_string).map_err(|why| PruneError::NoSuchCapability {
+        known(cap, capability_string).map_err(|why| SelectionError::NoSuchCapability {
             option: "--for",
             text: text.to_string(),
             why,
@@ -74,9 +107,9 @@ pub fn parse_capabilities(text: &str) -> Result<ForTargets, PruneError> {
 }
 
 /// `--keep`'s targets, each an arch some GPU has ([`known`]).
-pub(super) fn check_keep(text: &str, targets: &BTreeSet<EntryId>) -> Result<(), PruneError> {
+fn check_keep(text: &str, targets: &BTreeSet<EntryId>) -> Result<(), SelectionError> {
     for t in targets {
-        known(t.arch, |c| format!("sm_{c}")).map_err(|why| PruneError::NoSuchCapability {
+        known(t.arch, |c| format!("sm_{c}")).map_err(|why| SelectionError::NoSuchCapability {
             option: "--keep",
             text: text.to_string(),
             why,
@@ -150,7 +183,7 @@ impl Selection {
         cands: &[EntryId],
         sizes: &[u64],
         chosen: &mut Chosen,
-    ) -> Result<Vec<bool>, PruneError> {
+    ) -> Result<Vec<bool>, SelectionError> {
         match self {
             Selection::Keep {
                 targets,
@@ -158,7 +191,7 @@ impl Selection {
             } => {
                 let keep = named(targets, cands);
                 if !allow_empty && !cands.is_empty() && !keep.contains(&true) {
-                    return Err(PruneError::Emptied {
+                    return Err(SelectionError::Emptied {
                         module: module.to_string(),
                         keep: join(targets),
                         has: select::list(cands),
@@ -205,7 +238,7 @@ impl Selection {
         &self,
         path: &std::path::Path,
         present: &BTreeSet<EntryId>,
-    ) -> Result<Vec<String>, PruneError> {
+    ) -> Result<Vec<String>, SelectionError> {
         let Selection::Keep { targets, .. } = self else {
             return Ok(Vec::new());
         };
@@ -213,7 +246,7 @@ impl Selection {
         if present.is_empty() || targets.intersection(present).next().is_some() {
             return Ok(missing);
         }
-        Err(PruneError::Absent {
+        Err(SelectionError::Absent {
             path: path.to_path_buf(),
             missing: missing.join(", "),
             present: join(present),
@@ -359,6 +392,63 @@ pub fn describe(chosen: &Chosen) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The set of targets to keep, from `--keep` (nvcc or CMake spellings).
+pub fn parse_keep(text: &str) -> Result<BTreeSet<EntryId>, SelectionError> {
+    let targets = parse_target_list(text)?.into_iter().collect();
+    check_keep(text, &targets)?;
+    Ok(targets)
+}
+
+/// Which entries of one container prune keeps, the one decision prune makes and `inspect
+/// --for` reports. `entries`: each entry as selection sees it (`None`: a kind it never
+/// chooses, NVVM IR a library hands its own JIT or one nvcc may add, always kept) and its
+/// stored size. `registered`: cudart registers the container at start-up (not a fatbin the
+/// program loads itself).
+pub fn keep_in_container(
+    module: &str,
+    entries: &[(Option<EntryId>, u64)],
+    sel: &Selection,
+    registered: bool,
+    chosen: &mut Chosen,
+) -> Result<Kept, SelectionError> {
+    let mut code: Vec<usize> = (0..entries.len())
+        .filter(|&i| entries[i].0.is_some())
+        .collect();
+    // A container the program loads itself that also holds NVVM (cuSPARSE's `.rodata`
+    // pairs NVVM with PTX) feeds the program's own JIT link, not the driver's choice: whole.
+    if !registered && code.len() < entries.len() {
+        code.clear();
+    }
+    let mut keep = vec![true; entries.len()];
+    if code.is_empty() {
+        return Ok(Kept {
+            keep,
+            cands: Vec::new(),
+            flags: Vec::new(),
+        });
+    }
+    let cands: Vec<EntryId> = code.iter().filter_map(|&i| entries[i].0).collect();
+    let sizes: Vec<u64> = code.iter().map(|&i| entries[i].1).collect();
+    let flags = match registered {
+        true => sel.choose(module, &cands, &sizes, chosen)?,
+        false => sel.choose_unregistered(&cands, chosen),
+    };
+    for (&i, &k) in code.iter().zip(&flags) {
+        keep[i] = k;
+    }
+    Ok(Kept { keep, cands, flags })
+}
+
+/// What [`keep_in_container`] decided.
+pub struct Kept {
+    /// A flag per entry.
+    pub keep: Vec<bool>,
+    /// The SASS and PTX entries selection chose among, and its flags for them (what
+    /// [`fatpack_format::select::Runs`] notes); empty where the container is kept whole.
+    pub cands: Vec<EntryId>,
+    pub flags: Vec<bool>,
 }
 
 #[cfg(test)]

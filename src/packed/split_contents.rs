@@ -1,6 +1,7 @@
 //! Reading a split binary from the command line: its manifest, the store's detached index,
 //! and the packs next to it. `inspect`, `extract` and `join` read entries through this, so
-//! every byte they report or write is checked against the index the binary carries.
+//! every byte they report or write is checked against the index the binary carries. Here,
+//! with the packed file's other readers, so that no command imports another to read one.
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +11,22 @@ use fatpack_format::split::{check_pack, Manifest};
 /// A pack's state when it is not installed: normal, not a problem.
 pub const MISSING: &str = "is missing";
 
-use super::SplitError;
 use crate::inputs::read_file;
+
+/// What is wrong with a split binary or one of its packs, read.
+#[derive(Debug, thiserror::Error)]
+pub enum SplitReadError {
+    #[error("{}: pack {}: {message}", host.display(), pack.display())]
+    Pack {
+        host: PathBuf,
+        pack: PathBuf,
+        message: String,
+    },
+    #[error("{}: {message}", path.display())]
+    Bad { path: PathBuf, message: String },
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreAt),
+}
 
 pub struct SplitContents<'a> {
     /// The store as the binary records it, without its blobs.
@@ -30,14 +45,14 @@ impl<'a> SplitContents<'a> {
         host: &Path,
         manifest: &'a [u8],
         recorded: &[u8; 32],
-    ) -> Result<SplitContents<'a>, SplitError> {
-        let bad = |message: String| SplitError::Bad {
+    ) -> Result<SplitContents<'a>, SplitReadError> {
+        let bad = |message: String| SplitReadError::Bad {
             path: host.to_path_buf(),
             message,
         };
         let manifest = Manifest::parse(manifest).map_err(bad)?;
         let store = Store::parse_skeleton(manifest.skeleton).map_err(|source| {
-            SplitError::Store(crate::error::StoreAt {
+            SplitReadError::Store(crate::error::StoreAt {
                 path: host.to_path_buf(),
                 source,
             })
@@ -100,8 +115,8 @@ impl<'a> SplitContents<'a> {
         self.packs.iter().map(|(p, _)| p.as_path())
     }
 
-    fn pack_err(&self, pack: &Path, message: impl Into<String>) -> SplitError {
-        SplitError::Pack {
+    fn pack_err(&self, pack: &Path, message: impl Into<String>) -> SplitReadError {
+        SplitReadError::Pack {
             host: self.host.clone(),
             pack: pack.to_path_buf(),
             message: message.into(),
@@ -109,15 +124,15 @@ impl<'a> SplitContents<'a> {
     }
 
     /// The stored bytes of blob `id`, from its pack.
-    pub fn blob_bytes(&self, id: u32) -> Result<&[u8], SplitError> {
-        let b = self.store.blob(id).ok_or_else(|| SplitError::Bad {
+    pub fn blob_bytes(&self, id: u32) -> Result<&[u8], SplitReadError> {
+        let b = self.store.blob(id).ok_or_else(|| SplitReadError::Bad {
             path: self.host.clone(),
             message: format!("no blob {id}"),
         })?;
         let (pi, range) =
             self.manifest
                 .blob_range(id, b.stored_len)
-                .ok_or_else(|| SplitError::Bad {
+                .ok_or_else(|| SplitReadError::Bad {
                     path: self.host.clone(),
                     message: format!("blob {id} is placed outside its pack"),
                 })?;
@@ -128,10 +143,10 @@ impl<'a> SplitContents<'a> {
     }
 
     /// One entry, decoded and checked against the index.
-    pub fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>, SplitError> {
+    pub fn read_entry(&self, e: &EntryView<'_>) -> Result<Vec<u8>, SplitReadError> {
         let bytes = self.blob_bytes(e.blob_id())?;
         self.store.read_entry_from(e, bytes).map_err(|source| {
-            SplitError::Store(crate::error::StoreAt {
+            SplitReadError::Store(crate::error::StoreAt {
                 path: self.packs[self.manifest.placements[e.blob_id() as usize].pack as usize]
                     .0
                     .clone(),
@@ -141,7 +156,7 @@ impl<'a> SplitContents<'a> {
     }
 
     /// Every pack present and whole: its blake3 as the binary records it.
-    pub fn verify_packs(&self) -> Result<(), SplitError> {
+    pub fn verify_packs(&self) -> Result<(), SplitReadError> {
         for ((path, m), rec) in self.packs.iter().zip(&self.manifest.packs) {
             let m = m.as_ref().map_err(|e| self.pack_err(path, e.clone()))?;
             if *blake3::hash(m).as_bytes() != rec.digest {
