@@ -27,7 +27,7 @@ pub enum Reader {
 /// One variable: its name, the value it takes, who reads it and what it does.
 pub struct Variable {
     pub name: &'static str,
-    pub value: &'static str,
+    pub value: Value,
     pub reader: Reader,
     pub help: &'static str,
 }
@@ -51,125 +51,148 @@ pub const CACHE_DIR: &str = "FATPACK_CACHE_DIR";
 pub const LD_DEPTH: &str = "FATPACK_LD_DEPTH";
 pub const TRACE_WORKERS: &str = "FATPACK_TRACE_WORKERS";
 
+/// What a variable is set to: a placeholder for the help (`N`, `DIR`), or one of these
+/// words (printed `a|b|c`), the same words as the option it stands in for.
+#[derive(Debug, Clone, Copy)]
+pub enum Value {
+    Text(&'static str),
+    OneOf(&'static [&'static str]),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Text(t) => f.write_str(t),
+            Value::OneOf(words) => f.write_str(&words.join("|")),
+        }
+    }
+}
+
+/// The values of `FATPACK_MODE` and `--fatpack-mode`, written once (the first is the
+/// default): `link::options::Mode` is made from them.
+pub const MODE_VALUES: &[&str] = &["auto", "packed", "tail"];
+/// The values of `FATPACK_FORK` and `--fatpack-fork` (`link::options::Fork`).
+pub const FORK_VALUES: &[&str] = &["auto", "yes", "no"];
+
 /// Every variable, grouped by reader in the order the help prints them.
 pub const VARIABLES: &[Variable] = &[
     Variable {
         name: REAL_LD,
-        value: "PATH",
+        value: Value::Text("PATH"),
         reader: Reader::Link,
         help: "the real linker (default: the one of fatpack's own name on PATH)",
     },
     Variable {
         name: THREADS,
-        value: "N",
+        value: Value::Text("N"),
         reader: Reader::Link,
         help: "at most N threads per step (--fatpack-threads wins; make's jobserver too)",
     },
     Variable {
         name: MODE,
-        value: "auto|packed|tail",
+        value: Value::OneOf(MODE_VALUES),
         reader: Reader::Link,
         help: "the mode of every link whose line gives no --fatpack-mode",
     },
     Variable {
         name: FORK,
-        value: "auto|yes|no",
+        value: Value::OneOf(FORK_VALUES),
         reader: Reader::Link,
         help: "--fatpack-fork of every link whose line gives none (no: one process)",
     },
     Variable {
         name: VERBOSE,
-        value: "1",
+        value: Value::Text("1"),
         reader: Reader::Link,
         help: "as --fatpack-verbose, for every link",
     },
     Variable {
         name: RUNTIME,
-        value: "PATH",
+        value: Value::Text("PATH"),
         reader: Reader::Link,
         help: "a runtime archive to link instead of the one fatpack carries",
     },
     Variable {
         name: CACHE_DIR,
-        value: "DIR",
+        value: Value::Text("DIR"),
         reader: Reader::Link,
         help: "where what links learn of the linker and of inputs is kept (empty: none)",
     },
     Variable {
         name: text(abi::ENV_LOG),
-        value: "info|debug",
+        value: Value::Text("info|debug"),
         reader: Reader::Program,
         help: "log each choice: module, device, arch, bytes, time",
     },
     Variable {
         name: text(abi::ENV_ARCH),
-        value: "sm_80|compute_90|...",
+        value: Value::Text("sm_80|compute_90|..."),
         reader: Reader::Program,
         help: "force that entry for every module",
     },
     Variable {
         name: text(abi::ENV_EAGER),
-        value: "1",
+        value: Value::Text("1"),
         reader: Reader::Program,
         help: "load every module at start-up, not at first use",
     },
     Variable {
         name: text(abi::ENV_AHEAD),
-        value: "MIB",
+        value: Value::Text("MIB"),
         reader: Reader::Program,
         help: "decode ahead of first use, once the driver is up: MIB MiB (32; 0: none)",
     },
     Variable {
         name: text(abi::ENV_DECODE),
-        value: "auto|runtime",
+        value: Value::Text("auto|runtime"),
         reader: Reader::Program,
         help: "runtime: decode every entry here, never handing the driver zstd frames",
     },
     Variable {
         name: "FATPACK_RT_EXTRA_TARGETS",
-        value: "TRIPLE,...",
+        value: Value::Text("TRIPLE,..."),
         reader: Reader::Build,
         help: "also carry the runtime for these Rust targets (for cross links)",
     },
     Variable {
         name: "FATPACK_RT_RUSTFLAGS",
-        value: "FLAGS",
+        value: Value::Text("FLAGS"),
         reader: Reader::Build,
         help: "more rustc flags for the runtime, after fatpack's own",
     },
     Variable {
         name: "FATPACK_RT_CFLAGS",
-        value: "FLAGS",
+        value: Value::Text("FLAGS"),
         reader: Reader::Build,
         help: "more C flags for the runtime's zstd, after fatpack's own",
     },
     Variable {
         name: "FATPACK_DYNAMIC",
-        value: "1",
+        value: Value::Text("1"),
         reader: Reader::Build,
         help: "link fatpack against the shared C library, not as a static PIE",
     },
     Variable {
         name: "FATPACK_RT_LD",
-        value: "PATH",
+        value: Value::Text("PATH"),
         reader: Reader::Build,
         help: "the ld that joins the runtime into one object",
     },
     Variable {
         name: "FATPACK_RT_OBJCOPY",
-        value: "PATH",
+        value: Value::Text("PATH"),
         reader: Reader::Build,
         help: "the objcopy that localises the runtime's symbols",
     },
     Variable {
         name: LD_DEPTH,
-        value: "N",
+        value: Value::Text("N"),
         reader: Reader::Internal,
         help: "set for the real linker fatpack runs, to stop wrappers calling each other",
     },
     Variable {
         name: TRACE_WORKERS,
-        value: "FILE",
+        value: Value::Text("FILE"),
         reader: Reader::Internal,
         help: "the tests' record of each parallel step's threads",
     },

@@ -740,7 +740,7 @@ fn man_sections(page: String, command: Option<&str>) -> String {
             extra += &format!(
                 ".TP\n\\fB{}\\fR=\\fI{}\\fR\n{}",
                 roff_text(v.name).trim_end(),
-                roff_text(v.value).trim_end(),
+                roff_text(&v.value.to_string()).trim_end(),
                 roff_text(&format!("{}{reads}", v.help))
             );
         }
@@ -809,9 +809,18 @@ fn completions(shell: clap_complete::Shell) -> Vec<u8> {
         for o in fatpack::link::options::OPTIONS {
             let long: &'static str = Box::leak(format!("fatpack-{}", o.name).into_boxed_str());
             let mut arg = clap::Arg::new(long).long(long).help(o.help);
-            arg = match o.value {
-                Some(v) => arg.value_name(v).num_args(1).require_equals(true),
-                None => arg.action(clap::ArgAction::SetTrue),
+            // A shell completes an option of words with its words.
+            arg = match o.takes {
+                fatpack::link::options::Takes::Switch => arg.action(clap::ArgAction::SetTrue),
+                fatpack::link::options::Takes::Number { .. } => {
+                    arg.value_name("N").num_args(1).require_equals(true)
+                }
+                fatpack::link::options::Takes::OneOf(words) => arg
+                    .value_parser(clap::builder::PossibleValuesParser::new(
+                        words.iter().copied(),
+                    ))
+                    .num_args(1)
+                    .require_equals(true),
             };
             c = c.arg(arg);
         }

@@ -4,16 +4,50 @@ use super::LinkError;
 
 use crate::ld::LinkLine;
 
-/// How device code is kept out of the way of the host code's relocations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// The default: packed where the inputs hold enough device code for packing to pay
-    /// (`super::worth_packing`), else the line goes to the real linker unchanged.
-    Auto,
-    /// A store outside every loaded segment, and the runtime.
-    Packed,
-    /// No store, no runtime: the fatbin sections move past `.bss` (linker-scripts/).
-    Tail,
+/// An enum of an option's words: the words (the first is the default) and the value each
+/// names, in one list. `$names` may be a list the environment table shares.
+macro_rules! choices {
+    ($(#[$m:meta])* $name:ident = $names:expr => {
+        $($(#[$vm:meta])* $v:ident),+ $(,)?
+    }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl $name {
+            /// The words naming each value, in the order of the variants.
+            pub const NAMES: &'static [&'static str] = $names;
+            const ALL: &'static [$name] = &[$($name::$v),+];
+        }
+
+        impl Choice for $name {
+            fn all() -> &'static [Self] {
+                // One word per value, in one order: checked when the table is built.
+                const _: () = assert!($name::NAMES.len() == $name::ALL.len());
+                $name::ALL
+            }
+        }
+    };
+}
+
+/// What [`choices!`] makes: the values of an option of words, in [`Takes::OneOf`]'s order.
+trait Choice: Copy + 'static {
+    fn all() -> &'static [Self];
+}
+
+choices! {
+    /// How device code is kept out of the way of the host code's relocations.
+    Mode = crate::environment::MODE_VALUES => {
+        /// The default: packed where the inputs hold enough device code for packing to pay
+        /// (`super::worth_packing`), else the line goes to the real linker unchanged.
+        Auto,
+        /// A store outside every loaded segment, and the runtime.
+        Packed,
+        /// No store, no runtime: the fatbin sections move past `.bss` (linker-scripts/).
+        Tail,
+    }
 }
 
 /// The tail-mode scripts, shipped inside the binary so that fatpack needs no data files: GNU
@@ -24,72 +58,134 @@ pub const TAIL_SCRIPT_LLD: &str = include_str!("../../linker-scripts/fatbin-tail
 /// The level of `--fatpack-release` without `--fatpack-level` (`fatpack repack`'s default).
 pub use cubin_store::RELEASE_LEVEL;
 
-/// One `--fatpack-*` option: its name after the prefix, the value it takes (`None`: an
-/// on/off switch, which also takes `=yes`/`=no`), and what it does.
+/// What a `--fatpack-*` option takes.
+pub enum Takes {
+    /// An on/off switch, which also takes `=yes`/`=no`.
+    Switch,
+    /// A whole number from `min` to `max`; `want` names it in an error.
+    Number {
+        min: u64,
+        max: u64,
+        want: &'static str,
+    },
+    /// One of these words; the first is the default.
+    OneOf(&'static [&'static str]),
+}
+
+/// One `--fatpack-*` option, written once: its name after the prefix, what it takes, the
+/// variable that stands in for it where the line does not give it, and what it does. The
+/// parser ([`PackOptions::from_line`]), `fatpack help ld`, `fatpack ld --help`, the man page
+/// and the completions are all made from these rows.
 pub struct FatpackOption {
     pub name: &'static str,
-    pub value: Option<&'static str>,
+    pub takes: Takes,
+    pub env: Option<&'static str>,
     pub help: &'static str,
 }
 
-/// Every `--fatpack-*` option `fatpack ld` takes: the one table the parser checks names
-/// against and `fatpack help ld`, `fatpack ld --help` and the man page print.
-pub const OPTIONS: &[FatpackOption] = &[
+impl FatpackOption {
+    /// What it takes, as the help spells it (`N`, `auto|packed|tail`); `None` for a switch.
+    pub fn value(&self) -> Option<String> {
+        match self.takes {
+            Takes::Switch => None,
+            Takes::Number { .. } => Some("N".into()),
+            Takes::OneOf(words) => Some(words.join("|")),
+        }
+    }
+
+    /// `--fatpack-NAME`.
+    pub fn spelled(&self) -> String {
+        format!("--fatpack-{}", self.name)
+    }
+}
+
+const fn switch_option(name: &'static str, help: &'static str) -> FatpackOption {
     FatpackOption {
-        name: "side-file",
-        value: None,
-        help: "the store in <output>.fatpack beside the output, not inside it",
+        name,
+        takes: Takes::Switch,
+        env: None,
+        help,
+    }
+}
+
+pub const SIDE_FILE: FatpackOption = switch_option(
+    "side-file",
+    "the store in <output>.fatpack beside the output, not inside it",
+);
+pub const VERBOSE: FatpackOption = switch_option(
+    "verbose",
+    "what was packed; time and memory per step (or FATPACK_VERBOSE=1)",
+);
+pub const LEVEL: FatpackOption = FatpackOption {
+    name: "level",
+    takes: Takes::Number {
+        min: 1,
+        max: 22,
+        want: "a zstd level 1-22",
     },
-    FatpackOption {
-        name: "verbose",
-        value: None,
-        help: "what was packed; time and memory per step (or FATPACK_VERBOSE=1)",
+    env: None,
+    help: "zstd level 1-22 (default 9; NVIDIA's zstd frames kept as they are)",
+};
+pub const MODE: FatpackOption = FatpackOption {
+    name: "mode",
+    takes: Takes::OneOf(Mode::NAMES),
+    env: Some(crate::environment::MODE),
+    help: "auto: packed from 512 KiB of device code; packed: always; tail: after .bss",
+};
+pub const SAVE_TEMPS: FatpackOption = switch_option(
+    "save-temps",
+    "keep rewritten inputs and the ld line in <output>.fatpack-temps/",
+);
+pub const DRY_RUN: FatpackOption = switch_option(
+    "dry-run",
+    "print the rewrite and the real linker's line; write nothing",
+);
+pub const THREADS: FatpackOption = FatpackOption {
+    name: "threads",
+    takes: Takes::Number {
+        min: 1,
+        max: u32::MAX as u64,
+        want: "a number of threads, 1 or more",
     },
-    FatpackOption {
-        name: "level",
-        value: Some("N"),
-        help: "zstd level 1-22 (default 9; NVIDIA's zstd frames kept as they are)",
-    },
-    FatpackOption {
-        name: "mode",
-        value: Some("auto|packed|tail"),
-        help: "auto: packed from 512 KiB of device code; packed: always; tail: after .bss",
-    },
-    FatpackOption {
-        name: "save-temps",
-        value: None,
-        help: "keep rewritten inputs and the ld line in <output>.fatpack-temps/",
-    },
-    FatpackOption {
-        name: "dry-run",
-        value: None,
-        help: "print the rewrite and the real linker's line; write nothing",
-    },
-    FatpackOption {
-        name: "threads",
-        value: Some("N"),
-        help: "at most N threads (or FATPACK_THREADS; under make, its jobserver)",
-    },
-    FatpackOption {
-        name: "release",
-        value: None,
-        help: "a release store as `fatpack repack --release` writes (level 19)",
-    },
-    FatpackOption {
-        name: "route",
-        value: Some("auto|direct|copy"),
-        help: "direct: link inputs as given, stub the output; copy: link stubbed copies",
-    },
-    FatpackOption {
-        name: "early-link",
-        value: Some("auto|yes|no"),
-        help: "start the direct route's link before the scan has read the inputs",
-    },
-    FatpackOption {
-        name: "fork",
-        value: Some("auto|yes|no"),
-        help: "end when the output is in place; a child frees memory (auto: 64 MiB in)",
-    },
+    env: None,
+    help: "at most N threads (or FATPACK_THREADS; under make, its jobserver)",
+};
+pub const RELEASE: FatpackOption = switch_option(
+    "release",
+    "a release store as `fatpack repack --release` writes (level 19)",
+);
+pub const ROUTE: FatpackOption = FatpackOption {
+    name: "route",
+    takes: Takes::OneOf(Route::NAMES),
+    env: None,
+    help: "direct: link inputs as given, stub the output; copy: link stubbed copies",
+};
+pub const EARLY_LINK: FatpackOption = FatpackOption {
+    name: "early-link",
+    takes: Takes::OneOf(EarlyLink::NAMES),
+    env: None,
+    help: "start the direct route's link before the scan has read the inputs",
+};
+pub const FORK: FatpackOption = FatpackOption {
+    name: "fork",
+    takes: Takes::OneOf(Fork::NAMES),
+    env: Some(crate::environment::FORK),
+    help: "end when the output is in place; a child frees memory (auto: 64 MiB in)",
+};
+
+/// Every `--fatpack-*` option `fatpack ld` takes, in the order the help prints them.
+pub const OPTIONS: &[&FatpackOption] = &[
+    &SIDE_FILE,
+    &VERBOSE,
+    &LEVEL,
+    &MODE,
+    &SAVE_TEMPS,
+    &DRY_RUN,
+    &THREADS,
+    &RELEASE,
+    &ROUTE,
+    &EARLY_LINK,
+    &FORK,
 ];
 
 /// `--fatpack-NAME[=VALUE]` and what it does, per option, for the help and man page.
@@ -100,15 +196,19 @@ pub fn options_help() -> String {
          on/off options also take =yes or =no):\n",
     );
     for o in OPTIONS {
-        match o.value {
-            Some(v) => out += &format!("  --fatpack-{}={v}\n", o.name),
-            None => out += &format!("  --fatpack-{}\n", o.name),
-        }
-        out += &format!("      {}\n", o.help);
+        out += &help_lines(o);
     }
     out += "Environment (an option on the line wins over its variable):\n";
     out += &crate::environment::help(crate::environment::Reader::Link);
     out
+}
+
+/// One option's two help lines: how it is written, and what it does.
+fn help_lines(o: &FatpackOption) -> String {
+    match o.value() {
+        Some(v) => format!("  {}={v}\n      {}\n", o.spelled(), o.help),
+        None => format!("  {}\n      {}\n", o.spelled(), o.help),
+    }
 }
 
 /// What `--fatpack-*` options and the environment ask for.
@@ -143,57 +243,60 @@ pub struct PackOptions {
     pub fork: Fork,
 }
 
-/// Whether the link's work runs in a child process, so that the command ends as soon as the
-/// output is in place and the child's end (the kernel freeing what it mapped and allocated)
-/// is nobody's wait. The output is the same bytes either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fork {
-    /// `auto` (the default): where the link reads objects and archives of
-    /// [`super::handoff::FORK_FROM`] bytes or more.
-    Auto,
-    /// `yes`: every link that reaches the scan.
-    Yes,
-    /// `no`: one process.
-    No,
+choices! {
+    /// Whether the link's work runs in a child process, so that the command ends as soon as the
+    /// output is in place and the child's end (the kernel freeing what it mapped and allocated)
+    /// is nobody's wait. The output is the same bytes either way.
+    Fork = crate::environment::FORK_VALUES => {
+        /// `auto` (the default): where the link reads objects and archives of
+        /// [`super::handoff::FORK_FROM`] bytes or more.
+        Auto,
+        /// `yes`: every link that reaches the scan.
+        Yes,
+        /// `no`: one process.
+        No,
+    }
 }
 
-/// Whether the direct route's real link starts before the scan has read the inputs, on the
-/// guess that it will find device code and leave the direct route open. The output is the
-/// same bytes either way; a wrong guess costs the CPU the stopped link used while the scan ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EarlyLink {
-    /// `auto` (the default): where the line names cudart or cudadevrt, as nvcc's links and
-    /// CMake's CUDA targets do, and an archive of 16 MiB or more (a static CUDA library,
-    /// whose scan is worth overlapping; a small program's link started early would only be
-    /// stopped: its objects are mostly device code, so its route is copy).
-    Auto,
-    /// `yes`: wherever the route may be direct.
-    Yes,
-    /// `no`: the link starts after the scan.
-    No,
+choices! {
+    /// Whether the direct route's real link starts before the scan has read the inputs, on the
+    /// guess that it will find device code and leave the direct route open. The output is the
+    /// same bytes either way; a wrong guess costs the CPU the stopped link used while the scan ran.
+    EarlyLink = &["auto", "yes", "no"] => {
+        /// `auto` (the default): where the line names cudart or cudadevrt, as nvcc's links and
+        /// CMake's CUDA targets do, and an archive of 16 MiB or more (a static CUDA library,
+        /// whose scan is worth overlapping; a small program's link started early would only be
+        /// stopped: its objects are mostly device code, so its route is copy).
+        Auto,
+        /// `yes`: wherever the route may be direct.
+        Yes,
+        /// `no`: the link starts after the scan.
+        No,
+    }
 }
 
-/// How a packed link keeps device code out of its output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// `copy`: the inputs with device code are copied with stubs in place of their
-    /// containers, and the real linker links the copies. What gold and mold links take.
-    Copy,
-    /// `direct`: the real linker links the inputs as given, the device sections placed last
-    /// by the tail script, and the containers are then replaced by stubs in the output, which
-    /// is cut short (`src/link/direct.rs`): nothing is copied before the link. Where it
-    /// cannot be taken (gold, mold, a line with its own linker script, a layout the cut
-    /// refuses) the link takes the copy route, and `--fatpack-verbose` says why.
-    Direct,
-    /// `auto` (the default): the route that writes less. Copying writes the inputs' other
-    /// bytes (an archive is copied whole); linking them as given has the real linker write
-    /// their device code too (and hold it, as plain ld does). So the direct route where the
-    /// inputs with device code hold no more device code than other bytes (static CUDA
-    /// libraries: H200, 0.88-1.28x plain ld over nine runs where copying is 1.05-1.24x,
-    /// BENCHMARKS.md "Current figures"), else the copy
-    /// route (objects that are mostly device code: on 2 CPUs, 4.8 s where the direct route
-    /// takes 6.7 s, and ld's peak stays small). The choice depends on the inputs only.
-    Auto,
+choices! {
+    /// How a packed link keeps device code out of its output.
+    Route = &["auto", "direct", "copy"] => {
+        /// `auto` (the default): the route that writes less. Copying writes the inputs' other
+        /// bytes (an archive is copied whole); linking them as given has the real linker write
+        /// their device code too (and hold it, as plain ld does). So the direct route where the
+        /// inputs with device code hold no more device code than other bytes (static CUDA
+        /// libraries: H200, 0.88-1.28x plain ld over nine runs where copying is 1.05-1.24x,
+        /// BENCHMARKS.md "Current figures"), else the copy
+        /// route (objects that are mostly device code: on 2 CPUs, 4.8 s where the direct route
+        /// takes 6.7 s, and ld's peak stays small). The choice depends on the inputs only.
+        Auto,
+        /// `direct`: the real linker links the inputs as given, the device sections placed last
+        /// by the tail script, and the containers are then replaced by stubs in the output, which
+        /// is cut short (`src/link/direct.rs`): nothing is copied before the link. Where it
+        /// cannot be taken (gold, mold, a line with its own linker script, a layout the cut
+        /// refuses) the link takes the copy route, and `--fatpack-verbose` says why.
+        Direct,
+        /// `copy`: the inputs with device code are copied with stubs in place of their
+        /// containers, and the real linker links the copies. What gold and mold links take.
+        Copy,
+    }
 }
 
 impl PackOptions {
@@ -201,10 +304,7 @@ impl PackOptions {
         // A misspelt option must not be ignored: the link would silently do something else.
         for f in &line.fatpack_args {
             if !OPTIONS.iter().any(|o| o.name == f.name) {
-                let known: Vec<String> = OPTIONS
-                    .iter()
-                    .map(|o| format!("--fatpack-{}", o.name))
-                    .collect();
+                let known: Vec<String> = OPTIONS.iter().map(|o| o.spelled()).collect();
                 return Err(LinkError::Option(format!(
                     "unknown option --fatpack-{} (fatpack knows {})",
                     f.name,
@@ -212,118 +312,75 @@ impl PackOptions {
                 )));
             }
         }
-        let verbose = switch(line, "verbose")?
+        let verbose = switch(line, &VERBOSE)?
             || std::env::var_os(crate::environment::VERBOSE).is_some_and(|v| v != "0")
             || line
                 .expanded_args()
                 .iter()
                 .any(|a| a == "-v" || a == "--verbose");
-        let level = match line.fatpack_value("level") {
-            Some(v) => v
-                .to_str()
-                .and_then(|s| s.parse().ok())
-                .filter(|l| (1..=22).contains(l))
-                .ok_or_else(|| {
-                    LinkError::Option(format!(
-                        "--fatpack-level={}: want a zstd level 1-22",
-                        v.to_string_lossy()
-                    ))
-                })?,
-            None if switch(line, "release")? => RELEASE_LEVEL,
+        let level = match number(line, &LEVEL)? {
+            Some(l) => l as i32,
+            None if switch(line, &RELEASE)? => RELEASE_LEVEL,
             None => cubin_store::DEFAULT_LEVEL,
         };
-        let mode = choice_or_env(
-            line,
-            "mode",
-            crate::environment::MODE,
-            &[
-                ("auto", Mode::Auto),
-                ("packed", Mode::Packed),
-                ("tail", Mode::Tail),
-            ],
-        )?;
-        let route = choice(
-            line,
-            "route",
-            &[
-                ("auto", Route::Auto),
-                ("direct", Route::Direct),
-                ("copy", Route::Copy),
-            ],
-        )?;
-        let early_link = choice(
-            line,
-            "early-link",
-            &[
-                ("auto", EarlyLink::Auto),
-                ("yes", EarlyLink::Yes),
-                ("no", EarlyLink::No),
-            ],
-        )?;
-        let fork = choice_or_env(
-            line,
-            "fork",
-            crate::environment::FORK,
-            &[("auto", Fork::Auto), ("yes", Fork::Yes), ("no", Fork::No)],
-        )?;
-        let threads = match line.fatpack_value("threads") {
-            None => None,
-            Some(v) => Some(
-                v.to_str()
-                    .and_then(|s| s.parse::<usize>().ok())
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(|| {
-                        LinkError::Option(format!(
-                            "--fatpack-threads={}: want a number of threads, 1 or more",
-                            v.to_string_lossy()
-                        ))
-                    })?,
-            ),
-        };
         Ok(PackOptions {
-            mode,
-            route,
-            early_link,
-            fork,
-            threads,
-            side_file: switch(line, "side-file")?,
-            save_temps: switch(line, "save-temps")?,
-            dry_run: switch(line, "dry-run")?,
+            mode: choice(line, &MODE)?,
+            route: choice(line, &ROUTE)?,
+            early_link: choice(line, &EARLY_LINK)?,
+            fork: choice(line, &FORK)?,
+            threads: number(line, &THREADS)?.map(|n| n as usize),
+            side_file: switch(line, &SIDE_FILE)?,
+            save_temps: switch(line, &SAVE_TEMPS)?,
+            dry_run: switch(line, &DRY_RUN)?,
             verbose,
             level,
-            frames: match line.fatpack_value("level") {
+            frames: match line.fatpack_value(LEVEL.name) {
                 None => cubin_store::FrameUse::Keep,
                 Some(_) => cubin_store::FrameUse::Smaller,
             },
-            release: switch(line, "release")?.then_some(crate::store::groups::Solid::RELEASE),
+            release: switch(line, &RELEASE)?.then_some(crate::store::groups::Solid::RELEASE),
         })
     }
 }
 
-/// An option that names one of `values` (the first is the default, when it is not given);
-/// any other value is an error listing them.
-fn choice<T: Copy>(line: &LinkLine, name: &str, values: &[(&str, T)]) -> Result<T, LinkError> {
-    match line.fatpack_value(name) {
-        Some(given) => one_of(
-            &format!("--fatpack-{name}"),
-            &given.to_string_lossy(),
-            values,
-        ),
-        None => Ok(values[0].1),
-    }
+/// The number option `o` gives, if the line gives it: refused outside its range.
+fn number(line: &LinkLine, o: &FatpackOption) -> Result<Option<u64>, LinkError> {
+    let Takes::Number { min, max, want } = o.takes else {
+        unreachable!("{} takes no number", o.spelled())
+    };
+    let Some(v) = line.fatpack_value(o.name) else {
+        return Ok(None);
+    };
+    v.to_str()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|n| (min..=max).contains(n))
+        .map(Some)
+        .ok_or_else(|| {
+            LinkError::Option(format!(
+                "{}={}: want {want}",
+                o.spelled(),
+                v.to_string_lossy()
+            ))
+        })
 }
 
-/// [`choice`], where the environment variable `var` stands in for an option the line does
-/// not give (a whole build's links, under `fatpack run` or a Nix hook); the line wins.
-fn choice_or_env<T: Copy>(
-    line: &LinkLine,
-    name: &str,
-    var: &str,
-    values: &[(&str, T)],
-) -> Result<T, LinkError> {
-    match (line.fatpack_value(name), std::env::var_os(var)) {
-        (None, Some(v)) if !v.is_empty() => one_of(var, &v.to_string_lossy(), values),
-        _ => choice(line, name, values),
+/// The value option `o`'s word names (its first word when the line does not give it, or
+/// its variable where the line gives none); any other word is an error listing them.
+fn choice<T: Choice>(line: &LinkLine, o: &FatpackOption) -> Result<T, LinkError> {
+    let Takes::OneOf(words) = o.takes else {
+        unreachable!("{} takes no word", o.spelled())
+    };
+    let values: Vec<(&str, T)> = words
+        .iter()
+        .copied()
+        .zip(T::all().iter().copied())
+        .collect();
+    let from_env = o.env.and_then(|var| Some((var, std::env::var_os(var)?)));
+    match (line.fatpack_value(o.name), from_env) {
+        (Some(given), _) => one_of(&o.spelled(), &given.to_string_lossy(), &values),
+        // A whole build's links, under `fatpack run` or a Nix hook; the line wins.
+        (None, Some((var, v))) if !v.is_empty() => one_of(var, &v.to_string_lossy(), &values),
+        (None, _) => Ok(values[0].1),
     }
 }
 
@@ -346,15 +403,16 @@ fn one_of<T: Copy>(what: &str, given: &str, values: &[(&str, T)]) -> Result<T, L
 /// An on/off option: `--fatpack-NAME` or `=yes`/`=1`/`=true`/`=on` turn it on,
 /// `=no`/`=0`/`=false`/`=off` off (the last one given wins, as with ld's own options); any
 /// other value is an error, never silently taken for "on".
-fn switch(line: &LinkLine, name: &str) -> Result<bool, LinkError> {
-    let Some(value) = line.fatpack_value(name) else {
+fn switch(line: &LinkLine, o: &FatpackOption) -> Result<bool, LinkError> {
+    let Some(value) = line.fatpack_value(o.name) else {
         return Ok(false);
     };
     match value.to_str() {
         Some("" | "yes" | "1" | "true" | "on") => Ok(true),
         Some("no" | "0" | "false" | "off") => Ok(false),
         _ => Err(LinkError::Option(format!(
-            "--fatpack-{name}={}: want yes or no (or none, for yes)",
+            "{}={}: want yes or no (or none, for yes)",
+            o.spelled(),
             value.to_string_lossy()
         ))),
     }
@@ -367,12 +425,11 @@ mod tests {
     /// The mode's help gives the threshold the code uses.
     #[test]
     fn the_mode_help_names_the_packing_threshold() {
-        let mode = OPTIONS.iter().find(|o| o.name == "mode").unwrap();
         let kib = super::super::worth_packing::PACK_THRESHOLD >> 10;
         assert!(
-            mode.help.contains(&format!("from {kib} KiB")),
+            MODE.help.contains(&format!("from {kib} KiB")),
             "{}",
-            mode.help
+            MODE.help
         );
     }
 
@@ -389,21 +446,33 @@ mod tests {
     #[test]
     fn the_option_table_says_what_the_parser_takes() {
         for o in OPTIONS {
-            let arg = match o.value {
-                Some("N") if o.name == "level" => "--fatpack-level=5".to_string(),
-                Some("N") => format!("--fatpack-{}=2", o.name),
-                Some(list) => format!("--fatpack-{}={}", o.name, list.split('|').next().unwrap()),
-                None => format!("--fatpack-{}", o.name),
+            let args = match o.takes {
+                Takes::Number { min, max, .. } => vec![
+                    (format!("{}={min}", o.spelled()), true),
+                    (format!("{}={max}", o.spelled()), true),
+                    (format!("{}={}", o.spelled(), max + 1), false),
+                    (format!("{}={}", o.spelled(), min - 1), false),
+                ],
+                Takes::OneOf(words) => words
+                    .iter()
+                    .map(|w| (format!("{}={w}", o.spelled()), true))
+                    .chain([(format!("{}=nonsense", o.spelled()), false)])
+                    .collect(),
+                Takes::Switch => vec![(o.spelled(), true)],
             };
-            assert!(options(&[&arg]).is_ok(), "{arg}");
+            for (arg, ok) in args {
+                assert_eq!(options(&[&arg]).is_ok(), ok, "{arg}");
+            }
         }
-        let level = OPTIONS.iter().find(|o| o.name == "level").unwrap();
-        assert!(level
+        assert!(LEVEL
             .help
             .contains(&format!("default {}", cubin_store::DEFAULT_LEVEL)));
-        let release = OPTIONS.iter().find(|o| o.name == "release").unwrap();
-        assert!(release.help.contains(&format!("level {RELEASE_LEVEL}")));
+        assert!(RELEASE.help.contains(&format!("level {RELEASE_LEVEL}")));
         assert!(options(&["--fatpack-sidefile"]).is_err());
+        // The first word is the default, and the defaults are the code's.
+        let o = options(&[]).unwrap();
+        assert_eq!((o.route, o.early_link), (Route::ALL[0], EarlyLink::ALL[0]));
+        assert_eq!((Route::NAMES[0], Route::ALL[0]), ("auto", Route::Auto));
     }
 
     fn options(args: &[&str]) -> Result<PackOptions, LinkError> {
@@ -428,6 +497,42 @@ mod tests {
         assert!(
             err.contains("--fatpack-dry-run=maybe") && err.contains("yes or no"),
             "{err}"
+        );
+    }
+
+    /// What the design's row says of a new option holds: a row and a field. A row that is
+    /// in no table (here, one of the link's own word lists and a variable) already parses,
+    /// takes its variable where the line gives none, refuses a word it does not know by
+    /// listing its words, and has its help lines.
+    #[test]
+    fn an_option_is_one_row() {
+        const FAKE: FatpackOption = FatpackOption {
+            name: "fake-choice",
+            takes: Takes::OneOf(EarlyLink::NAMES),
+            env: Some("FATPACK_TEST_FAKE_CHOICE_UNSET"),
+            help: "a row no table holds",
+        };
+        let line = |args: &[&str]| {
+            let mut all = vec!["-o", "out", "a.o"];
+            all.extend_from_slice(args);
+            LinkLine::parse(all).unwrap()
+        };
+        assert_eq!(
+            choice::<EarlyLink>(&line(&[]), &FAKE).unwrap(),
+            EarlyLink::Auto
+        );
+        let given = line(&["--fatpack-fake-choice=no"]);
+        assert_eq!(choice::<EarlyLink>(&given, &FAKE).unwrap(), EarlyLink::No);
+        let err = choice::<EarlyLink>(&line(&["--fatpack-fake-choice=maybe"]), &FAKE)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--fatpack-fake-choice=maybe: want `auto`, `yes` or `no`"),
+            "{err}"
+        );
+        assert_eq!(
+            help_lines(&FAKE),
+            "  --fatpack-fake-choice=auto|yes|no\n      a row no table holds\n"
         );
     }
 }

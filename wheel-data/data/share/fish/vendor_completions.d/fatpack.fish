@@ -76,11 +76,19 @@ complete -c fatpack -n "__fish_fatpack_using_subcommand man" -l install -d 'Inst
 complete -c fatpack -n "__fish_fatpack_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-level -d 'zstd level 1-22 (default 9; NVIDIA\'s zstd frames kept as they are)' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-mode -d 'auto: packed from 512 KiB of device code; packed: always; tail: after .bss' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-mode -d 'auto: packed from 512 KiB of device code; packed: always; tail: after .bss' -r -f -a "auto\t''
+packed\t''
+tail\t''"
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-threads -d 'at most N threads (or FATPACK_THREADS; under make, its jobserver)' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-route -d 'direct: link inputs as given, stub the output; copy: link stubbed copies' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-early-link -d 'start the direct route\'s link before the scan has read the inputs' -r
-complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-fork -d 'end when the output is in place; a child frees memory (auto: 64 MiB in)' -r
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-route -d 'direct: link inputs as given, stub the output; copy: link stubbed copies' -r -f -a "auto\t''
+direct\t''
+copy\t''"
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-early-link -d 'start the direct route\'s link before the scan has read the inputs' -r -f -a "auto\t''
+yes\t''
+no\t''"
+complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-fork -d 'end when the output is in place; a child frees memory (auto: 64 MiB in)' -r -f -a "auto\t''
+yes\t''
+no\t''"
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-side-file -d 'the store in <output>.fatpack beside the output, not inside it'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-verbose -d 'what was packed; time and memory per step (or FATPACK_VERBOSE=1)'
 complete -c fatpack -n "__fish_fatpack_using_subcommand ld" -l fatpack-save-temps -d 'keep rewritten inputs and the ld line in <output>.fatpack-temps/'
