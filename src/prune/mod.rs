@@ -17,6 +17,7 @@ mod kept;
 mod linked;
 mod package;
 mod packed;
+mod relocate;
 pub mod report;
 mod solid;
 
@@ -30,12 +31,13 @@ pub use error::PruneError;
 /// `fatpack split` of a package: what every package kind's split shares.
 pub use package::split as package_split;
 pub use package::{
-    for_each_binary, index, split_package, variant, Effort, IndexReport, PackageFile, PackageKind,
-    Relocate, WheelForm, Written,
+    for_each_binary, index, prune, split_package, variant, Effort, IndexReport, Options,
+    PackageKind, WheelForm,
 };
+pub use relocate::Relocate;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::arch::EntryId;
 use crate::commit::Outputs;
@@ -71,8 +73,8 @@ pub struct PruneReport {
     pub files: Vec<PackageFile>,
     /// The GPUs that still get, from every module, the entry the whole build gave them.
     pub runs: fatpack_format::select::Runs,
-    /// A package: what was written ([`package::Written`]).
-    pub package: Option<package::Written>,
+    /// A package: what was written ([`Written`]).
+    pub package: Option<Written>,
 }
 
 /// An entry as selection sees it (kinds other than SASS and PTX are never chosen).
@@ -227,52 +229,43 @@ fn present_in(scanned: &inputs::Scanned) -> BTreeSet<EntryId> {
         .collect()
 }
 
-/// How a prune writes what it writes, beyond what it keeps.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// How a wheel records what it was pruned for.
-    pub wheel_form: WheelForm,
-    /// A folder: paths to replace in every file and link (`--replace-path`).
-    pub relocate: package::Relocate,
-    /// A conda or Debian package: how hard its rewritten archives are compressed.
-    pub compression: package::Effort,
+/// One file a package prune rewrote.
+#[derive(Debug)]
+pub struct PackageFile {
+    /// Its path inside the package.
+    pub path: String,
+    pub size_before: u64,
+    pub size_after: u64,
+    pub report: PruneReport,
 }
 
-/// Prune `input` into `output`, keeping only what `sel` selects. A folder or a wheel:
-/// every ELF file in it pruned (`package`); `form`: how a wheel records what it is for.
-pub fn prune(
+/// What a package prune wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The new package (a wheel's name carries its label or version).
+    pub path: PathBuf,
+    /// A wheel: its version (with a local label, the capabilities are in it).
+    pub version: Option<String>,
+    /// A variant wheel: its label.
+    pub label: Option<String>,
+    /// A wheel: the GPUs it claims (each gets from it exactly what the whole build gave it).
+    pub claims: Vec<u32>,
+    /// A local-label wheel written beside a fat wheel of the same version (named here),
+    /// which pip and uv then pass over for it on every machine.
+    pub beside_fat: Option<String>,
+}
+
+/// Prune the file `input` (an ELF file, an archive, a fatbin or a packed output; a package
+/// is [`crate::package::prune`]'s) into `output`, keeping only what `sel` selects;
+/// `relocate`: `--replace-path`'s edits.
+pub(crate) fn prune_file(
     input: &Path,
     output: &Path,
     sel: &Selection,
-    opts: &Options,
+    relocate: &Relocate,
+    outs: Outputs,
 ) -> Result<PruneReport, PruneError> {
-    let outs = Outputs::new(&[input]);
-    outs.check(output)?;
-    // One decision of what a path is, shared with inspect ([`PackageKind::of`]).
-    match PackageKind::of(input) {
-        Some(PackageKind::Folder) => {
-            return package::prune_tree(input, output, sel, &opts.relocate, outs)
-        }
-        Some(_) if !opts.relocate.is_empty() => {
-            return Err(PruneError::Package {
-                path: input.to_path_buf(),
-                message: "--replace-path rewrites a folder's files or a file; not a package's"
-                    .into(),
-            })
-        }
-        Some(PackageKind::Wheel) => {
-            return package::prune_wheel(input, output, sel, opts.wheel_form, outs)
-        }
-        Some(PackageKind::Conda) => {
-            let format = package::conda_format(input).expect("a conda package's name");
-            return package::prune_conda(input, format, output, sel, opts.compression, outs);
-        }
-        Some(PackageKind::Deb) => {
-            return package::prune_deb(input, output, sel, opts.compression, outs)
-        }
-        None => {}
-    }
-    let bytes = InputBytes::read(input, &opts.relocate)?;
+    let bytes = InputBytes::read(input, relocate)?;
     let map = bytes.data();
     let mut tmp = outs.file(output)?;
     let release = |off, len| bytes.release(off, len);
@@ -304,7 +297,7 @@ pub(crate) enum InputBytes {
 }
 
 impl InputBytes {
-    pub(crate) fn read(path: &Path, relocate: &package::Relocate) -> Result<Self, PruneError> {
+    pub(crate) fn read(path: &Path, relocate: &Relocate) -> Result<Self, PruneError> {
         Ok(match relocate.is_empty() {
             true => InputBytes::Mapped(inputs::map_file(path)?),
             false => {

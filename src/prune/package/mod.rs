@@ -37,20 +37,64 @@ mod wheel_split;
 mod zip_layout;
 
 pub use compress::Effort;
-pub(super) use conda::{format_of as conda_format, prune_conda};
-pub(super) use deb::prune_deb;
-pub(super) use folder::prune_tree;
 pub use index::{index, IndexReport};
 pub use members::{for_each_binary, PackageKind};
 pub use variant::WheelForm;
-pub(super) use wheel::prune_wheel;
 
 use std::path::{Path, PathBuf};
 
 use super::{prune_data, InputBytes, PruneError, PruneReport, Selection};
 use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
-pub use folder::Relocate;
+pub use crate::prune::{PackageFile, Relocate, Written};
+
+/// How a prune writes what it writes, beyond what it keeps.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// How a wheel records what it was pruned for.
+    pub wheel_form: WheelForm,
+    /// A folder or a file: paths to replace in every file and link (`--replace-path`).
+    pub relocate: Relocate,
+    /// A conda or Debian package: how hard its rewritten archives are compressed.
+    pub compression: Effort,
+}
+
+/// `fatpack prune`: `input` pruned into `output`, keeping only what `sel` selects. A
+/// package (any [`PackageKind`]): every ELF file in it pruned, and the package written
+/// anew; anything else, the file itself ([`crate::prune::prune_file`]).
+pub fn prune(
+    input: &Path,
+    output: &Path,
+    sel: &Selection,
+    opts: &Options,
+) -> Result<PruneReport, PruneError> {
+    let outs = Outputs::new(&[input]);
+    outs.check(output)?;
+    // One decision of what a path is, shared with split and inspect ([`PackageKind::of`]).
+    let kind = match PackageKind::of(input) {
+        None => return crate::prune::prune_file(input, output, sel, &opts.relocate, outs),
+        Some(PackageKind::Folder) => {
+            return folder::prune_tree(input, output, sel, &opts.relocate, outs)
+        }
+        Some(_) if !opts.relocate.is_empty() => {
+            return Err(PruneError::Package {
+                path: input.to_path_buf(),
+                message: "--replace-path rewrites a folder's files or a file; not a package's"
+                    .into(),
+            })
+        }
+        Some(kind) => kind,
+    };
+    match kind {
+        PackageKind::Wheel => wheel::prune_wheel(input, output, sel, opts.wheel_form, outs),
+        PackageKind::Conda => {
+            let format = conda::format_of(input).expect("a conda package's name");
+            conda::prune_conda(input, format, output, sel, opts.compression, outs)
+        }
+        PackageKind::Deb => deb::prune_deb(input, output, sel, opts.compression, outs),
+        PackageKind::Folder => unreachable!("a folder is pruned above"),
+    }
+}
 
 /// Splits the package `input` (any [`PackageKind`]) into `into`; `effort`: how hard
 /// a conda or Debian package's archives are compressed. `None` if `input` is no package.
@@ -66,32 +110,6 @@ pub fn split_package(
         Some(PackageKind::Deb) => deb_split::split_deb(input, into, effort)?,
         Some(PackageKind::Folder) => folder_split::split_folder(input, into)?,
     }))
-}
-
-/// One file a package prune rewrote.
-#[derive(Debug)]
-pub struct PackageFile {
-    /// Its path inside the package.
-    pub path: String,
-    pub size_before: u64,
-    pub size_after: u64,
-    pub report: PruneReport,
-}
-
-/// What a package prune wrote.
-#[derive(Debug, Clone)]
-pub struct Written {
-    /// The new package (a wheel's name carries its label or version).
-    pub path: PathBuf,
-    /// A wheel: its version (with a local label, the capabilities are in it).
-    pub version: Option<String>,
-    /// A variant wheel: its label.
-    pub label: Option<String>,
-    /// A wheel: the GPUs it claims (each gets from it exactly what the whole build gave it).
-    pub claims: Vec<u32>,
-    /// A local-label wheel written beside a fat wheel of the same version (named here),
-    /// which pip and uv then pass over for it on every machine.
-    pub beside_fat: Option<String>,
 }
 
 /// Whether prune rewrites `data` (the file `path`): an ELF file or archive with device code.
