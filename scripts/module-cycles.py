@@ -10,8 +10,11 @@ modules counts between their ancestors that are siblings: `crate::elf::cut` nami
 edge from a module to its own ancestor (a child using its parent's items) is not one.
 Cycles among siblings are printed (with one file and line that makes each edge) and exit 1.
 
-  python3 scripts/module-cycles.py [--edges] [CRATE_ROOT ...]
+  python3 scripts/module-cycles.py [--edges] [--independent=A,B,...] [CRATE_ROOT ...]
   (default: src/lib.rs runtime/src/lib.rs format/src/lib.rs cubin-store/src/lib.rs)
+
+--independent: top-level modules of the first crate none of which may import another (the
+CLI's commands: each is a library module the CLI dispatches to, over shared layers).
 """
 import os
 import re
@@ -182,9 +185,13 @@ def cycles(graph):
 
 def main(argv):
     show_edges = "--edges" in argv
+    independent = set()
+    for a in argv:
+        if a.startswith("--independent="):
+            independent = set(a.split("=", 1)[1].split(","))
     roots = [a for a in argv if not a.startswith("--")] or ROOTS
     bad = 0
-    for root in roots:
+    for n, root in enumerate(roots):
         crate = Crate(root)
         levels = {}  # parent -> {child: {child: (file, line)}}
         for a, b, path, line in crate.edges():
@@ -201,7 +208,13 @@ def main(argv):
                 f, l = graph[x][y]
                 print(f"{root}: {where}: {x} -> {y} is part of an import cycle ({f}:{l})")
                 bad += 1
-    print(f"module-cycles: {bad} edges on cycles in {', '.join(roots)}", file=sys.stderr)
+            if n == 0 and parent == () and independent:
+                for x in sorted(independent & set(graph)):
+                    for y in sorted(independent & set(graph[x])):
+                        f, l = graph[x][y]
+                        print(f"{root}: command {x} imports command {y} ({f}:{l})")
+                        bad += 1
+    print(f"module-cycles: {bad} edges on cycles (or between commands) in {', '.join(roots)}", file=sys.stderr)
     return 1 if bad else 0
 
 

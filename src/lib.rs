@@ -18,6 +18,7 @@ pub mod inputs;
 pub mod inspect;
 pub mod ld;
 pub mod link;
+pub mod package;
 pub mod packed;
 pub mod parallel;
 pub(crate) mod progress;

@@ -121,7 +121,7 @@ enum Command {
         into: PathBuf,
         /// A conda or Debian package: how hard the packages written are compressed (as prune's).
         #[arg(long, value_name = "fast|best", default_value = "fast", value_parser = parse_effort)]
-        compression: fatpack::prune::Effort,
+        compression: fatpack::package::Effort,
     },
     /// Write package indexes for a fat wheel and its pruned variants
     ///
@@ -286,7 +286,7 @@ struct PruneArgs {
     /// gzip 9), 1-3% smaller and 3-5 times slower. Either gives the same bytes on every
     /// machine.
     #[arg(long, value_name = "fast|best", default_value = "fast", value_parser = parse_effort)]
-    compression: fatpack::prune::Effort,
+    compression: fatpack::package::Effort,
     /// Print the report as JSON on standard output (for scripts), instead of lines on
     /// standard error.
     #[arg(long)]
@@ -305,8 +305,8 @@ struct PruneArgs {
     output: PathBuf,
 }
 
-fn parse_effort(text: &str) -> Result<fatpack::prune::Effort, String> {
-    fatpack::prune::Effort::parse(text).ok_or_else(|| format!("{text:?}: fast or best"))
+fn parse_effort(text: &str) -> Result<fatpack::package::Effort, String> {
+    fatpack::package::Effort::parse(text).ok_or_else(|| format!("{text:?}: fast or best"))
 }
 
 fn inspect(
@@ -460,7 +460,8 @@ fn extract(
 
 fn prune(a: &PruneArgs) -> anyhow::Result<()> {
     let (input, output) = (a.input.as_path(), a.output.as_path());
-    use fatpack::prune::{Selection, WheelForm};
+    use fatpack::package::WheelForm;
+    use fatpack::prune::Selection;
     let sel = match (&a.keep, &a.for_gpus) {
         (Some(k), _) => Selection::Keep {
             targets: fatpack::prune::parse_keep(k)?,
@@ -475,12 +476,12 @@ fn prune(a: &PruneArgs) -> anyhow::Result<()> {
         false => WheelForm::Variant,
     };
     let relocate = fatpack::prune::Relocate::parse(&a.replace_path).map_err(UsageError)?;
-    let opts = fatpack::prune::Options {
+    let opts = fatpack::package::Options {
         wheel_form: form,
         relocate,
         compression: a.compression,
     };
-    let r = fatpack::prune::prune(input, output, &sel, &opts)?;
+    let r = fatpack::package::prune(input, output, &sel, &opts)?;
     if a.json {
         let doc = fatpack::prune::report::json(&r, input, output);
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -493,7 +494,7 @@ fn prune(a: &PruneArgs) -> anyhow::Result<()> {
 }
 
 fn index(wheels: &std::path::Path, output: &std::path::Path) -> anyhow::Result<()> {
-    let r = fatpack::prune::index(wheels, output)?;
+    let r = fatpack::package::index(wheels, output)?;
     for (folder, files) in &r.indexes {
         eprintln!("fatpack index: {}/", output.join(folder).display());
         for f in files {
@@ -506,12 +507,12 @@ fn index(wheels: &std::path::Path, output: &std::path::Path) -> anyhow::Result<(
 fn split(
     input: &std::path::Path,
     into: &std::path::Path,
-    compression: fatpack::prune::Effort,
+    compression: fatpack::package::Effort,
 ) -> anyhow::Result<()> {
-    use fatpack::prune::split_package;
+    use fatpack::package::split_package;
     if let Some(r) = split_package(input, into, compression)? {
         let wheel =
-            fatpack::prune::PackageKind::of(input) == Some(fatpack::prune::PackageKind::Wheel);
+            fatpack::package::PackageKind::of(input) == Some(fatpack::package::PackageKind::Wheel);
         print_package_split(&r, wheel);
         return Ok(());
     }
@@ -556,8 +557,8 @@ fn print_loads(loads: &[(u32, Vec<String>)]) {
 }
 
 /// `fatpack split` of a package: the packages written, and what each GPU installs.
-fn print_package_split(r: &fatpack::prune::package_split::PackageSplit, wheel: bool) {
-    use fatpack::prune::package_split::Role;
+fn print_package_split(r: &fatpack::package::split::PackageSplit, wheel: bool) {
+    use fatpack::package::split::Role;
     let what = if wheel { "wheel" } else { "package" };
     for m in &r.split {
         eprintln!("fatpack split: {m}: host part and packs");

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::file::inspect_path;
 use super::report::{summarise, ArchTotal, FileReport, InspectError, Totals};
 use crate::inputs::FileKind;
-use crate::prune::{for_each_binary, PackageKind};
+use crate::package::{for_each_binary, PackageKind};
 
 /// The reports of the binaries with device code in `path`, or `None` if it is no package.
 pub fn inspect_package(path: &Path) -> Result<Option<Vec<FileReport>>, InspectError> {

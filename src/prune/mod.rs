@@ -15,7 +15,6 @@
 mod error;
 mod kept;
 mod linked;
-mod package;
 mod packed;
 mod relocate;
 pub mod report;
@@ -28,12 +27,6 @@ pub use crate::selection::{
 
 use error::io_at;
 pub use error::PruneError;
-/// `fatpack split` of a package: what every package kind's split shares.
-pub use package::split as package_split;
-pub use package::{
-    for_each_binary, index, prune, split_package, variant, Effort, IndexReport, Options,
-    PackageKind, WheelForm,
-};
 pub use relocate::Relocate;
 
 use std::collections::BTreeSet;
@@ -325,7 +318,7 @@ impl InputBytes {
 
 /// Prunes one file (`input`, whose bytes are `data`) into `tmp`; a packed side-file
 /// output's new store goes beside `output`, and is returned to be committed after it.
-fn prune_data(
+pub(crate) fn prune_data(
     input: &Path,
     data: &[u8],
     release: &dyn Fn(u64, u64),

@@ -22,7 +22,9 @@ mod deb;
 mod deb_split;
 mod folder;
 mod folder_split;
+mod format;
 mod index;
+mod kind;
 mod members;
 mod metadata;
 mod names;
@@ -37,15 +39,16 @@ mod wheel_split;
 mod zip_layout;
 
 pub use compress::Effort;
+pub use format::{EachBinary, PackageFormat};
 pub use index::{index, IndexReport};
-pub use members::{for_each_binary, PackageKind};
+pub use kind::{for_each_binary, PackageKind};
 pub use variant::WheelForm;
 
 use std::path::{Path, PathBuf};
 
-use super::{prune_data, InputBytes, PruneError, PruneReport, Selection};
 use crate::commit::{Outputs, Staged};
 use crate::inputs::{self, FileKind};
+use crate::prune::{prune_data, InputBytes, PruneError, PruneReport, Selection};
 pub use crate::prune::{PackageFile, Relocate, Written};
 
 /// How a prune writes what it writes, beyond what it keeps.
@@ -71,28 +74,9 @@ pub fn prune(
     let outs = Outputs::new(&[input]);
     outs.check(output)?;
     // One decision of what a path is, shared with split and inspect ([`PackageKind::of`]).
-    let kind = match PackageKind::of(input) {
-        None => return crate::prune::prune_file(input, output, sel, &opts.relocate, outs),
-        Some(PackageKind::Folder) => {
-            return folder::prune_tree(input, output, sel, &opts.relocate, outs)
-        }
-        Some(_) if !opts.relocate.is_empty() => {
-            return Err(PruneError::Package {
-                path: input.to_path_buf(),
-                message: "--replace-path rewrites a folder's files or a file; not a package's"
-                    .into(),
-            })
-        }
-        Some(kind) => kind,
-    };
-    match kind {
-        PackageKind::Wheel => wheel::prune_wheel(input, output, sel, opts.wheel_form, outs),
-        PackageKind::Conda => {
-            let format = conda::format_of(input).expect("a conda package's name");
-            conda::prune_conda(input, format, output, sel, opts.compression, outs)
-        }
-        PackageKind::Deb => deb::prune_deb(input, output, sel, opts.compression, outs),
-        PackageKind::Folder => unreachable!("a folder is pruned above"),
+    match PackageKind::of(input) {
+        None => crate::prune::prune_file(input, output, sel, &opts.relocate, outs),
+        Some(kind) => kind::prune_as(kind.format(), input, output, sel, opts, outs),
     }
 }
 
@@ -103,13 +87,10 @@ pub fn split_package(
     into: &Path,
     effort: Effort,
 ) -> Result<Option<split::PackageSplit>, PruneError> {
-    Ok(Some(match PackageKind::of(input) {
-        None => return Ok(None),
-        Some(PackageKind::Wheel) => wheel_split::split_wheel(input, into)?,
-        Some(PackageKind::Conda) => conda_split::split_conda(input, into, effort)?,
-        Some(PackageKind::Deb) => deb_split::split_deb(input, into, effort)?,
-        Some(PackageKind::Folder) => folder_split::split_folder(input, into)?,
-    }))
+    match PackageKind::of(input) {
+        None => Ok(None),
+        Some(kind) => kind.format().split(input, into, effort).map(Some),
+    }
 }
 
 /// Whether prune rewrites `data` (the file `path`): an ELF file or archive with device code.

@@ -34,6 +34,7 @@ use fatpack_format::select::{capability_string, REAL_GPUS};
 use super::compress::{Codec, Effort};
 use super::tarball::{self, spool_tar, write_tar, Entry, Kind};
 use super::variant;
+use super::PackageFormat;
 use super::{add, metadata, names, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
@@ -41,7 +42,7 @@ use crate::prune::{PruneError, PruneReport, Selection};
 
 /// The two package formats conda reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::prune) enum Format {
+pub(crate) enum Format {
     /// `.conda`: a stored zip of `metadata.json`, `pkg-*.tar.zst` and `info-*.tar.zst`.
     Conda,
     /// `.tar.bz2`: one bzip2 tar.
@@ -50,7 +51,7 @@ pub(in crate::prune) enum Format {
 
 impl Format {
     /// The file name's suffix.
-    pub(in crate::prune) fn suffix(self) -> &'static str {
+    pub(crate) fn suffix(self) -> &'static str {
         match self {
             Format::Conda => ".conda",
             Format::TarBz2 => ".tar.bz2",
@@ -59,7 +60,7 @@ impl Format {
 }
 
 /// The format `input` is named as, if a conda package.
-pub(in crate::prune) fn format_of(input: &Path) -> Option<Format> {
+pub(crate) fn format_of(input: &Path) -> Option<Format> {
     let name = input.file_name()?.to_str()?;
     if name.ends_with(".conda") {
         Some(Format::Conda)
@@ -392,7 +393,7 @@ pub fn cuda_arch_spec(claims: &[u32]) -> String {
 
 /// A conda package: verified, every fat ELF file pruned, relabelled, `paths.json` and
 /// `index.json` written anew. `output`: the new package, or a folder to write it into.
-pub(in crate::prune) fn prune_conda(
+pub(crate) fn prune_conda(
     input: &Path,
     format: Format,
     output: &Path,
@@ -596,6 +597,53 @@ fn write_package(
         }
     }
     Ok(())
+}
+
+/// A conda package, `.conda` or `.tar.bz2`, as the package layer sees it ([`PackageFormat`]).
+pub(crate) struct Conda;
+
+impl PackageFormat for Conda {
+    fn name(&self) -> &'static str {
+        "conda package"
+    }
+
+    fn claims(&self, path: &Path) -> bool {
+        format_of(path).is_some()
+    }
+
+    fn prune(
+        &self,
+        input: &Path,
+        output: &Path,
+        sel: &Selection,
+        opts: &super::Options,
+        outs: Outputs,
+    ) -> Result<PruneReport, PruneError> {
+        let format = format_of(input).expect("a conda package's name");
+        prune_conda(input, format, output, sel, opts.compression, outs)
+    }
+
+    fn split(
+        &self,
+        input: &Path,
+        into: &Path,
+        effort: super::Effort,
+    ) -> Result<super::split::PackageSplit, PruneError> {
+        super::conda_split::split_conda(input, into, effort)
+    }
+
+    fn for_each_binary(
+        &self,
+        input: &Path,
+        scratch: &Path,
+        f: super::EachBinary<'_>,
+    ) -> Result<(), PruneError> {
+        let format = format_of(input).expect("a conda package's name");
+        for (name, path) in spool_binaries(input, format, scratch)? {
+            f(&name, &path)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -23,13 +23,14 @@ use md5::Digest;
 use super::compress::{Codec, Effort};
 use super::tarball::{self, hex, spool_tar, write_tar, Entry, Kind};
 use super::variant;
+use super::PackageFormat;
 use super::{add, metadata, names, prune_spooled, Written};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
 use crate::prune::{PruneError, PruneReport, Selection};
 
 /// Whether `input` is named as a Debian package.
-pub(in crate::prune) fn is_deb_name(input: &Path) -> bool {
+pub(crate) fn is_deb_name(input: &Path) -> bool {
     input.extension().is_some_and(|e| e == "deb" || e == "udeb")
 }
 
@@ -342,7 +343,7 @@ fn variant_control(
 }
 
 /// A `.deb`: verified, every fat ELF file pruned, written as the variant package.
-pub(in crate::prune) fn prune_deb(
+pub(crate) fn prune_deb(
     input: &Path,
     output: &Path,
     sel: &Selection,
@@ -514,6 +515,51 @@ fn write_deb(
     }
     out.flush().map_err(&io)?;
     Ok(())
+}
+
+/// A Debian package, as the package layer sees it ([`PackageFormat`]).
+pub(crate) struct Deb;
+
+impl PackageFormat for Deb {
+    fn name(&self) -> &'static str {
+        "Debian package"
+    }
+
+    fn claims(&self, path: &Path) -> bool {
+        is_deb_name(path)
+    }
+
+    fn prune(
+        &self,
+        input: &Path,
+        output: &Path,
+        sel: &Selection,
+        opts: &super::Options,
+        outs: Outputs,
+    ) -> Result<PruneReport, PruneError> {
+        prune_deb(input, output, sel, opts.compression, outs)
+    }
+
+    fn split(
+        &self,
+        input: &Path,
+        into: &Path,
+        effort: super::Effort,
+    ) -> Result<super::split::PackageSplit, PruneError> {
+        super::deb_split::split_deb(input, into, effort)
+    }
+
+    fn for_each_binary(
+        &self,
+        input: &Path,
+        scratch: &Path,
+        f: super::EachBinary<'_>,
+    ) -> Result<(), PruneError> {
+        for (name, path) in spool_binaries(input, scratch)? {
+            f(&name, &path)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

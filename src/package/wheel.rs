@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::record::{self, Algo, Hasher};
 use super::variant::{self, WheelForm};
+use super::PackageFormat;
 use super::{add, metadata, names, prune_member, Written};
 use crate::commit::Outputs;
 use crate::error::io_at;
@@ -30,7 +31,7 @@ const S_IFLNK: u32 = 0o120000;
 const SMALL: u64 = 64 << 20;
 
 /// Whether `input` is named as a wheel.
-pub(in crate::prune) fn is_wheel_name(input: &Path) -> bool {
+pub(crate) fn is_wheel_name(input: &Path) -> bool {
     input.extension().is_some_and(|e| e == "whl")
 }
 
@@ -475,7 +476,7 @@ pub(super) fn open(input: &Path) -> Result<Opened, PruneError> {
 
 /// A wheel: every ELF member pruned, verified and relabelled. `output` is the new wheel,
 /// or a folder to write it into under its new name.
-pub(in crate::prune) fn prune_wheel(
+pub(crate) fn prune_wheel(
     input: &Path,
     output: &Path,
     sel: &Selection,
@@ -892,6 +893,48 @@ pub(super) fn check_wheel(
     match want.next() {
         Some((name, ..)) => Err(format!("{name} was written but does not read back")),
         None => Ok(()),
+    }
+}
+
+/// A Python wheel, as the package layer sees it ([`PackageFormat`]).
+pub(crate) struct Wheel;
+
+impl PackageFormat for Wheel {
+    fn name(&self) -> &'static str {
+        "wheel"
+    }
+
+    fn claims(&self, path: &Path) -> bool {
+        is_wheel_name(path)
+    }
+
+    fn prune(
+        &self,
+        input: &Path,
+        output: &Path,
+        sel: &Selection,
+        opts: &super::Options,
+        outs: Outputs,
+    ) -> Result<PruneReport, PruneError> {
+        prune_wheel(input, output, sel, opts.wheel_form, outs)
+    }
+
+    fn split(
+        &self,
+        input: &Path,
+        into: &Path,
+        _effort: super::Effort,
+    ) -> Result<super::split::PackageSplit, PruneError> {
+        super::wheel_split::split_wheel(input, into)
+    }
+
+    fn for_each_binary(
+        &self,
+        input: &Path,
+        scratch: &Path,
+        f: super::EachBinary<'_>,
+    ) -> Result<(), PruneError> {
+        super::members::wheel(input, scratch, f)
     }
 }
 

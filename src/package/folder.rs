@@ -12,13 +12,14 @@ use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::PackageFormat;
 use super::{add, prune_with_side};
 use crate::commit::Outputs;
 use crate::error::io_at;
 use crate::prune::{PruneError, PruneReport, Relocate, Selection};
 
 /// A folder: copied to `output` (which must not exist) with every ELF file pruned.
-pub(in crate::prune) fn prune_tree(
+pub(crate) fn prune_tree(
     input: &Path,
     output: &Path,
     sel: &Selection,
@@ -165,6 +166,52 @@ impl Copy<'_> {
         }
         std::fs::set_permissions(dest, meta.permissions()).map_err(io_at(dest))?;
         Ok(())
+    }
+}
+
+/// A folder, as the package layer sees it ([`PackageFormat`]).
+pub(crate) struct Folder;
+
+impl PackageFormat for Folder {
+    fn name(&self) -> &'static str {
+        "folder"
+    }
+
+    fn claims(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn rewrites_paths(&self) -> bool {
+        true
+    }
+
+    fn prune(
+        &self,
+        input: &Path,
+        output: &Path,
+        sel: &Selection,
+        opts: &super::Options,
+        outs: Outputs,
+    ) -> Result<PruneReport, PruneError> {
+        prune_tree(input, output, sel, &opts.relocate, outs)
+    }
+
+    fn split(
+        &self,
+        input: &Path,
+        into: &Path,
+        _effort: super::Effort,
+    ) -> Result<super::split::PackageSplit, PruneError> {
+        super::folder_split::split_folder(input, into)
+    }
+
+    fn for_each_binary(
+        &self,
+        input: &Path,
+        _scratch: &Path,
+        f: super::EachBinary<'_>,
+    ) -> Result<(), PruneError> {
+        super::members::folder(input, input, f)
     }
 }
 
