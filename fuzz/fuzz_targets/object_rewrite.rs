@@ -30,10 +30,13 @@ fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().unwrap();
     let (i, o) = (dir.path().join("in.o"), dir.path().join("out.o"));
     std::fs::write(&i, data).unwrap();
-    let keep = fatpack::prune::Selection::Keep {
-        targets: fatpack::prune::parse_keep("sm_90").unwrap(),
+    use fatpack::selection::{parse_capabilities, parse_keep, Selection};
+    let keep = Selection::Keep {
+        targets: parse_keep("sm_90").unwrap(),
         allow_empty: true,
     };
-    let _ = fatpack::prune::prune(&i, &o, &keep);
-    let _ = fatpack::prune::prune(&i, &o, &fatpack::prune::Selection::For(vec![90, 86]));
+    let opts = fatpack::package::Options::default();
+    let _ = fatpack::package::prune(&i, &o, &keep, &opts);
+    let for_two = Selection::For(parse_capabilities("9.0,8.6").unwrap());
+    let _ = fatpack::package::prune(&i, &o, &for_two, &opts);
 });

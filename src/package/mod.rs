@@ -17,11 +17,8 @@
 
 mod compress;
 mod conda;
-mod conda_split;
 mod deb;
-mod deb_split;
 mod folder;
-mod folder_split;
 mod format;
 mod index;
 mod kind;
@@ -35,7 +32,6 @@ pub mod split;
 mod tarball;
 pub mod variant;
 mod wheel;
-mod wheel_split;
 mod zip_layout;
 
 pub use compress::Effort;

@@ -1,5 +1,5 @@
 //! `fatpack split` of a conda package (`.conda` or `.tar.bz2`) whose binaries fatpack packed:
-//! the roles of [`super::split`], in conda's terms, all in one channel folder:
+//! the roles of [`crate::package::split`], in conda's terms, all in one channel folder:
 //!
 //! - `{name}-host`: every file of the input, each packed binary replaced by its host part;
 //!   the input's `depends`, `constrains` and other metadata, renamed.
@@ -12,7 +12,7 @@
 //! - Variants of `{name}` (build `{build}_{label}`), one per set of device packages some GPU
 //!   loads from exactly, depending on the host, those device packages, `cuda-arch` over the
 //!   GPUs the set serves as the fat package did, and `__cuda_arch` itself: as prune's conda
-//!   variants ([`super::conda`]), only a machine whose client names its GPU (CEP 46, or
+//!   variants ([`super`]), only a machine whose client names its GPU (CEP 46, or
 //!   `CONDA_OVERRIDE_CUDA_ARCH`) can take one, and the build number, raised by more the fewer
 //!   GPUs a variant serves, makes the solver take the one made for the machine's GPU.
 //!
@@ -26,13 +26,13 @@ use std::path::Path;
 use fatpack_format::select::REAL_GPUS;
 use fatpack_format::split::PackKind;
 
-use super::compress::Effort;
-use super::conda::{self, Format, Spooled, CUDA_ARCH, VIRTUAL};
-use super::split::{pack_label, Found, PackageSplit, Role, Written};
-use super::tarball::{self, Entry};
-use super::variant;
+use super::{self as conda, Format, Spooled, CUDA_ARCH, VIRTUAL};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
+use crate::package::compress::Effort;
+use crate::package::split::{pack_label, Found, PackageSplit, Role, Written};
+use crate::package::tarball::{self, Entry};
+use crate::package::variant;
 use crate::prune::PruneError;
 
 /// Splits the conda package `input` into the channel folder `into` (see the module's doc).
@@ -120,7 +120,7 @@ fn split_entries(
         let Some((path, sha, len)) = &mut e.data else {
             continue;
         };
-        if !super::sniff::file_is_binary(path)? {
+        if !crate::package::sniff::file_is_binary(path)? {
             continue;
         }
         let Some(host) = found.member(input, &e.name, path, &scratch.join(format!("split-{i}")))?
@@ -312,7 +312,7 @@ impl Ctx<'_> {
         let dest = self
             .into
             .join(format!("{new_stem}{}", self.format.suffix()));
-        if let Err(why) = super::metadata::plain_file_name(&format!("{new_stem}.conda")) {
+        if let Err(why) = crate::package::metadata::plain_file_name(&format!("{new_stem}.conda")) {
             return Err(PruneError::Package {
                 path: dest,
                 message: format!("the package's name is {why}; refused"),

@@ -1,5 +1,5 @@
 //! `fatpack split` of a Debian package whose binaries fatpack packed: the roles of
-//! [`super::split`] in Debian's terms. apt has no notion of the machine's GPU, so there are
+//! [`crate::package::split`] in Debian's terms. apt has no notion of the machine's GPU, so there are
 //! no variants: the administrator (or a metapackage of theirs) picks.
 //!
 //! - `{name}-host`: every file and every maintainer script, trigger, `shlibs`, `symbols` and
@@ -24,12 +24,12 @@ use std::path::Path;
 
 use fatpack_format::split::PackKind;
 
-use super::compress::{Codec, Effort};
-use super::deb::{self, Spooled};
-use super::split::{Found, PackageSplit, Role, Written};
-use super::tarball::{Entry, Kind};
+use super::{self as deb, Spooled};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
+use crate::package::compress::{Codec, Effort};
+use crate::package::split::{Found, PackageSplit, Role, Written};
+use crate::package::tarball::{Entry, Kind};
 use crate::prune::PruneError;
 
 fn bad(path: &Path, message: impl Into<String>) -> PruneError {
@@ -62,7 +62,7 @@ pub fn split_deb(input: &Path, into: &Path, effort: Effort) -> Result<PackageSpl
         let Some((path, _, len)) = &mut e.data else {
             continue;
         };
-        if !super::sniff::file_is_binary(path)? {
+        if !crate::package::sniff::file_is_binary(path)? {
             continue;
         }
         let into = scratch.path().join(format!("split-{i}"));

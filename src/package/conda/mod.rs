@@ -25,6 +25,8 @@
 //! under the names the archive gives), so memory stays bounded and a hostile name never
 //! reaches the file system.
 
+mod split;
+
 use std::collections::BTreeMap;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -629,7 +631,7 @@ impl PackageFormat for Conda {
         into: &Path,
         effort: super::Effort,
     ) -> Result<super::split::PackageSplit, PruneError> {
-        super::conda_split::split_conda(input, into, effort)
+        split::split_conda(input, into, effort)
     }
 
     fn for_each_binary(

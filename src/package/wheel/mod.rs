@@ -9,6 +9,8 @@
 //! did not first verify. Symlink members stay symlinks (pointing inside the package),
 //! modes stay, a member nobody changed is copied compressed as it was.
 
+mod split;
+
 use std::collections::HashSet;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -925,7 +927,7 @@ impl PackageFormat for Wheel {
         into: &Path,
         _effort: super::Effort,
     ) -> Result<super::split::PackageSplit, PruneError> {
-        super::wheel_split::split_wheel(input, into)
+        split::split_wheel(input, into)
     }
 
     fn for_each_binary(

@@ -13,6 +13,8 @@
 //! the package read back before it is committed. The archives keep their compression
 //! (gzip, xz, zstd or none), their entries' modes, owners and times.
 
+mod split;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufReader, Read, Write};
 use std::path::Path;
@@ -546,7 +548,7 @@ impl PackageFormat for Deb {
         into: &Path,
         effort: super::Effort,
     ) -> Result<super::split::PackageSplit, PruneError> {
-        super::deb_split::split_deb(input, into, effort)
+        split::split_deb(input, into, effort)
     }
 
     fn for_each_binary(

@@ -1,5 +1,5 @@
 //! `fatpack split` of a folder (an installed prefix, a Nix output, an unpacked package)
-//! whose binaries fatpack packed: the roles of [`super::split`] as folders, for a packager
+//! whose binaries fatpack packed: the roles of [`crate::package::split`] as folders, for a packager
 //! who makes packages of their own (a Nix derivation's outputs, an RPM's subpackages):
 //!
 //! - `DIR/host/`: the folder, each packed binary replaced by its host part; symlinks stay
@@ -13,9 +13,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::split::{Found, PackageSplit, Role, SplitPackage};
 use crate::commit::Outputs;
 use crate::error::io_at;
+use crate::package::split::{Found, PackageSplit, Role, SplitPackage};
 use crate::prune::PruneError;
 
 /// Splits the folder `input` into the new folder `into` (see the module's doc).
@@ -92,7 +92,7 @@ fn tree_len(dir: &Path) -> Result<u64, PruneError> {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in super::sorted_entries(&d)? {
+        for e in crate::package::sorted_entries(&d)? {
             let path = e.path();
             let meta = path.symlink_metadata().map_err(io_at(&path))?;
             if meta.is_dir() {
@@ -128,7 +128,7 @@ impl Walk<'_> {
     }
 
     fn tree(&mut self, dir: &Path, to: &Path) -> Result<(), PruneError> {
-        super::folder::copy_tree(dir, to, &|t| t, &mut |from, dest, meta| {
+        super::copy_tree(dir, to, &|t| t, &mut |from, dest, meta| {
             self.file(from, dest, meta)
         })
     }
@@ -155,7 +155,7 @@ impl Walk<'_> {
                 .insert(key, (rel.clone(), dest.to_path_buf(), Vec::new()));
         }
         self.count += 1;
-        let host = match super::sniff::file_is_binary(from)? {
+        let host = match crate::package::sniff::file_is_binary(from)? {
             true => {
                 let into = self.scratch.join(format!("split-{}", self.count));
                 // Named as `folder!path` in messages, as a package's members are.

@@ -13,13 +13,13 @@
 //!   fat wheel held and runs wherever it ran; a package that depends on X is served the same.
 //! - `{dist}` variants (PEP 825, a label after the tags): the same small wheel requiring the
 //!   host and only the device wheels one set of GPUs loads from, its `nvidia :: sm_arch`
-//!   values closed under NVIDIA's provider's matching ([`super::variant::sm_arch_values`]). A
+//!   values closed under NVIDIA's provider's matching ([`crate::package::variant::sm_arch_values`]). A
 //!   variant-aware installer picks one on a matching GPU and the plain one elsewhere; being
 //!   small, the variants do not repeat the host code.
 //!
 //! Today's pip takes one GPU's code with `pip install 'X-host[sm90]'` (extras name device
 //! wheels; several GPUs: `[sm80,sm90]`). The input is checked whole as prune checks it
-//! ([`super::wheel::open`]), each member against `RECORD` as it is read; every wheel written
+//! ([`super::open`]), each member against `RECORD` as it is read; every wheel written
 //! is read back against the `RECORD` it was given, and all are committed together or none.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,13 +28,13 @@ use std::path::{Path, PathBuf};
 
 use fatpack_format::split::PackKind;
 
-use super::metadata;
-use super::record;
-use super::split::{pack_label, Found, PackageSplit, Role, Written};
-use super::variant;
-use super::wheel::{self, Member, Opened};
+use super::{self as wheel, Member, Opened};
 use crate::commit::{Outputs, Staged};
 use crate::error::io_at;
+use crate::package::metadata;
+use crate::package::record;
+use crate::package::split::{pack_label, Found, PackageSplit, Role, Written};
+use crate::package::variant;
 use crate::prune::PruneError;
 
 fn bad(path: &Path, message: impl Into<String>) -> PruneError {

@@ -8,6 +8,8 @@
 //! its new store path no longer refers to the unpruned one (RUNPATHs, scripts, pkg-config
 //! files), and ELF offsets and string tables stay valid because nothing changes length.
 
+mod split;
+
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -202,7 +204,7 @@ impl PackageFormat for Folder {
         into: &Path,
         _effort: super::Effort,
     ) -> Result<super::split::PackageSplit, PruneError> {
-        super::folder_split::split_folder(input, into)
+        split::split_folder(input, into)
     }
 
     fn for_each_binary(
