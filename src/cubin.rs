@@ -30,9 +30,7 @@ pub struct CubinInfo {
 }
 
 pub fn is_cubin(data: &[u8]) -> bool {
-    data.len() >= 20
-        && data[..4] == *b"\x7fELF"
-        && u16::from_le_bytes([data[18], data[19]]) == EM_CUDA
+    crate::elf::Ident::read(data).is_some_and(|i| !i.big_endian && i.machine == EM_CUDA)
 }
 
 pub fn read(data: &[u8]) -> Result<CubinInfo, CubinError> {

@@ -43,6 +43,42 @@ use object::elf;
 use object::pod::{self, Pod};
 pub use object::LittleEndian as LE;
 
+/// A symbol table as it lies in a file ([`Layout::symbol_table`]).
+pub struct SymbolTable<'a> {
+    pub symbols: &'a [Sym],
+    pub strings: &'a [u8],
+    /// The index of its first global symbol (`sh_info`).
+    pub first_global: usize,
+}
+
+/// What an ELF file's identification and header say it is for: its class, byte order and
+/// machine (`e_machine`, read in the file's own byte order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ident {
+    pub class64: bool,
+    pub big_endian: bool,
+    pub machine: u16,
+}
+
+impl Ident {
+    /// From the first 20 bytes of an ELF file; None where `data` is not one or is shorter.
+    pub fn read(data: &[u8]) -> Option<Ident> {
+        if !data.starts_with(b"\x7fELF") || data.len() < 20 {
+            return None;
+        }
+        let big_endian = data[5] == elf::ELFDATA2MSB;
+        let m = [data[18], data[19]];
+        Some(Ident {
+            class64: data[4] == elf::ELFCLASS64,
+            big_endian,
+            machine: match big_endian {
+                true => u16::from_be_bytes(m),
+                false => u16::from_le_bytes(m),
+            },
+        })
+    }
+}
+
 /// The ELF header.
 pub type Ehdr = elf::FileHeader64<LE>;
 /// A program header (segment).
@@ -306,6 +342,29 @@ impl Layout {
         (0..self.sections.len())
             .find(|&i| self.section_name(i) == name.as_bytes())
             .map(|i| (i, &self.sections[i]))
+    }
+
+    /// The `SHT_SYMTAB` of the file, read from `data` in which the file starts at `base`
+    /// (an archive member's offset; 0 for a file of its own); None where it has none, or it
+    /// or its strings lie outside `data`.
+    pub fn symbol_table<'a>(&self, data: &'a [u8], base: u64) -> Option<SymbolTable<'a>> {
+        let symtab = self
+            .sections
+            .iter()
+            .find(|s| s.sh_type.get(LE) == elf::SHT_SYMTAB)?;
+        let strtab = self.sections.get(symtab.sh_link.get(LE) as usize)?;
+        let at = |s: &Shdr| {
+            file_range(
+                data,
+                base.checked_add(s.sh_offset.get(LE))?,
+                s.sh_size.get(LE),
+            )
+        };
+        Some(SymbolTable {
+            symbols: records::<Sym>(at(symtab)?),
+            strings: at(strtab)?,
+            first_global: symtab.sh_info.get(LE) as usize,
+        })
     }
 
     /// The file bytes of section `index` of `data` (empty for `SHT_NOBITS` and `SHT_NULL`).

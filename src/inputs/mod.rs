@@ -303,10 +303,9 @@ pub fn classify(data: &[u8]) -> (FileKind, Option<crate::elf::Layout>) {
     (kind, None)
 }
 
-/// The ELF `e_machine` of an ELF file (little-endian, as every target fatpack links).
+/// The ELF `e_machine` of an ELF file ([`crate::elf::Ident`]).
 pub fn elf_machine(data: &[u8]) -> Option<u16> {
-    (data.starts_with(b"\x7fELF") && data.len() > 20)
-        .then(|| u16::from_le_bytes([data[18], data[19]]))
+    crate::elf::Ident::read(data).map(|i| i.machine)
 }
 
 /// Every file one command maps, mapped once: a link reads each input (and each thin-archive

@@ -81,18 +81,11 @@ impl Target {
 
     /// Whether an ELF file starting with `header` (at least 20 bytes) can go in this link.
     pub fn accepts(&self, header: &[u8]) -> bool {
-        if header.len() < 20 {
-            return true;
-        }
-        let class64 = header[4] == object::elf::ELFCLASS64;
-        let big = header[5] == object::elf::ELFDATA2MSB;
-        let m = [header[18], header[19]];
-        let machine = if big {
-            u16::from_be_bytes(m)
-        } else {
-            u16::from_le_bytes(m)
-        };
-        class64 == self.class64 && big == self.big_endian && machine == self.machine
+        crate::elf::Ident::read(header).is_none_or(|i| {
+            i.class64 == self.class64
+                && i.big_endian == self.big_endian
+                && i.machine == self.machine
+        })
     }
 }
 

@@ -509,7 +509,7 @@ mod tests {
         const FAKE: FatpackOption = FatpackOption {
             name: "fake-choice",
             takes: Takes::OneOf(EarlyLink::NAMES),
-            env: Some("FATPACK_TEST_FAKE_CHOICE_UNSET"),
+            env: Some("NOT_SET_FAKE_CHOICE_VARIABLE"),
             help: "a row no table holds",
         };
         let line = |args: &[&str]| {

@@ -30,7 +30,7 @@ use fatpack_format::stub::{self, FLAG_RELOCATABLE};
 use super::account::Parts;
 use super::plan::{origin_of, Names, Planned};
 use super::LinkError;
-use crate::elf::{c_str, file_range, records, Sym, LE};
+use crate::elf::{c_str, file_range, Sym, LE};
 use crate::inputs::{self, DeviceSection, FileKind, DEVICE_SECTIONS, RELFATBIN_SECTION};
 use crate::rewrite::Extracted;
 use crate::transform::cut::{CutDone, CutInFile, Refused};
@@ -115,27 +115,8 @@ fn symbols<'a>(
     d: &DeviceSection,
     layout: &crate::elf::Layout,
 ) -> Option<(&'a [Sym], &'a [u8], usize)> {
-    let base = base_of(d, layout)?;
-    let symtab = layout
-        .sections
-        .iter()
-        .find(|s| s.sh_type.get(LE) == object::elf::SHT_SYMTAB)?;
-    let strtab = layout.sections.get(symtab.sh_link.get(LE) as usize)?;
-    let syms = file_range(
-        data,
-        base + symtab.sh_offset.get(LE),
-        symtab.sh_size.get(LE),
-    )?;
-    let strings = file_range(
-        data,
-        base + strtab.sh_offset.get(LE),
-        strtab.sh_size.get(LE),
-    )?;
-    Some((
-        records::<Sym>(syms),
-        strings,
-        symtab.sh_info.get(LE) as usize,
-    ))
+    let t = layout.symbol_table(data, base_of(d, layout)?)?;
+    Some((t.symbols, t.strings, t.first_global))
 }
 
 /// Where the ELF file (whose headers are `layout`) holding `d` starts in the file `d.file`.
@@ -209,20 +190,12 @@ fn read_placed(data: &[u8], wanted: &HashSet<&[u8]>) -> Placed {
         .iter()
         .filter_map(|n| layout.section_by_name(n).map(|(i, _)| i))
         .collect();
-    let Some(symtab) = layout
-        .sections
-        .iter()
-        .find(|s| s.sh_type.get(LE) == object::elf::SHT_SYMTAB)
+    let Some(crate::elf::SymbolTable {
+        symbols: syms,
+        strings,
+        ..
+    }) = layout.symbol_table(data, 0)
     else {
-        return out;
-    };
-    let (Some(syms), Some(strings)) = (
-        file_range(data, symtab.sh_offset.get(LE), symtab.sh_size.get(LE)),
-        layout
-            .sections
-            .get(symtab.sh_link.get(LE) as usize)
-            .and_then(|t| file_range(data, t.sh_offset.get(LE), t.sh_size.get(LE))),
-    ) else {
         return out;
     };
     let mut file: Option<Vec<u8>> = None;
@@ -236,7 +209,7 @@ fn read_placed(data: &[u8], wanted: &HashSet<&[u8]>) -> Placed {
     for n in wanted {
         wanted_len[n.len()] = true;
     }
-    for sym in records::<Sym>(syms) {
+    for sym in syms {
         let kind = sym.st_info & 0xf;
         if kind == object::elf::STT_FILE {
             file = c_string(strings, sym.st_name.get(LE) as usize);
