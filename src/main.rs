@@ -315,107 +315,30 @@ fn inspect(
     json: bool,
     for_gpus: Option<&str>,
 ) -> anyhow::Result<()> {
-    let caps = for_gpus
-        .map(fatpack::prune::parse_capabilities)
-        .transpose()?;
-    // Each file is read whole before its report is printed: a bad file gives an error, not
-    // half a report. The good files are still reported; the command fails at the end. A
-    // package (folder, wheel, conda package) gives one report per binary with device code
-    // in it, and a summary.
-    let mut reports = Vec::with_capacity(files.len());
-    let mut packages: Vec<(usize, usize, String)> = Vec::new();
-    let mut failures = Vec::new();
-    for f in files {
-        match fatpack::inspect::inspect_package(f) {
-            Ok(Some(rs)) => {
-                packages.push((reports.len(), rs.len(), f.display().to_string()));
-                reports.extend(rs);
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                failures.push(message(&anyhow::Error::new(e)));
-                continue;
-            }
-        }
-        match fatpack::inspect::inspect_path(f) {
-            Ok(r) => {
-                if r.packed.as_ref().is_some_and(|p| !p.digest_matches) {
-                    failures.push(format!(
-                        "{}: the store does not match the digest the binary records (stale or \
-                         replaced store)",
-                        f.display()
-                    ));
-                }
-                // A pack that is there but damaged or another build's is a problem; one that
-                // is not installed is how a machine is given only its GPUs' code.
-                for pk in r.packed.iter().flat_map(|p| &p.packs) {
-                    if pk.state != "ok" && pk.state != fatpack::packed::MISSING {
-                        failures.push(format!("{}: pack {}: {}", f.display(), pk.path, pk.state));
-                    }
-                }
-                reports.push(r);
-            }
-            Err(e) => failures.push(message(&anyhow::Error::new(e))),
-        }
-    }
-    if let (Some(caps), Some(text)) = (&caps, for_gpus) {
-        for r in &mut reports {
-            let (entries, _, stored_size, _) = fatpack::inspect::would_keep(r, caps);
-            let (kept, not_installed) = fatpack::inspect::kept_entries(r, caps);
-            r.would_keep = Some(fatpack::inspect::WouldKeep {
-                caps: text.to_string(),
-                entries,
-                stored_size,
-                kept,
-                not_installed,
-            });
-        }
-    }
-    let mut text = if json {
-        serde_json::to_string_pretty(&reports).context("serialising report")? + "\n"
-    } else {
-        let keep_line = |what: &str, rs: &[fatpack::inspect::FileReport]| match (&caps, for_gpus) {
-            (Some(caps), Some(text)) => {
-                let sum = rs
-                    .iter()
-                    .map(|r| fatpack::inspect::would_keep(r, caps))
-                    .fold((0, 0, 0, 0), |a, b| {
-                        (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3)
-                    });
-                fatpack::inspect::render_would_keep(what, text, sum)
-            }
-            _ => String::new(),
-        };
-        let mut parts: Vec<String> = reports
-            .iter()
-            .map(|r| {
-                fatpack::inspect::render(r, kernels) + &keep_line(&r.path, std::slice::from_ref(r))
-            })
-            .collect();
-        // Each package's summary after its last file (or alone, if none has device code).
-        for (start, n, path) in packages.iter().rev() {
-            let rs = &reports[*start..start + n];
-            let summary = fatpack::inspect::render_package(path, rs) + &keep_line(path, rs);
-            parts.insert(start + n, summary);
-        }
-        parts.join("\n")
+    let for_gpus = match for_gpus {
+        Some(text) => Some((text, fatpack::selection::parse_capabilities(text)?)),
+        None => None,
     };
-    if reports.is_empty() && !json {
-        // Nothing to report is said, for a package: an empty answer would read as a failure.
-        text = packages
-            .iter()
-            .map(|(_, _, path)| {
-                format!("{path}: no device code (no ELF file or archive in it holds any)\n")
-            })
-            .collect();
-    }
+    let request = fatpack::inspect::Request {
+        kernels,
+        json,
+        for_gpus,
+    };
+    let found = fatpack::inspect::inspect_files(files, &request).context("serialising report")?;
     use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
+    match std::io::stdout().lock().write_all(found.text.as_bytes()) {
         // A reader that stopped early (`| head`) is not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         r => r.context("writing to stdout")?,
     }
+    let failures: Vec<String> = found
+        .problems
+        .into_iter()
+        .map(|p| match p {
+            fatpack::inspect::Problem::Failed(e) => message(&anyhow::Error::new(e)),
+            fatpack::inspect::Problem::Found(text) => text,
+        })
+        .collect();
     match failures.len() {
         0 => Ok(()),
         1 => Err(anyhow::anyhow!("{}", failures[0])),

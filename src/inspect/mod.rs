@@ -1,12 +1,14 @@
 //! `fatpack inspect`: what device code a file holds, as a table or JSON.
 
 mod file;
+mod files;
 mod package;
 mod report;
 mod store;
 mod table;
 
 pub use file::inspect_path;
+pub use files::{inspect_files, Inspection, Problem, Request};
 pub use package::{inspect_package, kept_entries, summary, would_keep};
 pub use report::{
     ArchTotal, EntryReport, FileReport, InspectError, ModuleReport, Totals, WouldKeep,
