@@ -832,8 +832,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     // SAFETY: setting a signal's disposition to SIG_IGN has no other effect.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let status = std::panic::catch_unwind(fatpack_main).unwrap_or(Status(101));
-    // A link that forked: its parent ends now, with this status (`fatpack::link::handoff`).
-    fatpack::link::handoff::report(status.0);
+    // A link that forked: its parent ends now, with this status (`fatpack::link::fork`).
+    fatpack::link::fork::report(status.0);
     // Temp folders swept beside the work: done before the process ends.
     fatpack::commit::signals::finish_sweeps();
     std::process::exit(i32::from(status.0))

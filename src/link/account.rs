@@ -31,7 +31,7 @@ pub(super) struct Account {
     /// Whether the link was started before the scan, and what became of it
     /// (`--fatpack-verbose`).
     pub(super) early_note: &'static str,
-    /// Whether the link ran in a child of a fork (`super::handoff`), and why
+    /// Whether the link ran in a child of a fork (`super::fork`), and why
     /// (`--fatpack-verbose`).
     pub(super) fork_note: String,
     /// Where the time of the steps after the real link went, part by part: they hold up

@@ -1,6 +1,6 @@
 //! `--fatpack-dry-run`: what `fatpack ld` would do with this line, without writing anything:
 //! the inputs it would rewrite, the real linker's command line, and what would follow it.
-//! A mode of the link's own list of steps ([`super::driver::run`]): the same resolve and
+//! A mode of the link's own list of steps ([`super::steps::run`]): the same resolve and
 //! scan run (only inputs are read), and the report stands in for the steps that write.
 
 use std::ffi::OsString;

@@ -4,7 +4,7 @@
 //!
 //! Where to change what (docs/DESIGN.md, "Where to change what"): a route is a file
 //! `route_*.rs` and a case in [`route`]; a step is a method in its file, called from
-//! [`driver::run`]; an option is a row of [`options::OPTIONS`].
+//! [`steps::run`]; an option is a row of [`options::OPTIONS`].
 
 /// The contract with the runtime (names, `--wrap` list): fatpack-format's, shared with it.
 pub use fatpack_format::link as abi;
@@ -12,11 +12,10 @@ mod account;
 mod archive_pull;
 mod cleanup;
 mod device_free;
-mod driver;
 mod dry_run;
 mod error;
+pub mod fork;
 pub mod glue;
-pub mod handoff;
 mod names;
 mod old_output;
 pub mod options;
@@ -30,12 +29,13 @@ pub mod runtime;
 mod scan;
 mod script_copies;
 mod session;
+mod steps;
 mod store_step;
 mod stub_output;
 mod tail;
 mod worth_packing;
 
-pub use driver::run;
 pub use error::LinkError;
 pub use session::mark_process_start;
+pub use steps::run;
 pub use worth_packing::PACK_THRESHOLD;

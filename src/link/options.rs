@@ -239,7 +239,7 @@ pub struct PackOptions {
     /// ([`EarlyLink`]).
     pub early_link: EarlyLink,
     /// `--fatpack-fork=`: whether the link runs in a child that ends after the command
-    /// has ([`Fork`], `super::handoff`).
+    /// has ([`Fork`], `super::fork`).
     pub fork: Fork,
 }
 
@@ -249,7 +249,7 @@ choices! {
     /// is nobody's wait. The output is the same bytes either way.
     Fork = crate::environment::FORK_VALUES => {
         /// `auto` (the default): where the link reads objects and archives of
-        /// [`super::handoff::FORK_FROM`] bytes or more.
+        /// [`super::fork::FORK_FROM`] bytes or more.
         Auto,
         /// `yes`: every link that reaches the scan.
         Yes,

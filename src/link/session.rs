@@ -20,7 +20,7 @@ use crate::progress::Progress;
 use crate::rewrite::Extracted;
 
 /// One `fatpack ld` run: the command line, the inputs it maps (each once), and what each step
-/// made. [`super::driver::run`] is the list of steps.
+/// made. [`super::steps::run`] is the list of steps.
 pub(super) struct Session {
     pub(super) real: PathBuf,
     pub(super) line: LinkLine,

@@ -1,5 +1,5 @@
 //! `--fatpack-fork`: a link whose work runs in a child, the command ending once the output is
-//! in place (`fatpack::link::handoff`). Whatever the process structure, the command must be
+//! in place (`fatpack::link::fork`). Whatever the process structure, the command must be
 //! the same link as one process: the same bytes, ld's exit status and messages, and a
 //! signal's end.
 

@@ -65,7 +65,7 @@ pub fn run(argv0: Option<&OsStr>, args: Vec<OsString>) -> Result<i32, LinkError>
     s.step("resolve inputs", Session::resolve_inputs)?;
     super::old_output::refuse_an_input(&s.line)?;
     // Before the first thread, temp file or child of the link.
-    s.account.fork_note = super::handoff::fork_if_worth_it(&s.opts, &s.line);
+    s.account.fork_note = super::fork::fork_if_worth_it(&s.opts, &s.line);
     let early = s.step("start the link early", Session::start_early)?;
     let planned = s.step("scan inputs", Session::scan_inputs)?;
     if s.opts.dry_run {
@@ -163,7 +163,7 @@ impl Session {
         // fork ends now, and what is still held (the session, the inputs' mappings where the
         // store's work holds them too: 5 ms of unmapping and freeing after static cuBLAS's
         // link on the GPU machine, BENCHMARKS.md) is let go by the child alone.
-        super::handoff::report(0);
+        super::fork::report(0);
         Ok(0)
     }
 }
