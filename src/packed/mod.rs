@@ -11,8 +11,6 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection};
-
 pub use crate::elf::append_section::OffsetWriter;
 pub use crate::elf::store_segment::Mapping;
 pub use fatpack_format::link::{DIGEST_SECTION, SIDE_FILE_SUFFIX, STORE_SECTION};
@@ -198,8 +196,14 @@ pub fn section_bytes(data: &[u8]) -> Option<&[u8]> {
 
 /// `(offset, length)` in the file of its [`STORE_SECTION`].
 pub fn store_range(data: &[u8]) -> Option<(u64, u64)> {
-    let file = object::File::parse(data).ok()?;
-    file.section_by_name(STORE_SECTION)?.file_range()
+    let layout = crate::elf::Layout::parse(data).ok()?;
+    let (_, s) = layout.section_by_name(STORE_SECTION)?;
+    (s.sh_type.get(crate::elf::LE) != object::elf::SHT_NOBITS).then(|| {
+        (
+            s.sh_offset.get(crate::elf::LE),
+            s.sh_size.get(crate::elf::LE),
+        )
+    })
 }
 
 /// The slot whose bytes [`slot_range`] found at `offset`, `size` bytes long.
@@ -273,14 +277,17 @@ pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
 
 /// [`linked_modules`] of a linked file's bytes `data` (read from `path`).
 pub fn stub_modules(path: &Path, data: &[u8]) -> Result<Vec<String>, OutputError> {
-    let file = object::File::parse(data).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+    let layout =
+        crate::elf::Layout::parse(data).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
     let mut out = Vec::new();
     for name in DEVICE_SECTIONS {
-        let Some(sec) = file.section_by_name(name) else {
+        let Some((index, _)) = layout.section_by_name(name) else {
             continue;
         };
-        let data = sec.data().map_err(|e| bad(path, e.to_string()))?;
-        out.extend(stubs_in(path, name, data)?);
+        let bytes = layout
+            .section_data(data, index)
+            .map_err(|e| bad(path, e.to_string()))?;
+        out.extend(stubs_in(path, name, bytes)?);
     }
     Ok(out)
 }
