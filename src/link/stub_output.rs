@@ -471,8 +471,9 @@ pub(super) fn stub_output(
         .map(|&(_, m)| modules[m].module.as_str())
         .collect();
     want.sort_unstable();
-    let check = |data: &[u8]| {
-        let mut got = crate::packed::stub_modules(out, data).map_err(|e| e.to_string())?;
+    let check = |data: &[u8], layout: &crate::elf::Layout| {
+        let mut got =
+            crate::packed::stub_modules_of(out, data, layout).map_err(|e| e.to_string())?;
         got.sort_unstable();
         match got == want {
             true => Ok(()),

@@ -279,6 +279,15 @@ pub fn linked_modules(path: &Path) -> Result<Vec<String>, OutputError> {
 pub fn stub_modules(path: &Path, data: &[u8]) -> Result<Vec<String>, OutputError> {
     let layout =
         crate::elf::Layout::parse(data).map_err(|e| bad(path, format!("unreadable ELF: {e}")))?;
+    stub_modules_of(path, data, &layout)
+}
+
+/// [`stub_modules`] of a linked file's bytes whose headers `layout` are already parsed.
+pub fn stub_modules_of(
+    path: &Path,
+    data: &[u8],
+    layout: &crate::elf::Layout,
+) -> Result<Vec<String>, OutputError> {
     let mut out = Vec::new();
     for name in DEVICE_SECTIONS {
         let Some((index, _)) = layout.section_by_name(name) else {

@@ -89,6 +89,10 @@ fn file_end(p: &Phdr) -> u64 {
 
 pub use super::Replace;
 
+/// The caller's check of a cut file before it is written: its bytes and the headers just
+/// parsed from them; an error says what is wrong.
+pub type CheckCut<'a> = dyn Fn(&[u8], &Layout) -> Result<(), String> + 'a;
+
 /// The 8-byte word at `offset` of `buf`.
 fn word(buf: &[u8], offset: usize) -> Option<u64> {
     let b = buf.get(offset..offset.checked_add(8)?)?;
@@ -464,12 +468,9 @@ impl CutInFile {
 
     /// Makes the cut: the new device code at the first device section's start, what
     /// followed the device code moved down, new headers, pointers and symbols; checks the
-    /// result (its layout, then `check` on the cut file's bytes: what its device sections
-    /// now hold); truncates the file.
-    pub fn apply(
-        mut self,
-        check: &dyn Fn(&[u8]) -> Result<(), String>,
-    ) -> Result<CutDone, TransformError> {
+    /// result (its layout, then `check` on the cut file's bytes and the headers just parsed:
+    /// what its device sections now hold); truncates the file.
+    pub fn apply(mut self, check: &CheckCut<'_>) -> Result<CutDone, TransformError> {
         let (from, resume, by) = (
             self.p.cut.from as usize,
             self.p.cut.resume as usize,
@@ -498,7 +499,7 @@ impl CutInFile {
             .sum::<usize>();
         // The check's parse of the new headers is also what the steps after the cut use.
         let new = loads_in_place(r.out).map_err(&bad)?;
-        check(r.out).map_err(&bad)?;
+        check(r.out, &new).map_err(&bad)?;
         drop(self.map);
         // The old tail's bytes stay until the store is written over them (or the file is
         // settled): cutting them here and growing the file again costs more than the write.
